@@ -1,0 +1,3 @@
+from py_runtime.host.cli import main
+
+raise SystemExit(main())

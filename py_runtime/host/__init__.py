@@ -1,0 +1,1 @@
+"""Host-only side of the lab (codegen, dev server, oracle, CLI). Never imported in the browser."""

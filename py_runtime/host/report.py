@@ -1,0 +1,33 @@
+"""Readable tables for check reports (the JSON stays the record)."""
+
+from __future__ import annotations
+
+__all__ = ["format_report"]
+
+
+def _table(headers: list[str], rows: list[list]) -> str:
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    line = lambda row: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+
+
+def format_report(report: dict) -> str:
+    adapter = report["adapter"]
+    info = adapter["info"]
+    name = info.get("description") or info.get("device") or info.get("vendor") or "?"
+    out = [f"adapter: {name} [{adapter['backend']}; vendor {info.get('vendor', '?')}]",
+           f"features: {', '.join(adapter['features']) or '-'}"]
+    rows = [[c["kernel"], c["length"], "x".join(map(str, c["workgroups"])), c["checked"],
+             f"{c['worst_error_ratio']:.3f}", c["failure_count"], c["unwritten"],
+             "yes" if c["tail_intact"] else "NO", "PASS" if c["passed"] else "FAIL"] for c in report["cases"]]
+    out.append(_table(["kernel", "length", "grid", "checked", "worst err/allowed", "failures", "unwritten",
+                       "tail ok", "result"], rows))
+    if report["timings"]:
+        stamps = report["timestamps"]
+        out.append(f"\ntimestamps: quantized={stamps['quantized']} (per-dispatch passes; ns from timestamp queries)")
+        rows = [[t["kernel"], t["length"], t["ns"], f"{t['gbps']:.2f}" if t["gbps"] else "-"] for t in report["timings"]]
+        out.append(_table(["kernel", "length", "ns", "GB/s"], rows))
+    out.append(f"\n{'PASSED' if report['passed'] else 'FAILED'}: {sum(c['passed'] for c in report['cases'])}"
+               f"/{len(report['cases'])} cases, {report['wall_ms']:.0f} ms")
+    return "\n".join(out)

@@ -1,0 +1,23 @@
+"""Dispatch geometry for kernels that map one invocation to one element of a 1-D range."""
+
+from __future__ import annotations
+
+__all__ = ["linear_grid"]
+
+
+def linear_grid(length: int, invocations: int, max_per_dim: int) -> tuple[int, int, int]:
+    """Workgroup counts covering `length` elements, spilling into y past `max_per_dim` groups.
+
+    Kernels rebuild the index as gid.y * (num_workgroups.x * WG) + gid.x and bound-check it, so
+    the last row may be partly idle.
+    """
+    if length < 0 or invocations <= 0 or max_per_dim <= 0:
+        raise ValueError(f"bad grid request: length={length}, invocations={invocations}, max_per_dim={max_per_dim}")
+    groups = max(1, -(-length // invocations))
+    if groups <= max_per_dim:
+        return (groups, 1, 1)
+    rows = -(-groups // max_per_dim)
+    if rows > max_per_dim:
+        raise ValueError(f"{length} elements need {groups} workgroups of {invocations}: more than "
+                         f"{max_per_dim}^2, the 2-D grid limit")
+    return (max_per_dim, rows, 1)

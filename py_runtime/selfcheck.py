@@ -1,0 +1,202 @@
+"""The unary self-check: generate inputs on the GPU, run every requested operator at every length,
+check the results in-runtime against a float64 `math` reference, and time every dispatch.
+
+The in-runtime check covers a deterministic sample of each output (all of it for short lengths);
+the host tests re-check every element against numpy from the uploaded artifacts. Each output
+buffer is poisoned first and has a guard tail, so unwritten and overrun elements are caught.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from array import array
+from dataclasses import dataclass, field
+
+from .gpu.device import BufferUsage
+from .ops import unary as unary_ops
+from .ops.synth import fill_uniform, synth_value
+from .profiling import dispatch_durations, looks_quantized
+from .runtime import Runtime
+
+__all__ = ["CheckOptions", "run_unary_check", "POISON", "GUARD_ELEMENTS", "allowed_error", "ulp32"]
+
+POISON = bytes.fromhex("addbba7f")     # f32 NaN 0x7FBADBAD, little-endian
+GUARD_ELEMENTS = 64
+
+_REFERENCE = {
+    "abs": abs,
+    "neg": lambda x: -x,
+    "round": round,                     # Python rounds half to even, as WGSL round() does
+    "sqrt": math.sqrt,
+    "rsqrt": lambda x: 1.0 / math.sqrt(x),
+    "exp": math.exp,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tanh": math.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)),
+    "silu": lambda x: x / (1.0 + math.exp(-x)),
+    "hardswish": lambda x: x * min(max(x + 3.0, 0.0), 6.0) / 6.0,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckOptions:
+    ops: tuple[str, ...] = unary_ops.UNARY_OPS
+    lengths: tuple[int, ...] = (1, 4097, 65537)
+    seed: int = 2024
+    profile: bool = True
+    max_workgroups_per_dim: int | None = None   # force a 2-D grid at small lengths
+    sample: int = 4096                          # elements checked in-runtime per case
+    artifacts: bool = False                     # hand inputs and outputs to the sink
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CheckOptions":
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown check option(s) {unknown}; known: {sorted(known)}")
+        values = dict(data)
+        for key in ("ops", "lengths"):
+            if key in values:
+                values[key] = tuple(values[key])
+        options = cls(**values)
+        for op in options.ops:
+            unary_ops.kernel_name(op)
+        if any(not isinstance(n, int) or n < 1 for n in options.lengths):
+            raise ValueError(f"lengths must be positive integers, got {list(options.lengths)}")
+        return options
+
+
+def ulp32(value: float) -> float:
+    """Spacing of f32 values at |value| (the smallest subnormal step at zero)."""
+    if value == 0 or not math.isfinite(value):
+        return 2.0 ** -149
+    _, exponent = math.frexp(abs(value))
+    return 2.0 ** max(exponent - 24, -149)
+
+
+def allowed_error(op: str, x: float, exact: float) -> float:
+    t = unary_ops.TOLERANCES[op]
+    return ((t.ulps + t.ulps_per_abs_x * abs(x)) * ulp32(exact)
+            + (t.abs_units + t.abs_units_per_abs_x * abs(x)) * 2.0 ** -23)
+
+
+def _sample_indices(length: int, limit: int) -> list[int]:
+    if length <= limit:
+        return list(range(length))
+    edge = min(64, limit // 4)
+    picks = set(range(edge)) | set(range(length - edge, length))
+    stride = (length - 1) / max(1, limit - 2 * edge - 1)
+    picks |= {round(k * stride) for k in range(limit - 2 * edge)}
+    return sorted(picks)
+
+
+def _aligned_poison_count(data: bytes, end: int) -> int:
+    count, position = 0, data.find(POISON, 0, end)
+    while position != -1:
+        if position % 4 == 0:
+            count += 1
+        position = data.find(POISON, position + 1, end)
+    return count
+
+
+@dataclass
+class _Case:
+    op: str
+    length: int
+    kernel: str
+    workgroups: tuple
+    checked: int = 0
+    worst_ratio: float = 0.0        # max |err| / allowed over the checked elements
+    failures: list = field(default_factory=list)
+    unwritten: int = 0
+    tail_intact: bool = True
+    input_matches_twin: bool = True
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures and not self.unwritten and self.tail_intact and self.input_matches_twin
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "kernel": self.kernel, "length": self.length, "workgroups": list(self.workgroups),
+                "checked": self.checked, "worst_error_ratio": self.worst_ratio, "failures": self.failures[:5],
+                "failure_count": len(self.failures), "unwritten": self.unwritten, "tail_intact": self.tail_intact,
+                "input_matches_twin": self.input_matches_twin, "passed": self.passed}
+
+
+def _check(case: _Case, options: CheckOptions, stream: int, inputs: bytes, outputs: bytes) -> None:
+    n = case.length
+    value_range = unary_ops.INPUT_RANGES[case.op]
+    reference = _REFERENCE[case.op]
+    xs, ys = array("f"), array("f")
+    xs.frombytes(inputs[:4 * n])
+    ys.frombytes(outputs[:4 * n])
+    for i in _sample_indices(n, options.sample):
+        x = synth_value(value_range, options.seed, stream, i)
+        if xs[i] != x:
+            case.input_matches_twin = False
+            case.failures.append({"index": i, "input": xs[i], "expected_input": x})
+            continue
+        exact = reference(x)
+        error = abs(ys[i] - exact) if ys[i] == ys[i] else math.inf
+        allowed = allowed_error(case.op, x, exact)
+        ratio = error / allowed if allowed else (0.0 if error == 0 else math.inf)
+        case.worst_ratio = max(case.worst_ratio, ratio)
+        case.checked += 1
+        if ratio > 1:
+            case.failures.append({"index": i, "x": x, "gpu": ys[i], "exact": exact, "allowed": allowed})
+    case.unwritten = _aligned_poison_count(outputs, 4 * n)
+    tail = outputs[4 * n:4 * (n + GUARD_ELEMENTS)]
+    case.tail_intact = tail == POISON * GUARD_ELEMENTS
+
+
+async def run_unary_check(runtime: Runtime, options: CheckOptions, sink=None) -> dict:
+    """Run the check; `sink(name, bytes)` (async) receives inputs and outputs when options.artifacts."""
+    device = runtime.device
+    profile = options.profile and "timestamp-query" in device.adapter.device_features
+    cases, timings, all_stamps = [], [], []
+    started = time.perf_counter()
+    storage = BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST
+    for op_index, op in enumerate(options.ops):
+        stream = op_index + 1
+        for n in options.lengths:
+            src = device.create_buffer(label=f"{op}.src[{n}]", size=4 * n, usage=storage)
+            dst = device.create_buffer(label=f"{op}.dst[{n}]", size=4 * (n + GUARD_ELEMENTS), usage=storage)
+            device.write_buffer(dst, POISON * (n + GUARD_ELEMENTS))
+            fill = await fill_uniform(runtime, target=src, length=n, value_range=unary_ops.INPUT_RANGES[op],
+                                      seed=options.seed, stream=stream, max_per_dim=options.max_workgroups_per_dim)
+            run = await unary_ops.unary(runtime, op, src=src, dst=dst, length=n,
+                                        max_per_dim=options.max_workgroups_per_dim)
+            stamps = await device.submit([fill, run], timestamps=profile)
+            inputs = await device.read_buffer(src)
+            outputs = await device.read_buffer(dst)
+            case = _Case(op=op, length=n, kernel=run.label, workgroups=run.workgroups)
+            _check(case, options, stream, inputs, outputs)
+            cases.append(case)
+            if stamps:
+                all_stamps += stamps
+                for dispatch, ns, moved in zip((fill, run), dispatch_durations(stamps), (4 * n, 8 * n)):
+                    timings.append({"kernel": dispatch.label, "op": op, "length": n,
+                                    "workgroups": list(dispatch.workgroups), "ns": ns, "bytes": moved,
+                                    "gbps": moved / ns if ns else None})
+            if sink and options.artifacts:
+                await sink(f"unary_{op}_{n}.in.f32", inputs)
+                await sink(f"unary_{op}_{n}.out.f32", outputs)
+            device.destroy(src)
+            device.destroy(dst)
+            runtime.release_uniforms()
+    return {
+        "suite": "unary",
+        "adapter": device.adapter.to_json(),
+        "options": {"ops": list(options.ops), "lengths": list(options.lengths), "seed": options.seed,
+                    "max_workgroups_per_dim": options.max_workgroups_per_dim, "guard_elements": GUARD_ELEMENTS,
+                    "poison_hex": POISON.hex()},
+        "tolerances": {op: vars(unary_ops.TOLERANCES[op]) for op in options.ops},
+        "timestamps": {"profiled": profile, "quantized": looks_quantized(all_stamps) if profile else None},
+        "cases": [c.to_json() for c in cases],
+        "timings": timings,
+        "pipelines_created": runtime.pipelines.created,
+        "wall_ms": round((time.perf_counter() - started) * 1000, 3),
+        "passed": all(c.passed for c in cases),
+    }

@@ -1,0 +1,101 @@
+// Boots Pyodide from web/vendor, installs the py_runtime wheel with micropip, and calls one Python
+// entry point (py_runtime.page.main) with plain JSON options from the URL. Every stage is bounded
+// by a timeout, and any failure is shown on the page and rejects window.__lab.done.
+import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
+import { renderAdapter, renderCases, renderTimings } from "./render.js";
+
+const lab = (window.__lab = { state: "running", stage: "start", result: null, error: null });
+const statusBox = document.getElementById("status");
+
+function setStage(stage) {
+  lab.stage = stage;
+  statusBox.textContent = `${stage}…`;
+}
+
+function withTimeout(promise, seconds, what) {
+  let timer;
+  const limit = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${seconds} s`)), seconds * 1000);
+  });
+  return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+}
+
+// URL query -> options for py_runtime (comma lists become arrays, numbers become numbers).
+function optionsFromQuery() {
+  const query = new URLSearchParams(location.search);
+  const options = {};
+  const ints = (v) => v.split(",").filter(Boolean).map((x) => {
+    const n = Number(x);
+    if (!Number.isInteger(n)) throw new Error(`not an integer in the URL: ${x}`);
+    return n;
+  });
+  for (const [key, value] of query) {
+    if (key === "ops") options.ops = value.split(",").filter(Boolean);
+    else if (key === "lengths") options.lengths = ints(value);
+    else if (key === "seed" || key === "sample") options[key] = ints(value)[0];
+    else if (key === "max_wg") options.max_workgroups_per_dim = ints(value)[0];
+    else if (key === "profile") options.profile = value !== "0";
+    else if (key === "upload") options.upload = value;
+    else if (key === "timeout") continue;
+    else throw new Error(`unknown URL option ${key}`);
+  }
+  return options;
+}
+
+async function fetchJson(url) {
+  const response = await fetch(url, { cache: "no-store" });
+  if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status} (run scripts/setup.sh?)`);
+  return response.json();
+}
+
+async function main() {
+  const options = optionsFromQuery();
+  const runSeconds = Number(new URLSearchParams(location.search).get("timeout") || 900);
+
+  setStage("reading vendor/manifest.json");
+  const manifest = await withTimeout(fetchJson("vendor/manifest.json"), 20, "manifest");
+  const absolute = (url) => new URL(url, location.href).href;
+
+  setStage(`loading Pyodide ${manifest.pyodide.version}`);
+  const pyodide = await withTimeout(loadPyodide({ indexURL: absolute(manifest.pyodide.index_url) }), 90, "loadPyodide");
+
+  // loadPackage reports a failed download only through errorCallback and still resolves.
+  setStage("loading micropip");
+  const loadErrors = [];
+  await withTimeout(pyodide.loadPackage(absolute(manifest.micropip.url), {
+    messageCallback: () => {},
+    errorCallback: (message) => loadErrors.push(message),
+  }), 60, "loading micropip");
+  if (loadErrors.length) throw new Error(`loading micropip failed: ${loadErrors.join("; ")}`);
+
+  setStage("installing py_runtime");
+  const micropip = pyodide.pyimport("micropip");
+  await withTimeout(micropip.install.callKwargs(absolute(manifest.runtime.url), { deps: false }), 60,
+    "installing the py_runtime wheel");
+
+  setStage("running the unary check");
+  const page = pyodide.pyimport("py_runtime.page");
+  const text = await withTimeout(page.main(JSON.stringify(options)), runSeconds, "the unary check");
+  const report = JSON.parse(text);
+
+  renderAdapter(report);
+  renderCases(report);
+  renderTimings(report);
+  const info = report.adapter.info;
+  statusBox.className = `status done ${report.passed ? "pass" : "fail"}`;
+  statusBox.textContent = `${report.passed ? "PASS" : "FAIL"}: ${report.cases.filter((c) => c.passed).length}/` +
+    `${report.cases.length} checks on ${info.description || info.device || info.vendor || "unknown adapter"} ` +
+    `(${info.vendor || "?"}, ${report.adapter.backend})`;
+  lab.result = report;
+  lab.state = "done";
+  return report;
+}
+
+lab.done = main().catch((error) => {
+  const message = error && error.message ? error.message : String(error);
+  lab.error = message;
+  lab.state = "error";
+  statusBox.className = "status error";
+  statusBox.textContent = `ERROR during ${lab.stage}: ${message}`;
+  throw error;
+});
