@@ -105,6 +105,7 @@ def _aligned_poison_count(data: bytes, end: int) -> int:
 class _Case:
     op: str
     length: int
+    stream: int
     kernel: str
     workgroups: tuple
     checked: int = 0
@@ -119,13 +120,14 @@ class _Case:
         return not self.failures and not self.unwritten and self.tail_intact and self.input_matches_twin
 
     def to_json(self) -> dict:
-        return {"op": self.op, "kernel": self.kernel, "length": self.length, "workgroups": list(self.workgroups),
+        return {"op": self.op, "kernel": self.kernel, "length": self.length, "stream": self.stream,
+                "workgroups": list(self.workgroups),
                 "checked": self.checked, "worst_error_ratio": self.worst_ratio, "failures": self.failures[:5],
                 "failure_count": len(self.failures), "unwritten": self.unwritten, "tail_intact": self.tail_intact,
                 "input_matches_twin": self.input_matches_twin, "passed": self.passed}
 
 
-def _check(case: _Case, options: CheckOptions, stream: int, inputs: bytes, outputs: bytes) -> None:
+def _check(case: _Case, options: CheckOptions, inputs: bytes, outputs: bytes) -> None:
     n = case.length
     value_range = unary_ops.INPUT_RANGES[case.op]
     reference = _REFERENCE[case.op]
@@ -133,7 +135,7 @@ def _check(case: _Case, options: CheckOptions, stream: int, inputs: bytes, outpu
     xs.frombytes(inputs[:4 * n])
     ys.frombytes(outputs[:4 * n])
     for i in _sample_indices(n, options.sample):
-        x = synth_value(value_range, options.seed, stream, i)
+        x = synth_value(value_range, options.seed, case.stream, i)
         if xs[i] != x:
             case.input_matches_twin = False
             case.failures.append({"index": i, "input": xs[i], "expected_input": x})
@@ -171,8 +173,8 @@ async def run_unary_check(runtime: Runtime, options: CheckOptions, sink=None) ->
             stamps = await device.submit([fill, run], timestamps=profile)
             inputs = await device.read_buffer(src)
             outputs = await device.read_buffer(dst)
-            case = _Case(op=op, length=n, kernel=run.label, workgroups=run.workgroups)
-            _check(case, options, stream, inputs, outputs)
+            case = _Case(op=op, length=n, stream=stream, kernel=run.label, workgroups=run.workgroups)
+            _check(case, options, inputs, outputs)
             cases.append(case)
             if stamps:
                 all_stamps += stamps

@@ -48,6 +48,16 @@ async function fetchJson(url) {
   return response.json();
 }
 
+// Fetches an asset and checks it against the manifest's sha256, so a missing or stale file is
+// named here instead of surfacing later as "File is not a zip file" from inside micropip.
+async function verifyAsset(url, sha256) {
+  const response = await fetch(url, { cache: "no-store" });
+  if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status} (run scripts/setup.sh?)`);
+  const digest = await crypto.subtle.digest("SHA-256", await response.arrayBuffer());
+  const hex = Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+  if (hex !== sha256) throw new Error(`${url}: sha256 ${hex} does not match the manifest (${sha256})`);
+}
+
 async function main() {
   const options = optionsFromQuery();
   const runSeconds = Number(new URLSearchParams(location.search).get("timeout") || 900);
@@ -55,6 +65,10 @@ async function main() {
   setStage("reading vendor/manifest.json");
   const manifest = await withTimeout(fetchJson("vendor/manifest.json"), 20, "manifest");
   const absolute = (url) => new URL(url, location.href).href;
+
+  setStage("checking vendored wheels");
+  await withTimeout(Promise.all([manifest.micropip, manifest.runtime].map((a) => verifyAsset(absolute(a.url), a.sha256))),
+    30, "checking vendored wheels");
 
   setStage(`loading Pyodide ${manifest.pyodide.version}`);
   const pyodide = await withTimeout(loadPyodide({ indexURL: absolute(manifest.pyodide.index_url) }), 90, "loadPyodide");

@@ -45,6 +45,7 @@ class PageRun:
     stage: str | None
     console_errors: list[str] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)
+    status_text: str = ""           # what the page shows in its status box
 
 
 class HeadlessLab:
@@ -75,13 +76,20 @@ class HeadlessLab:
     def url(self) -> str:
         return self.server.url
 
-    def run_page(self, query: dict | None = None, *, timeout_s: float = 300.0, path: str = "") -> PageRun:
+    def run_page(self, query: dict | None = None, *, timeout_s: float = 300.0, path: str = "",
+                 init_script: str | None = None, screenshot: Path | None = None,
+                 base_url: str | None = None) -> PageRun:
+        """Open the page with `query`, wait (bounded) for it to finish. `init_script` runs before
+        the page's own scripts (tests use it to take WebGPU away); `base_url` points the browser
+        at another server."""
         page = self.browser.new_page()
+        if init_script:
+            page.add_init_script(init_script)
         console_errors, page_errors = [], []
         page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: page_errors.append(str(e)))
         try:
-            url = self.url + path + ("?" + urllib.parse.urlencode(query) if query else "")
+            url = (base_url or self.url) + path + ("?" + urllib.parse.urlencode(query) if query else "")
             page.goto(url, timeout=30_000)
             try:
                 page.wait_for_function("window.__lab && window.__lab.state !== 'running'",
@@ -91,7 +99,11 @@ class HeadlessLab:
                 return PageRun("timeout", None, f"page did not finish within {timeout_s} s", stage,
                                console_errors, page_errors)
             state = json.loads(page.evaluate("JSON.stringify(window.__lab)"))
+            if screenshot:
+                screenshot.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(screenshot), full_page=True)
+            state["status_text"] = page.inner_text("#status")
             return PageRun(state["state"], state.get("result"), state.get("error"), state.get("stage"),
-                           console_errors, page_errors)
+                           console_errors, page_errors, state["status_text"])
         finally:
             page.close()

@@ -121,6 +121,7 @@ class LabServer(http.server.ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/"
 
     def start_in_thread(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="lab-server", daemon=True)
+        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
+                                  name="lab-server", daemon=True)
         thread.start()
         return thread

@@ -1,0 +1,143 @@
+"""What the page loads, under web/vendor/: Pyodide, micropip, the runtime wheel, and a manifest.
+
+- Pyodide: the npm package pyodide@314.0.7 (`npm pack`), checked against its pinned integrity.
+- micropip 0.11.1 from PyPI, sha256-pinned (not in the npm package; the page loads it by URL).
+- The runtime wheel: `pip wheel` of this repo, rebuilt whenever a file of py_runtime differs from
+  what the current wheel holds. pyodide-build is not used: it downloads a cross-build environment
+  on every run and cannot work offline, and py_runtime is pure Python anyway.
+
+`python -m py_runtime.host.vendor` (run by scripts/setup.sh) does all of it, downloading only what
+is missing (so it is offline after its first run); the e2e tests call `ensure_current` so a browser
+run never tests stale code.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+__all__ = ["ensure_current", "runtime_wheel_is_current", "build_runtime_wheel", "vendor_all", "VendorError"]
+
+PYODIDE_VERSION = "314.0.7"
+PYODIDE_INTEGRITY = "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A=="
+MICROPIP_VERSION = "0.11.1"
+MICROPIP_WHEEL = f"micropip-{MICROPIP_VERSION}-py3-none-any.whl"
+MICROPIP_SHA256 = "768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ecfd3"
+WHEELS = Path("web/vendor/wheels")
+PYODIDE_DIR = Path("web/vendor/pyodide")
+
+
+class VendorError(RuntimeError):
+    pass
+
+
+def vendor_pyodide(root: Path) -> None:
+    marker = root / PYODIDE_DIR / f".version-{PYODIDE_VERSION}"
+    if marker.exists():
+        return
+    cache = root / ".cache"
+    cache.mkdir(exist_ok=True)
+    tarball = cache / f"pyodide-{PYODIDE_VERSION}.tgz"
+    if not tarball.exists():
+        print(f"[vendor] downloading pyodide@{PYODIDE_VERSION} from the npm registry", flush=True)
+        subprocess.run(["npm", "pack", f"pyodide@{PYODIDE_VERSION}", "--silent"], cwd=cache, check=True,
+                       stdout=subprocess.DEVNULL)
+    integrity = "sha512-" + base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
+    if integrity != PYODIDE_INTEGRITY:
+        tarball.unlink()
+        raise VendorError(f"pyodide tarball integrity {integrity} != pinned {PYODIDE_INTEGRITY}")
+    target = root / PYODIDE_DIR
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    with tarfile.open(tarball) as archive:
+        for member in archive.getmembers():
+            if member.isfile() and member.name.startswith("package/"):
+                member.name = member.name.removeprefix("package/")
+                archive.extract(member, target, filter="data")
+    marker.touch()
+
+
+def vendor_micropip(root: Path) -> None:
+    wheel = root / WHEELS / MICROPIP_WHEEL
+    if not wheel.exists():
+        print(f"[vendor] downloading {MICROPIP_WHEEL} from PyPI", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                        "--python-version", "3.14", "-d", str(root / WHEELS), f"micropip=={MICROPIP_VERSION}"],
+                       check=True)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    if digest != MICROPIP_SHA256:
+        wheel.unlink()
+        raise VendorError(f"{MICROPIP_WHEEL} sha256 {digest} != pinned {MICROPIP_SHA256}")
+
+
+def _source_files(root: Path) -> dict[str, bytes]:
+    files = {}
+    for path in sorted((root / "py_runtime").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".js", ".wgsl", ".json"):
+            files[path.relative_to(root).as_posix()] = path.read_bytes()
+    return files
+
+
+def _runtime_wheel(root: Path) -> Path | None:
+    found = sorted((root / WHEELS).glob("webgpu_llm_lab-*.whl"))
+    return found[-1] if found else None
+
+
+def runtime_wheel_is_current(root: Path) -> bool:
+    wheel = _runtime_wheel(root)
+    if wheel is None or not (root / "web/vendor/manifest.json").exists():
+        return False
+    with zipfile.ZipFile(wheel) as archive:
+        packed = {name: archive.read(name) for name in archive.namelist() if name.startswith("py_runtime/")}
+    return packed == _source_files(root)
+
+
+def build_runtime_wheel(root: Path) -> Path:
+    for old in (root / WHEELS).glob("webgpu_llm_lab-*.whl"):
+        old.unlink()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(root / WHEELS), str(root)], check=True, cwd=root, stdout=subprocess.DEVNULL)
+    for leftover in ("build", "webgpu_llm_lab.egg-info"):
+        shutil.rmtree(root / leftover, ignore_errors=True)
+    wheel = _runtime_wheel(root)
+    digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()
+    micropip = root / WHEELS / MICROPIP_WHEEL
+    manifest = {
+        "pyodide": {"version": PYODIDE_VERSION, "index_url": "vendor/pyodide/"},
+        "micropip": {"url": f"vendor/wheels/{MICROPIP_WHEEL}", "sha256": digest(micropip)},
+        "runtime": {"url": f"vendor/wheels/{wheel.name}", "sha256": digest(wheel)},
+    }
+    (root / "web/vendor/manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return wheel
+
+
+def ensure_current(root: Path) -> Path:
+    """The runtime wheel, rebuilt first if py_runtime changed since it was built."""
+    missing = [p for p in (f"{PYODIDE_DIR}/pyodide.asm.wasm", f"{WHEELS}/{MICROPIP_WHEEL}")
+               if not (root / p).exists()]
+    if missing:
+        raise FileNotFoundError(f"{', '.join(missing)} missing: run scripts/setup.sh first")
+    if not runtime_wheel_is_current(root):
+        build_runtime_wheel(root)
+    return _runtime_wheel(root)
+
+
+def vendor_all(root: Path) -> Path:
+    (root / WHEELS).mkdir(parents=True, exist_ok=True)
+    vendor_pyodide(root)
+    vendor_micropip(root)
+    return ensure_current(root)
+
+
+if __name__ == "__main__":
+    from .codegen import repo_root
+
+    wheel = vendor_all(repo_root())
+    print(f"[vendor] pyodide {PYODIDE_VERSION}, micropip {MICROPIP_VERSION}, {wheel.name}")
