@@ -6,7 +6,6 @@ in a test, files from the CLI).
 
 from __future__ import annotations
 
-from .gpu import request_device
 from .runtime import Runtime
 from .selfcheck import CheckOptions, run_unary_check
 
@@ -19,5 +18,5 @@ async def run(backend: str, options: dict | None = None, sink=None) -> dict:
     if suite != "unary":
         raise ValueError(f"unknown suite {suite!r}; known: 'unary'")
     check_options = CheckOptions.from_json(options)
-    device = await request_device(backend)
-    return await run_unary_check(Runtime(device), check_options, sink)
+    runtime = await Runtime.create(backend)
+    return await run_unary_check(runtime, check_options, sink)

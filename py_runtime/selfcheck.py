@@ -13,10 +13,9 @@ import time
 from array import array
 from dataclasses import dataclass, field
 
-from .gpu.device import BufferUsage
 from .ops import unary as unary_ops
 from .ops.synth import fill_uniform, synth_value
-from .profiling import dispatch_durations, looks_quantized
+from .plan import Plan
 from .runtime import Runtime
 
 __all__ = ["CheckOptions", "run_unary_check", "POISON", "GUARD_ELEMENTS", "allowed_error", "ulp32"]
@@ -111,6 +110,8 @@ class _Case:
     checked: int = 0
     worst_ratio: float = 0.0        # max |err| / allowed over the checked elements
     failures: list = field(default_factory=list)
+    routes: list = field(default_factory=list)
+    route_mask: int = 0
     unwritten: int = 0
     tail_intact: bool = True
     input_matches_twin: bool = True
@@ -121,7 +122,7 @@ class _Case:
 
     def to_json(self) -> dict:
         return {"op": self.op, "kernel": self.kernel, "length": self.length, "stream": self.stream,
-                "workgroups": list(self.workgroups),
+                "workgroups": list(self.workgroups), "routes": self.routes, "route_mask": self.route_mask,
                 "checked": self.checked, "worst_error_ratio": self.worst_ratio, "failures": self.failures[:5],
                 "failure_count": len(self.failures), "unwritten": self.unwritten, "tail_intact": self.tail_intact,
                 "input_matches_twin": self.input_matches_twin, "passed": self.passed}
@@ -154,40 +155,48 @@ def _check(case: _Case, options: CheckOptions, inputs: bytes, outputs: bytes) ->
 
 
 async def run_unary_check(runtime: Runtime, options: CheckOptions, sink=None) -> dict:
-    """Run the check; `sink(name, bytes)` (async) receives inputs and outputs when options.artifacts."""
+    """Run the check; `sink(name, bytes)` (async) receives inputs and outputs when options.artifacts.
+
+    One plan per operator (fill + unary) is recorded once and resized to each length: the live
+    size `n` drives both dispatches' grids and params.
+    """
     device = runtime.device
     profile = options.profile and "timestamp-query" in device.adapter.device_features
-    cases, timings, all_stamps = [], [], []
+    cases, timings, all_stamps_quantized = [], [], []
     started = time.perf_counter()
-    storage = BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST
+    longest = max(options.lengths)
     for op_index, op in enumerate(options.ops):
         stream = op_index + 1
+        src = await runtime.tensors.allocate(f"{op}.src", (longest,))
+        dst = await runtime.tensors.allocate(f"{op}.dst", (longest + GUARD_ELEMENTS,))
+        plan = Plan(runtime, f"unary_check.{op}", live={"n": options.lengths[0]})
+        await plan.add(fill_uniform(target=src, value_range=unary_ops.INPUT_RANGES[op], seed=options.seed,
+                                    stream=stream, length="n", max_per_dim=options.max_workgroups_per_dim))
+        await plan.add(unary_ops.unary(op, src=src, dst=dst, length="n", max_per_dim=options.max_workgroups_per_dim))
+        plan.record()
         for n in options.lengths:
-            src = device.create_buffer(label=f"{op}.src[{n}]", size=4 * n, usage=storage)
-            dst = device.create_buffer(label=f"{op}.dst[{n}]", size=4 * (n + GUARD_ELEMENTS), usage=storage)
-            device.write_buffer(dst, POISON * (n + GUARD_ELEMENTS))
-            fill = await fill_uniform(runtime, target=src, length=n, value_range=unary_ops.INPUT_RANGES[op],
-                                      seed=options.seed, stream=stream, max_per_dim=options.max_workgroups_per_dim)
-            run = await unary_ops.unary(runtime, op, src=src, dst=dst, length=n,
-                                        max_per_dim=options.max_workgroups_per_dim)
-            stamps = await device.submit([fill, run], timestamps=profile)
-            inputs = await device.read_buffer(src)
-            outputs = await device.read_buffer(dst)
-            case = _Case(op=op, length=n, stream=stream, kernel=run.label, workgroups=run.workgroups)
+            plan.resize(n=n)
+            device.write_buffer(dst.buffer, POISON * (n + GUARD_ELEMENTS))
+            execution = await plan.replay(profile=profile)
+            inputs = await device.read_buffer(src.buffer, 4 * n)
+            outputs = await device.read_buffer(dst.buffer, 4 * (n + GUARD_ELEMENTS))
+            case = _Case(op=op, length=n, stream=stream, kernel=unary_ops.kernel_name(op),
+                         workgroups=tuple(plan.workgroups[3:6]), routes=list(execution.routes),
+                         route_mask=execution.route_mask)
             _check(case, options, inputs, outputs)
             cases.append(case)
-            if stamps:
-                all_stamps += stamps
-                for dispatch, ns, moved in zip((fill, run), dispatch_durations(stamps), (4 * n, 8 * n)):
-                    timings.append({"kernel": dispatch.label, "op": op, "length": n,
-                                    "workgroups": list(dispatch.workgroups), "ns": ns, "bytes": moved,
-                                    "gbps": moved / ns if ns else None})
+            if execution.rows:
+                all_stamps_quantized.append(execution.quantized)
+                timings += [{"op": op, "length": n, **row.to_json()} for row in execution.rows]
             if sink and options.artifacts:
                 await sink(f"unary_{op}_{n}.in.f32", inputs)
                 await sink(f"unary_{op}_{n}.out.f32", outputs)
-            device.destroy(src)
-            device.destroy(dst)
-            runtime.release_uniforms()
+        plan.release()
+        runtime.tensors.release(src.name)
+        runtime.tensors.release(dst.name)
+    quantized = None
+    if profile and any(q is not None for q in all_stamps_quantized):
+        quantized = any(q for q in all_stamps_quantized)
     return {
         "suite": "unary",
         "adapter": device.adapter.to_json(),
@@ -195,10 +204,11 @@ async def run_unary_check(runtime: Runtime, options: CheckOptions, sink=None) ->
                     "max_workgroups_per_dim": options.max_workgroups_per_dim, "guard_elements": GUARD_ELEMENTS,
                     "poison_hex": POISON.hex()},
         "tolerances": {op: vars(unary_ops.TOLERANCES[op]) for op in options.ops},
-        "timestamps": {"profiled": profile, "quantized": looks_quantized(all_stamps) if profile else None},
+        "timestamps": {"profiled": profile, "quantized": quantized},
         "cases": [c.to_json() for c in cases],
         "timings": timings,
         "pipelines_created": runtime.pipelines.created,
+        "bind_groups_created": runtime.bind_groups.created,
         "wall_ms": round((time.perf_counter() - started) * 1000, 3),
         "passed": all(c.passed for c in cases),
     }

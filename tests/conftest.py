@@ -17,8 +17,6 @@ def repo() -> Path:
 
 @pytest.fixture(scope="session")
 def native_runtime():
-    from py_runtime.gpu import request_device
     from py_runtime.runtime import Runtime
 
-    device = asyncio.run(request_device("native"))
-    return Runtime(device)
+    return asyncio.run(Runtime.create("native"))

@@ -1,9 +1,9 @@
 """GPU access: the device interface and its two backends, picked lazily at the leaves."""
 
-from .device import (AdapterReport, AdapterUnavailable, BufferUsage, Device, Dispatch, GpuError,
+from .device import (AdapterReport, AdapterUnavailable, BufferUsage, Device, DeviceLost, Dispatch, GpuError,
                      GpuOutOfMemory, GpuValidationError, Handle, KernelCompileError)
 
-__all__ = ["AdapterReport", "AdapterUnavailable", "BufferUsage", "Device", "Dispatch", "GpuError",
+__all__ = ["AdapterReport", "AdapterUnavailable", "BufferUsage", "Device", "DeviceLost", "Dispatch", "GpuError",
            "GpuOutOfMemory", "GpuValidationError", "Handle", "KernelCompileError", "request_device"]
 
 

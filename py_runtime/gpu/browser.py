@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+from array import array
 from pathlib import Path
 
 import js
 from pyodide.code import run_js
 from pyodide.ffi import JsException, create_proxy, to_js
 
-from .device import (WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, Device,
+from .device import (WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, Device, DeviceLost,
                      GpuOutOfMemory, GpuValidationError, Handle, KernelCompileError)
 
 __all__ = ["BrowserDevice", "request_browser_device", "post_bytes"]
@@ -35,21 +36,23 @@ def _js_bridge():
     return _bridge
 
 
-def _call_with_buffer(fn, data) -> object:
-    proxy = create_proxy(memoryview(data).cast("B"))
-    try:
-        return fn(proxy)
-    finally:
-        proxy.destroy()
+class _HeapView:
+    """A PyProxy of a memoryview for zero-copy reads by JS; destroyed on exit."""
+
+    def __init__(self, data):
+        self.proxy = create_proxy(memoryview(data).cast("B") if not isinstance(data, array) else memoryview(data))
+
+    def __enter__(self):
+        return self.proxy
+
+    def __exit__(self, *exc):
+        self.proxy.destroy()
 
 
 async def post_bytes(url: str, data: bytes | memoryview) -> None:
     """Our addition: POST bytes to the page's server (result uploads for headless runs)."""
-    proxy = create_proxy(memoryview(data).cast("B"))
-    try:
-        await _js_bridge().postBytes(url, proxy)
-    finally:
-        proxy.destroy()
+    with _HeapView(data) as view:
+        await _js_bridge().postBytes(url, view)
 
 
 async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevice":
@@ -84,21 +87,49 @@ async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevic
 class BrowserDevice(Device):
     def __init__(self, device, adapter: AdapterReport):
         self._device = device
+        self._loss = _js_bridge().trackLoss(device)
         self.adapter = adapter
 
-    def create_buffer(self, *, label, size, usage):
+    @property
+    def lost(self):
+        info = self._loss.lost
+        return (str(info.reason), str(info.message)) if info else None
+
+    def _check_alive(self):
+        lost = self.lost
+        if lost:
+            raise DeviceLost(*lost)
+
+    async def _scoped(self, what: str, call):
+        self._check_alive()
+        try:
+            return await call()
+        except JsException as error:
+            self._check_alive()
+            text = str(error)
+            if "out of memory" in text:
+                raise GpuOutOfMemory(what, text) from None
+            raise GpuValidationError(what, text) from None
+
+    async def create_buffer(self, *, label, size, usage):
         size = max(4, (size + 3) // 4 * 4)
-        raw = self._device.createBuffer(to_js({"label": label, "size": size, "usage": usage}))
+        descriptor = to_js({"label": label, "size": size, "usage": usage})
+        raw = await self._scoped(f"create_buffer({label!r}, {size} bytes)",
+                                 lambda: _js_bridge().createBuffer(self._device, descriptor))
         return Handle("buffer", label, size, raw)
 
     def write_buffer(self, buffer, data, offset=0):
-        _call_with_buffer(lambda proxy: _js_bridge().writeBuffer(self._device, buffer.raw, offset, proxy), data)
+        self._check_alive()
+        with _HeapView(data) as view:
+            _js_bridge().writeBuffer(self._device, buffer.raw, offset, view)
 
-    async def read_buffer(self, buffer, size=None):
-        size = buffer.size if size is None else size
-        return (await _js_bridge().readBuffer(self._device, buffer.raw, size)).to_bytes()
+    async def read_buffer(self, buffer, size=None, offset=0):
+        size = buffer.size - offset if size is None else size
+        return (await self._scoped(f"read_buffer({buffer.label!r})",
+                                   lambda: _js_bridge().readBuffer(self._device, buffer.raw, offset, size))).to_bytes()
 
     async def create_compute_pipeline(self, *, kernel, constants=None):
+        self._check_alive()
         result = await _js_bridge().createPipeline(
             self._device, kernel.name, kernel.code, kernel.entry_point,
             to_js(constants) if constants else None)
@@ -111,22 +142,66 @@ class BrowserDevice(Device):
             raise GpuValidationError(f"create_compute_pipeline({kernel.name})", str(result.failure))
         return Handle("pipeline", kernel.name, 0, result.pipeline)
 
-    def create_bind_group(self, *, label, pipeline, buffers):
-        entries = to_js([[b, buf.raw] for b, buf in sorted(buffers.items())])
-        raw = _js_bridge().createBindGroup(self._device, label, pipeline.raw, entries)
+    async def create_bind_group(self, *, label, pipeline, buffers):
+        rows = []
+        for binding, entry in sorted(buffers.items()):
+            buffer, offset, size = entry if isinstance(entry, tuple) else (entry, None, None)
+            rows.append([binding, buffer.raw, offset, size])
+        entries = to_js(rows)
+        raw = await self._scoped(f"create_bind_group({label})",
+                                 lambda: _js_bridge().createBindGroup(self._device, label, pipeline.raw, entries))
         return Handle("bind_group", label, 0, raw)
 
     async def submit(self, dispatches, *, timestamps=False):
-        encoded = to_js([[d.pipeline.raw, d.bind_group.raw, *d.workgroups] for d in dispatches])
-        try:
-            raw = await _js_bridge().submit(self._device, encoded, bool(timestamps))
-        except JsException as error:
-            names = ", ".join(d.label for d in dispatches[:4])
-            raise GpuValidationError(f"submit({names})", str(error)) from None
+        self._check_alive()
+        if timestamps:
+            pairs = to_js([[d.pipeline.raw, d.bind_group.raw] for d in dispatches])
+            counts = to_js([c for d in dispatches for c in d.workgroups])
+            raw = await self._scoped(f"submit({', '.join(d.label for d in dispatches[:4])})",
+                                     lambda: _js_bridge().submitOnce(self._device, pairs, counts, True))
+            return list(struct.unpack(f"<{2 * len(dispatches)}Q", raw.to_bytes()))
+        # The naive baseline: every call crosses from Python to JS.
+        device = self._device
+        device.pushErrorScope("validation")
+        encoder = device.createCommandEncoder()
+        compute_pass = encoder.beginComputePass()
+        for d in dispatches:
+            compute_pass.setPipeline(d.pipeline.raw)
+            compute_pass.setBindGroup(0, d.bind_group.raw)
+            compute_pass.dispatchWorkgroups(*d.workgroups)
+        compute_pass.end()
+        device.queue.submit(to_js([encoder.finish()]))
+        error = await device.popErrorScope()
+        if error:
+            raise GpuValidationError(f"submit({', '.join(d.label for d in dispatches[:4])})", str(error.message))
+        await device.queue.onSubmittedWorkDone()
+        return None
+
+    def record(self, dispatches, *, label):
+        self._check_alive()
+        pairs = to_js([[d.pipeline.raw, d.bind_group.raw] for d in dispatches])
+        plan = _js_bridge().record(self._device, pairs, "timestamp-query" in self.adapter.device_features)
+        return Handle("plan", label, len(dispatches), plan)
+
+    async def replay(self, plan, workgroups, *, timestamps=False, upload=None):
+        with _HeapView(workgroups) as counts:
+            if upload:
+                buffer, offset, data = upload
+                with _HeapView(data) as view:
+                    raw = await self._scoped(f"replay({plan.label})", lambda: _js_bridge().replay(
+                        self._device, plan.raw, counts, bool(timestamps), buffer.raw, offset, view))
+            else:
+                raw = await self._scoped(f"replay({plan.label})", lambda: _js_bridge().replay(
+                    self._device, plan.raw, counts, bool(timestamps), None, 0, None))
         if not timestamps:
             return None
-        return list(struct.unpack(f"<{2 * len(dispatches)}Q", raw.to_bytes()))
+        return list(struct.unpack(f"<{2 * plan.size}Q", raw.to_bytes()))
 
     def destroy(self, handle):
         if handle.kind == "buffer":
             handle.raw.destroy()
+        elif handle.kind == "plan":
+            _js_bridge().release(handle.raw)
+
+    def destroy_device(self):
+        self._device.destroy()

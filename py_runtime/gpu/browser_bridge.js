@@ -1,11 +1,11 @@
 // The JS half of the browser backend (py_runtime/gpu/browser.py evaluates this file once).
 // Everything that would otherwise take many Python->JS calls per step lives here: encoding a whole
-// list of dispatches, reading a buffer back, creating a pipeline inside error scopes, and moving
-// bytes out of the wasm heap without an intermediate copy. Each function is one FFI crossing.
+// recorded plan, reading a buffer back, creating a pipeline inside error scopes, and moving bytes
+// out of the wasm heap without an intermediate copy. Each function is one FFI crossing.
 (() => {
-// Zero-copy view of a Python buffer (a PyProxy of bytes/memoryview) for the duration of `use`.
-function withPyBuffer(pyBuffer, use) {
-  const view = pyBuffer.getBuffer("u8");
+// Zero-copy view of a Python buffer (a PyProxy of a memoryview) for the duration of `use`.
+function withPyBuffer(pyBuffer, use, type = "u8") {
+  const view = pyBuffer.getBuffer(type);
   try {
     return use(view.data);
   } finally {
@@ -13,7 +13,86 @@ function withPyBuffer(pyBuffer, use) {
   }
 }
 
+function errorText(error) {
+  return String(error && error.message ? error.message : error);
+}
+
+// Timestamp plumbing for `count` queries: the query set and the two buffers resolving it.
+function createTimestampSet(device, count) {
+  return {
+    count,
+    querySet: device.createQuerySet({ type: "timestamp", count }),
+    resolved: device.createBuffer({ size: 8 * count, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC }),
+    staging: device.createBuffer({ size: 8 * count, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }),
+  };
+}
+
+function destroyTimestampSet(set) {
+  set.querySet.destroy();
+  set.resolved.destroy();
+  set.staging.destroy();
+}
+
+// Encodes pairs [[pipeline, bindGroup], ...] with counts[3i..3i+2]; one pass, or one pass per
+// dispatch writing timestamps 2i and 2i+1 into `stamps` when given.
+function encode(device, pairs, counts, stamps) {
+  const encoder = device.createCommandEncoder();
+  if (stamps) {
+    for (let i = 0; i < pairs.length; i++) {
+      const pass = encoder.beginComputePass({
+        timestampWrites: { querySet: stamps.querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 },
+      });
+      pass.setPipeline(pairs[i][0]);
+      pass.setBindGroup(0, pairs[i][1]);
+      pass.dispatchWorkgroups(counts[3 * i], counts[3 * i + 1], counts[3 * i + 2]);
+      pass.end();
+    }
+    encoder.resolveQuerySet(stamps.querySet, 0, stamps.count, stamps.resolved, 0);
+    encoder.copyBufferToBuffer(stamps.resolved, 0, stamps.staging, 0, 8 * stamps.count);
+  } else {
+    const pass = encoder.beginComputePass();
+    for (let i = 0; i < pairs.length; i++) {
+      pass.setPipeline(pairs[i][0]);
+      pass.setBindGroup(0, pairs[i][1]);
+      pass.dispatchWorkgroups(counts[3 * i], counts[3 * i + 1], counts[3 * i + 2]);
+    }
+    pass.end();
+  }
+  return encoder.finish();
+}
+
+async function readStamps(stamps) {
+  await stamps.staging.mapAsync(GPUMapMode.READ);
+  const out = new Uint8Array(stamps.staging.getMappedRange().slice(0));
+  stamps.staging.unmap();
+  return out;
+}
+
+// Validation errors of everything `work` enqueues, raised as one Error.
+async function scoped(device, work) {
+  device.pushErrorScope("out-of-memory");
+  device.pushErrorScope("validation");
+  let result, thrown = null;
+  try {
+    result = work();
+  } catch (error) {
+    thrown = error;
+  }
+  const validation = await device.popErrorScope();
+  const oom = await device.popErrorScope();
+  if (oom) throw new Error(`out of memory: ${oom.message}`);
+  if (validation) throw new Error(validation.message);
+  if (thrown) throw thrown;
+  return result;
+}
+
 return {
+  // GPUDevice.lost, observable synchronously: state.lost becomes {reason, message}.
+  trackLoss(device) {
+    const state = { lost: null };
+    device.lost.then((info) => { state.lost = { reason: String(info.reason), message: String(info.message) }; });
+    return state;
+  },
 
   writeBuffer(device, buffer, offset, pyBuffer) {
     withPyBuffer(pyBuffer, (bytes) => device.queue.writeBuffer(buffer, offset, bytes));
@@ -24,6 +103,10 @@ return {
     const sent = withPyBuffer(pyBuffer, (bytes) => fetch(url, { method: "POST", body: bytes }));
     const response = await sent;
     if (!response.ok) throw new Error(`upload to ${url} failed: HTTP ${response.status}`);
+  },
+
+  async createBuffer(device, descriptor) {
+    return scoped(device, () => device.createBuffer(descriptor));
   },
 
   async createPipeline(device, label, code, entryPoint, constants) {
@@ -42,7 +125,7 @@ return {
       try {
         pipeline = await device.createComputePipelineAsync({ label, layout: "auto", compute });
       } catch (error) {
-        failure = String(error && error.message ? error.message : error);
+        failure = errorText(error);
       }
     }
     const validation = await device.popErrorScope();
@@ -51,68 +134,63 @@ return {
     return { pipeline, messages, failure, oom: oom ? oom.message : null };
   },
 
-  createBindGroup(device, label, pipeline, entries) {
-    return device.createBindGroup({
+  // entries: [[binding, buffer, offset, size], ...]; offset/size null for the whole buffer.
+  async createBindGroup(device, label, pipeline, entries) {
+    return scoped(device, () => device.createBindGroup({
       label,
       layout: pipeline.getBindGroupLayout(0),
-      entries: entries.map(([binding, buffer]) => ({ binding, resource: { buffer } })),
-    });
+      entries: entries.map(([binding, buffer, offset, size]) => ({
+        binding, resource: offset === null ? { buffer } : { buffer, offset, size },
+      })),
+    }));
   },
 
-  // dispatches: [[pipeline, bindGroup, x, y, z], ...]. Returns a Uint8Array of 2N u64 timestamps
-  // (ns) when `timestamps` is set, else null. Resolves once the GPU has finished the work.
-  async submit(device, dispatches, timestamps) {
-    device.pushErrorScope("validation");
-    const encoder = device.createCommandEncoder();
-    let querySet = null, resolved = null, staging = null;
-    const count = 2 * dispatches.length;
-    if (timestamps) {
-      querySet = device.createQuerySet({ type: "timestamp", count });
-      dispatches.forEach(([pipeline, bindGroup, x, y, z], i) => {
-        const pass = encoder.beginComputePass({
-          timestampWrites: { querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 },
-        });
-        pass.setPipeline(pipeline);
-        pass.setBindGroup(0, bindGroup);
-        pass.dispatchWorkgroups(x, y, z);
-        pass.end();
-      });
-      resolved = device.createBuffer({ size: 8 * count, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
-      staging = device.createBuffer({ size: 8 * count, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-      encoder.resolveQuerySet(querySet, 0, count, resolved, 0);
-      encoder.copyBufferToBuffer(resolved, 0, staging, 0, 8 * count);
-    } else {
-      const pass = encoder.beginComputePass();
-      for (const [pipeline, bindGroup, x, y, z] of dispatches) {
-        pass.setPipeline(pipeline);
-        pass.setBindGroup(0, bindGroup);
-        pass.dispatchWorkgroups(x, y, z);
-      }
-      pass.end();
-    }
-    device.queue.submit([encoder.finish()]);
-    const error = await device.popErrorScope();
-    if (error) {
-      for (const b of [resolved, staging]) if (b) b.destroy();
-      throw new Error(error.message);
-    }
-    if (!timestamps) {
+  // A recorded plan: the pairs to encode, and timestamp plumbing made once when profiling is possible.
+  record(device, pairs, withTimestamps) {
+    return { pairs, stamps: withTimestamps && pairs.length ? createTimestampSet(device, 2 * pairs.length) : null };
+  },
+
+  release(plan) {
+    if (plan.stamps) destroyTimestampSet(plan.stamps);
+  },
+
+  // One step: optional upload (the params arena), then the whole plan in one encoder; resolves when
+  // the GPU is done, with a Uint8Array of 2N u64 timestamps when profiling, else null.
+  async replay(device, plan, countsPy, timestamps, uploadBuffer, uploadOffset, uploadPy) {
+    const stamps = timestamps ? plan.stamps : null;
+    if (timestamps && !stamps) throw new Error("this plan was recorded without timestamp queries");
+    await scoped(device, () => {
+      if (uploadPy) withPyBuffer(uploadPy, (bytes) => device.queue.writeBuffer(uploadBuffer, uploadOffset, bytes));
+      const commands = withPyBuffer(countsPy, (counts) => encode(device, plan.pairs, counts, stamps), "u32");
+      device.queue.submit([commands]);
+    });
+    if (!stamps) {
       await device.queue.onSubmittedWorkDone();
       return null;
     }
-    await staging.mapAsync(GPUMapMode.READ);
-    const out = new Uint8Array(staging.getMappedRange().slice(0));
-    staging.unmap();
-    for (const b of [resolved, staging]) b.destroy();
-    querySet.destroy();
-    return out;
+    return readStamps(stamps);
   },
 
-  async readBuffer(device, buffer, size) {
+  // The same encoding for a one-off list (used by submit's timestamp path).
+  async submitOnce(device, pairs, counts, timestamps) {
+    const stamps = timestamps ? createTimestampSet(device, 2 * pairs.length) : null;
+    try {
+      await scoped(device, () => device.queue.submit([encode(device, pairs, counts, stamps)]));
+      if (!stamps) {
+        await device.queue.onSubmittedWorkDone();
+        return null;
+      }
+      return await readStamps(stamps);
+    } finally {
+      if (stamps) destroyTimestampSet(stamps);
+    }
+  },
+
+  async readBuffer(device, buffer, offset, size) {
     const padded = Math.ceil(size / 4) * 4;
     const staging = device.createBuffer({ size: padded, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     const encoder = device.createCommandEncoder();
-    encoder.copyBufferToBuffer(buffer, 0, staging, 0, padded);
+    encoder.copyBufferToBuffer(buffer, offset, staging, 0, padded);
     device.queue.submit([encoder.finish()]);
     await staging.mapAsync(GPUMapMode.READ);
     const out = new Uint8Array(staging.getMappedRange(0, padded).slice(0, size));

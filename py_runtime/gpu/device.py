@@ -7,13 +7,14 @@ object escapes a backend, so the code above this interface is identical in both.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
 __all__ = [
-    "AdapterReport", "BufferUsage", "Device", "Dispatch", "GpuError", "AdapterUnavailable",
-    "KernelCompileError", "GpuValidationError", "GpuOutOfMemory", "Handle", "WANTED_FEATURES",
-    "WANTED_LIMITS",
+    "AdapterReport", "Binding", "BufferUsage", "Device", "DeviceLost", "Dispatch", "GpuError",
+    "AdapterUnavailable", "KernelCompileError", "GpuValidationError", "GpuOutOfMemory", "Handle",
+    "WANTED_FEATURES", "WANTED_LIMITS",
 ]
 
 
@@ -70,14 +71,31 @@ class GpuOutOfMemory(GpuError):
         super().__init__(f"WebGPU out of memory in {op}: {message}")
 
 
+class DeviceLost(GpuError):
+    """The device is gone (GPUDevice.lost resolved); rebuild the runtime and its plans."""
+
+    def __init__(self, reason: str, message: str):
+        self.reason = reason
+        super().__init__(f"WebGPU device lost ({reason}): {message}; rebuild the runtime (Runtime.rebuild) "
+                         f"and re-record its plans")
+
+
+_handle_ids = itertools.count(1)
+
+
 @dataclass(frozen=True)
 class Handle:
-    """An opaque backend object (buffer, pipeline, bind group) with a label for error messages."""
+    """An opaque backend object (buffer, pipeline, bind group, plan) with a label for error messages."""
 
     kind: str
     label: str
     size: int = 0
     raw: Any = field(default=None, repr=False, compare=False)
+    uid: int = field(default_factory=lambda: next(_handle_ids), compare=False)
+
+
+# A bind group entry: a whole buffer, or (buffer, offset, size) for a slice (the params arena).
+Binding = Union[Handle, tuple]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +124,11 @@ class Device:
 
     adapter: AdapterReport
 
+    @property
+    def lost(self) -> tuple[str, str] | None:
+        """(reason, message) once GPUDevice.lost has resolved, else None."""
+        raise NotImplementedError
+
     def create_buffer(self, *, label: str, size: int, usage: int) -> Handle:
         raise NotImplementedError
 
@@ -113,8 +136,9 @@ class Device:
         """GPUQueue.writeBuffer."""
         raise NotImplementedError
 
-    async def read_buffer(self, buffer: Handle, size: int | None = None) -> bytes:
-        """Our addition: copy `size` bytes (default: all) to a staging buffer, map it, copy out."""
+    async def read_buffer(self, buffer: Handle, size: int | None = None, offset: int = 0) -> bytes:
+        """Our addition: copy `size` bytes (default: the rest) from `offset` to a staging buffer,
+        map it, copy out."""
         raise NotImplementedError
 
     async def create_compute_pipeline(self, *, kernel, constants: dict | None = None) -> Handle:
@@ -122,19 +146,35 @@ class Device:
         errors raise KernelCompileError with line and column."""
         raise NotImplementedError
 
-    def create_bind_group(self, *, label: str, pipeline: Handle, buffers: dict[int, Handle]) -> Handle:
-        """Bind group 0 of `pipeline` from {binding: buffer}; uniform or storage follows the layout."""
+    def create_bind_group(self, *, label: str, pipeline: Handle, buffers: dict[int, Binding]) -> Handle:
+        """Bind group 0 of `pipeline` from {binding: buffer or (buffer, offset, size)}."""
         raise NotImplementedError
 
     async def submit(self, dispatches: list[Dispatch], *, timestamps: bool = False) -> list[int] | None:
-        """Our addition: encode `dispatches` in order into one command encoder and submit it.
+        """Our addition: encode `dispatches` call by call from Python into one command encoder,
+        submit, and wait for the GPU. (The baseline that record/replay is measured against.)
 
         Without timestamps: one compute pass. With timestamps (needs 'timestamp-query'): one pass
         per dispatch writing begin/end timestamps 2i and 2i+1; returns those 2N values in ns.
-        Waits for the GPU to finish either way.
         """
+        raise NotImplementedError
+
+    def record(self, dispatches: list[Dispatch], *, label: str) -> Handle:
+        """Our addition: keep (pipeline, bind group) pairs where encoding happens (JS in the
+        browser) so that `replay` encodes the whole list in one call."""
+        raise NotImplementedError
+
+    async def replay(self, plan: Handle, workgroups, *, timestamps: bool = False,
+                     upload: tuple[Handle, int, bytes] | None = None) -> list[int] | None:
+        """Our addition: one call per step. Writes `upload` (buffer, offset, bytes) first, then
+        encodes every recorded dispatch with its counts from `workgroups` (an array('I') of 3N),
+        submits and waits; timestamps as in `submit`."""
         raise NotImplementedError
 
     def destroy(self, handle: Handle) -> None:
         """GPUBuffer.destroy for buffers; other handles are left to garbage collection."""
+        raise NotImplementedError
+
+    def destroy_device(self) -> None:
+        """GPUDevice.destroy: the device becomes lost with reason 'destroyed'."""
         raise NotImplementedError

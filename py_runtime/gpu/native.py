@@ -14,7 +14,8 @@ import wgpu
 from wgpu.backends.wgpu_native import lib as _wgpu_lib
 
 from .device import (WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, BufferUsage,
-                     Device, Dispatch, GpuOutOfMemory, GpuValidationError, Handle, KernelCompileError)
+                     Device, DeviceLost, Dispatch, GpuOutOfMemory, GpuValidationError, Handle,
+                     KernelCompileError)
 
 __all__ = ["NativeDevice", "request_native_device"]
 
@@ -49,88 +50,117 @@ class NativeDevice(Device):
     def __init__(self, device, adapter: AdapterReport):
         self._device = device
         self.adapter = adapter
+        self._lost: tuple[str, str] | None = None
         self._timestamp_period = float(_wgpu_lib.wgpuQueueGetTimestampPeriod(device.queue._internal))
 
-    def create_buffer(self, *, label, size, usage):
-        size = max(4, (size + 3) // 4 * 4)      # WebGPU buffer sizes for copies are 4-byte aligned
+    @property
+    def lost(self):
+        return self._lost
+
+    def _check_alive(self):
+        if self._lost:
+            raise DeviceLost(*self._lost)
+
+    def _call(self, what: str, fn, *args, **kwargs):
+        """wgpu-py raises validation errors synchronously; name the op in them."""
+        self._check_alive()
         try:
-            raw = self._device.create_buffer(label=label, size=size, usage=usage)
-        except wgpu.GPUValidationError as error:
-            raise GpuValidationError(f"create_buffer({label!r}, {size} bytes)", str(error)) from None
+            return fn(*args, **kwargs)
         except wgpu.GPUOutOfMemoryError as error:
-            raise GpuOutOfMemory(f"create_buffer({label!r}, {size} bytes)", str(error)) from None
+            raise GpuOutOfMemory(what, str(error)) from None
+        except wgpu.GPUError as error:
+            raise GpuValidationError(what, str(error)) from None
+
+    async def create_buffer(self, *, label, size, usage):
+        size = max(4, (size + 3) // 4 * 4)      # WebGPU buffer sizes for copies are 4-byte aligned
+        raw = self._call(f"create_buffer({label!r}, {size} bytes)", self._device.create_buffer,
+                         label=label, size=size, usage=usage)
         return Handle("buffer", label, size, raw)
 
     def write_buffer(self, buffer, data, offset=0):
-        self._device.queue.write_buffer(buffer.raw, offset, memoryview(data).cast("B"))
+        self._call(f"write_buffer({buffer.label!r})", self._device.queue.write_buffer,
+                   buffer.raw, offset, memoryview(data).cast("B"))
 
-    async def read_buffer(self, buffer, size=None):
-        size = buffer.size if size is None else size
-        return bytes(self._device.queue.read_buffer(buffer.raw, 0, (size + 3) // 4 * 4)[:size])
+    async def read_buffer(self, buffer, size=None, offset=0):
+        size = buffer.size - offset if size is None else size
+        data = self._call(f"read_buffer({buffer.label!r})", self._device.queue.read_buffer,
+                          buffer.raw, offset, (size + 3) // 4 * 4)
+        return bytes(data[:size])
 
     async def create_compute_pipeline(self, *, kernel, constants=None):
+        self._check_alive()
         try:
             module = self._device.create_shader_module(label=kernel.name, code=kernel.code)
         except wgpu.GPUError as error:
             text = str(error)
-            line, col = map(int, _LOCATION.search(text).groups()) if _LOCATION.search(text) else (0, 0)
+            found = _LOCATION.search(text)
+            line, col = map(int, found.groups()) if found else (0, 0)
             raise KernelCompileError(kernel.name, [(line, col, text.strip())]) from None
         compute = {"module": module, "entry_point": kernel.entry_point}
         if constants:
             compute["constants"] = dict(constants)
-        try:
-            raw = self._device.create_compute_pipeline(label=kernel.name, layout="auto", compute=compute)
-        except wgpu.GPUError as error:
-            raise GpuValidationError(f"create_compute_pipeline({kernel.name})", str(error)) from None
+        raw = self._call(f"create_compute_pipeline({kernel.name})", self._device.create_compute_pipeline,
+                         label=kernel.name, layout="auto", compute=compute)
         return Handle("pipeline", kernel.name, 0, raw)
 
-    def create_bind_group(self, *, label, pipeline, buffers):
-        entries = [{"binding": b, "resource": {"buffer": buf.raw, "offset": 0, "size": buf.size}}
-                   for b, buf in sorted(buffers.items())]
-        try:
-            raw = self._device.create_bind_group(
-                label=label, layout=pipeline.raw.get_bind_group_layout(0), entries=entries)
-        except wgpu.GPUError as error:
-            raise GpuValidationError(f"create_bind_group({label})", str(error)) from None
+    async def create_bind_group(self, *, label, pipeline, buffers):
+        entries = []
+        for binding, entry in sorted(buffers.items()):
+            buffer, offset, size = entry if isinstance(entry, tuple) else (entry, 0, entry.size)
+            entries.append({"binding": binding, "resource": {"buffer": buffer.raw, "offset": offset, "size": size}})
+        raw = self._call(f"create_bind_group({label})", self._device.create_bind_group,
+                         label=label, layout=pipeline.raw.get_bind_group_layout(0), entries=entries)
         return Handle("bind_group", label, 0, raw)
 
-    async def submit(self, dispatches: list[Dispatch], *, timestamps=False):
+    def _encode_and_wait(self, what, pairs, counts, timestamps):
         device = self._device
         encoder = device.create_command_encoder()
-        query_set = None
+        count = 2 * len(pairs)
         if timestamps:
-            count = 2 * len(dispatches)
             query_set = device.create_query_set(type="timestamp", count=count)
-            for i, d in enumerate(dispatches):
+            for i, (pipeline, bind_group) in enumerate(pairs):
                 compute_pass = encoder.begin_compute_pass(timestamp_writes={
                     "query_set": query_set, "beginning_of_pass_write_index": 2 * i,
                     "end_of_pass_write_index": 2 * i + 1})
-                _encode(compute_pass, d)
+                compute_pass.set_pipeline(pipeline)
+                compute_pass.set_bind_group(0, bind_group)
+                compute_pass.dispatch_workgroups(counts[3 * i], counts[3 * i + 1], counts[3 * i + 2])
                 compute_pass.end()
             resolved = device.create_buffer(size=8 * count, usage=BufferUsage.QUERY_RESOLVE | BufferUsage.COPY_SRC)
             encoder.resolve_query_set(query_set, 0, count, resolved, 0)
         else:
             compute_pass = encoder.begin_compute_pass()
-            for d in dispatches:
-                _encode(compute_pass, d)
+            for i, (pipeline, bind_group) in enumerate(pairs):
+                compute_pass.set_pipeline(pipeline)
+                compute_pass.set_bind_group(0, bind_group)
+                compute_pass.dispatch_workgroups(counts[3 * i], counts[3 * i + 1], counts[3 * i + 2])
             compute_pass.end()
-        try:
-            device.queue.submit([encoder.finish()])
-        except wgpu.GPUError as error:
-            raise GpuValidationError(f"submit({', '.join(d.label for d in dispatches[:4])})", str(error)) from None
+        self._call(what, device.queue.submit, [encoder.finish()])
         if not timestamps:
             device.queue.on_submitted_work_done_sync()
             return None
-        raw = device.queue.read_buffer(resolved)
-        ticks = struct.unpack(f"<{2 * len(dispatches)}Q", raw)
+        ticks = struct.unpack(f"<{count}Q", device.queue.read_buffer(resolved))
         return [round(t * self._timestamp_period) for t in ticks]
+
+    async def submit(self, dispatches: list[Dispatch], *, timestamps=False):
+        pairs = [(d.pipeline.raw, d.bind_group.raw) for d in dispatches]
+        counts = [c for d in dispatches for c in d.workgroups]
+        return self._encode_and_wait(f"submit({', '.join(d.label for d in dispatches[:4])})", pairs, counts, timestamps)
+
+    def record(self, dispatches, *, label):
+        self._check_alive()
+        return Handle("plan", label, len(dispatches), [(d.pipeline.raw, d.bind_group.raw) for d in dispatches])
+
+    async def replay(self, plan, workgroups, *, timestamps=False, upload=None):
+        if upload:
+            buffer, offset, data = upload
+            self.write_buffer(buffer, data, offset)
+        return self._encode_and_wait(f"replay({plan.label})", plan.raw, workgroups, timestamps)
 
     def destroy(self, handle):
         if handle.kind == "buffer":
             handle.raw.destroy()
 
-
-def _encode(compute_pass, d: Dispatch) -> None:
-    compute_pass.set_pipeline(d.pipeline.raw)
-    compute_pass.set_bind_group(0, d.bind_group.raw)
-    compute_pass.dispatch_workgroups(*d.workgroups)
+    def destroy_device(self):
+        self._device.destroy()
+        self._lost = ("destroyed", "GPUDevice.destroy() was called")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["linear_grid"]
+__all__ = ["linear_grid", "resolve_length", "live_limit", "MAX_PER_DIM_KEY"]
+
+# Plans carry the device limit among their live values, so sizing functions stay pure.
+MAX_PER_DIM_KEY = "max_workgroups_per_dim"
 
 
 def linear_grid(length: int, invocations: int, max_per_dim: int) -> tuple[int, int, int]:
@@ -21,3 +24,18 @@ def linear_grid(length: int, invocations: int, max_per_dim: int) -> tuple[int, i
         raise ValueError(f"{length} elements need {groups} workgroups of {invocations}: more than "
                          f"{max_per_dim}^2, the 2-D grid limit")
     return (max_per_dim, rows, 1)
+
+
+def live_limit(live) -> int:
+    return int(live.get(MAX_PER_DIM_KEY, 65535))
+
+
+def resolve_length(length, live, tensor, kernel: str) -> int:
+    """An op's element count: a fixed int, or the name of a live size; checked against the tensor."""
+    if isinstance(length, str):
+        if length not in live:
+            raise KeyError(f"{kernel}: live size {length!r} is not set on the plan (it has {sorted(live)})")
+        length = live[length]
+    if length < 0 or length > tensor.numel:
+        raise ValueError(f"{kernel}: length {length} outside tensor {tensor.name!r} of {tensor.numel} elements")
+    return int(length)

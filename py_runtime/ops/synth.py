@@ -10,8 +10,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..gpu.device import BufferUsage, Dispatch, Handle
-from .grid import linear_grid
+from ..plan import OpCall, Sizing
+from ..tensors import Tensor
+from .grid import linear_grid, live_limit, resolve_length
 
 __all__ = ["UniformRange", "pcg", "synth_hash", "synth_value", "fill_uniform"]
 
@@ -61,12 +62,18 @@ def synth_value(value_range: UniformRange, seed: int, stream: int, index: int) -
     return u * 2.0 ** value_range.scale_log2 + value_range.offset
 
 
-async def fill_uniform(runtime, *, target: Handle, length: int, value_range: UniformRange,
-                       seed: int, stream: int, max_per_dim: int | None = None) -> Dispatch:
-    spec, pipeline = await runtime.pipelines.get(KERNEL)
-    params = struct.pack("<IIIif", length, seed & _M32, stream & _M32, value_range.scale_log2, value_range.offset)
-    uniform = runtime.uniform(f"{KERNEL}.params", params)
-    bind_group = runtime.device.create_bind_group(
-        label=f"{KERNEL}[{length}]", pipeline=pipeline, buffers={0: target, 1: uniform})
-    grid = linear_grid(length, spec.invocations, max_per_dim or runtime.max_workgroups_per_dim)
-    return Dispatch(label=KERNEL, pipeline=pipeline, bind_group=bind_group, workgroups=grid)
+def fill_uniform(*, target: Tensor, value_range: UniformRange, seed: int, stream: int,
+                 length: int | str | None = None, max_per_dim: int | None = None) -> OpCall:
+    """Fill `target` (f32) with synthetic values; `length` may name a live size of the plan."""
+    if target.dtype != "f32":
+        raise ValueError(f"fill_uniform writes f32; {target!r} is {target.dtype}")
+    length = target.numel if length is None else length
+
+    def sizing(spec, live) -> Sizing:
+        n = resolve_length(length, live, target, KERNEL)
+        params = struct.pack("<IIIif", n, seed & _M32, stream & _M32, value_range.scale_log2, value_range.offset)
+        return Sizing(workgroups=linear_grid(n, spec.invocations, max_per_dim or live_limit(live)),
+                      params=params, bytes_moved=4 * n, flops=0)
+
+    return OpCall(label=f"{KERNEL}({target.name})", kernel=KERNEL, route="fill_uniform", tensors={0: target},
+                  sizing=sizing)

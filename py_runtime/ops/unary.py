@@ -7,8 +7,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..gpu.device import Dispatch, Handle
-from .grid import linear_grid
+from ..plan import OpCall, Sizing
+from ..tensors import Tensor
+from .grid import linear_grid, live_limit, resolve_length
 from .synth import UniformRange
 
 __all__ = ["UNARY_OPS", "Tolerance", "TOLERANCES", "INPUT_RANGES", "unary", "kernel_name"]
@@ -65,15 +66,17 @@ def kernel_name(op: str) -> str:
     return f"unary_{op}"
 
 
-async def unary(runtime, op: str, *, src: Handle, dst: Handle, length: int,
-                max_per_dim: int | None = None) -> Dispatch:
+def unary(op: str, *, src: Tensor, dst: Tensor, length: int | str | None = None,
+          max_per_dim: int | None = None) -> OpCall:
+    """dst[i] = op(src[i]) for i < length; `length` may name a live size of the plan."""
     name = kernel_name(op)
-    for tensor, role in ((src, "src"), (dst, "dst")):
-        if tensor.size < 4 * length:
-            raise ValueError(f"{name}: {role} buffer {tensor.label!r} holds {tensor.size // 4} f32, needs {length}")
-    spec, pipeline = await runtime.pipelines.get(name)
-    uniform = runtime.uniform(f"{name}.params", struct.pack("<I", length))
-    bind_group = runtime.device.create_bind_group(
-        label=f"{name}[{length}]", pipeline=pipeline, buffers={0: src, 1: dst, 2: uniform})
-    grid = linear_grid(length, spec.invocations, max_per_dim or runtime.max_workgroups_per_dim)
-    return Dispatch(label=name, pipeline=pipeline, bind_group=bind_group, workgroups=grid)
+    length = src.numel if length is None else length
+
+    def sizing(spec, live) -> Sizing:
+        n = resolve_length(length, live, src, name)
+        resolve_length(n, live, dst, name)
+        return Sizing(workgroups=linear_grid(n, spec.invocations, max_per_dim or live_limit(live)),
+                      params=struct.pack("<I", n), bytes_moved=8 * n, flops=n)
+
+    return OpCall(label=f"{name}({src.name}->{dst.name})", kernel=name, route="unary", tensors={0: src, 1: dst},
+                  sizing=sizing)

@@ -1,0 +1,74 @@
+"""The params arena: every op's uniform parameters live in one buffer, one 256-byte slot each.
+
+Ops write their params into a host-side shadow; a step uploads the dirty range with one
+writeBuffer (folded into the replay call). Nothing is created per dispatch or per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .gpu.device import BufferUsage, Device, Handle
+
+__all__ = ["ParamArena", "ParamSlot"]
+
+SLOT_ALIGNMENT = 256        # minUniformBufferOffsetAlignment's default, which every adapter allows
+
+
+@dataclass(frozen=True)
+class ParamSlot:
+    offset: int
+    size: int
+
+
+class ParamArena:
+    def __init__(self, device: Device, *, capacity: int = 1 << 16):
+        self.device = device
+        self.capacity = capacity
+        self.shadow = bytearray(capacity)
+        self.buffer: Handle | None = None
+        self._next = 0
+        self._dirty: tuple[int, int] | None = None
+
+    async def allocate(self) -> None:
+        self.buffer = await self.device.create_buffer(
+            label="params.arena", size=self.capacity, usage=BufferUsage.UNIFORM | BufferUsage.COPY_DST)
+
+    def slot(self, size: int) -> ParamSlot:
+        size = max(16, (size + 15) // 16 * 16)      # uniform structs are 16-byte multiples
+        if self._next + size > self.capacity:
+            raise MemoryError(f"params arena full: {self.capacity} bytes hold {self._next // SLOT_ALIGNMENT} slots; "
+                              f"create the Runtime with a larger params_capacity")
+        slot = ParamSlot(self._next, size)
+        self._next += (size + SLOT_ALIGNMENT - 1) // SLOT_ALIGNMENT * SLOT_ALIGNMENT
+        return slot
+
+    def binding(self, slot: ParamSlot) -> tuple[Handle, int, int]:
+        return (self.buffer, slot.offset, slot.size)
+
+    def write(self, slot: ParamSlot, data: bytes) -> None:
+        if len(data) > slot.size:
+            raise ValueError(f"{len(data)} bytes of params do not fit a {slot.size}-byte slot")
+        end = slot.offset + len(data)
+        if self.shadow[slot.offset:end] == data:
+            return
+        self.shadow[slot.offset:end] = data
+        lo, hi = self._dirty or (slot.offset, end)
+        self._dirty = (min(lo, slot.offset), max(hi, end))
+
+    def read(self, slot: ParamSlot) -> bytes:
+        return bytes(self.shadow[slot.offset:slot.offset + slot.size])
+
+    def take_upload(self) -> tuple[Handle, int, memoryview] | None:
+        """(buffer, offset, bytes) covering every write since the last upload, or None."""
+        if self._dirty is None:
+            return None
+        lo, hi = self._dirty
+        hi = (hi + 3) // 4 * 4
+        self._dirty = None
+        return (self.buffer, lo, memoryview(self.shadow)[lo:hi])
+
+    def reset(self) -> None:
+        self._next = 0
+        self._dirty = None
+        self.shadow[:] = bytes(self.capacity)

@@ -1,0 +1,201 @@
+"""Plans: dispatches recorded once by Python and replayed per step in one call.
+
+Phases, in order:
+  build   `await plan.add(call)` per op: pipeline (cached), a params slot, a bind group (cached)
+  record  `plan.record()`: the device keeps the (pipeline, bind group) list where encoding
+          happens (JS in the browser), and the plan keeps an array of 3N workgroup counts
+  replay  `await plan.replay()` per step: one device call uploads the dirty params range and
+          encodes every dispatch; `plan.resize(seq=1)` between steps recomputes only what follows
+          the live sizes (workgroup counts and params) through each op's sizing function, so
+          immutable controls an op packs into its params (has_bias, nibble order) are kept.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from .gpu.device import Dispatch, Handle
+from .kernels import Kernel
+from .ops.grid import MAX_PER_DIM_KEY
+from .params import ParamSlot
+from .profiling import dispatch_durations, looks_quantized
+from .routes import attention_conflicts, route_bit, route_mask
+from .tensors import Tensor
+
+__all__ = ["OpCall", "Sizing", "Plan", "Execution", "ProfileRow", "PlanError"]
+
+
+class PlanError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sizing:
+    """What an op's dispatch looks like at the current live sizes."""
+
+    workgroups: tuple[int, int, int]
+    params: bytes = b""
+    bytes_moved: int = 0
+    flops: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpCall:
+    """One dispatch of one op: the kernel its route chose, the tensors it binds (binding ->
+    tensor; the params binding is added from the registry), and how it sizes itself."""
+
+    label: str
+    kernel: str
+    route: str
+    tensors: Mapping[int, Tensor]
+    sizing: Callable[[Kernel, Mapping[str, int]], Sizing]
+    constants: Mapping[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    label: str
+    kernel: str
+    route: str
+    workgroups: tuple[int, int, int]
+    bytes_moved: int
+    flops: int
+    ns: int
+
+    @property
+    def gbps(self) -> float | None:
+        return self.bytes_moved / self.ns if self.ns else None
+
+    @property
+    def gflops(self) -> float | None:
+        return self.flops / self.ns if self.ns else None
+
+    def to_json(self) -> dict:
+        return {"label": self.label, "kernel": self.kernel, "route": self.route, "workgroups": list(self.workgroups),
+                "bytes": self.bytes_moved, "flops": self.flops, "ns": self.ns, "gbps": self.gbps,
+                "gflops": self.gflops}
+
+
+@dataclass(frozen=True)
+class Execution:
+    routes: tuple[str, ...]             # routes that ran, in first-run order
+    route_mask: int
+    attention_conflicts: int
+    host_ns: int                        # host time of the replay call, GPU wait included
+    rows: tuple[ProfileRow, ...] = ()   # per dispatch, when profiled
+    quantized: bool | None = None
+
+
+@dataclass
+class _Entry:
+    call: OpCall
+    spec: Kernel
+    pipeline: Handle
+    bind_group: Handle
+    slot: ParamSlot | None
+    sizing: Sizing = field(default=None)
+
+
+class Plan:
+    def __init__(self, runtime, label: str, live: Mapping[str, int] | None = None):
+        self.runtime = runtime
+        self.label = label
+        self.live = {MAX_PER_DIM_KEY: runtime.max_workgroups_per_dim, **(live or {})}
+        self._calls: list[OpCall] = []
+        self._entries: list[_Entry] = []
+        self._recorded: Handle | None = None
+        self.workgroups = array("I")
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def add(self, call: OpCall) -> None:
+        if self._recorded is not None:
+            raise PlanError(f"plan {self.label!r} is recorded; add ops before record()")
+        route_bit(call.route)           # unknown routes fail at build time, not at attestation
+        await self._build(call)
+        self._calls.append(call)
+
+    async def _build(self, call: OpCall) -> None:
+        runtime = self.runtime
+        spec, pipeline = await runtime.pipelines.get(call.kernel, dict(call.constants) if call.constants else None)
+        sizing = call.sizing(spec, self.live)
+        uniforms = [b["binding"] for b in spec.bindings if b["space"] == "uniform"]
+        storage = {b["binding"] for b in spec.bindings if b["space"] == "storage"}
+        if set(call.tensors) != storage:
+            raise PlanError(f"{call.label}: kernel {call.kernel} binds storage {sorted(storage)}, "
+                            f"the op gave {sorted(call.tensors)}")
+        buffers = {binding: tensor.buffer for binding, tensor in call.tensors.items()}
+        slot = None
+        if uniforms:
+            slot = runtime.params.slot(len(sizing.params))
+            runtime.params.write(slot, sizing.params)
+            buffers[uniforms[0]] = runtime.params.binding(slot)
+        bind_group = await runtime.bind_groups.get(label=call.label, pipeline=pipeline, buffers=buffers)
+        self._entries.append(_Entry(call, spec, pipeline, bind_group, slot, sizing))
+
+    def record(self) -> None:
+        if not self._entries:
+            raise PlanError(f"plan {self.label!r} has no dispatches")
+        dispatches = [Dispatch(label=e.call.label, pipeline=e.pipeline, bind_group=e.bind_group,
+                               workgroups=e.sizing.workgroups) for e in self._entries]
+        self._recorded = self.runtime.device.record(dispatches, label=self.label)
+        self.workgroups = array("I", [c for e in self._entries for c in e.sizing.workgroups])
+
+    def resize(self, **live: int) -> None:
+        """New live sizes (e.g. seq=1 after a prefill): recompute counts and params only."""
+        unknown = sorted(set(live) - set(self.live))
+        if unknown:
+            raise PlanError(f"plan {self.label!r} has no live size(s) {unknown}; it has {sorted(self.live)}")
+        self.live.update(live)
+        for i, entry in enumerate(self._entries):
+            sizing = entry.call.sizing(entry.spec, self.live)
+            if entry.slot is not None:
+                if len(sizing.params) != len(entry.sizing.params):
+                    raise PlanError(f"{entry.call.label}: params changed size on resize")
+                self.runtime.params.write(entry.slot, sizing.params)
+            self.workgroups[3 * i:3 * i + 3] = array("I", sizing.workgroups)
+            entry.sizing = sizing
+
+    def params_of(self, index: int) -> bytes:
+        """The params bytes dispatch `index` will see (for tests and debugging)."""
+        entry = self._entries[index]
+        return self.runtime.params.read(entry.slot)[:len(entry.sizing.params)] if entry.slot else b""
+
+    @property
+    def routes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(e.call.route for e in self._entries))
+
+    async def replay(self, *, profile: bool = False) -> Execution:
+        if self._recorded is None:
+            raise PlanError(f"plan {self.label!r} is not recorded; call record() after the last add()")
+        device = self.runtime.device
+        if profile and "timestamp-query" not in device.adapter.device_features:
+            raise PlanError("profiling needs the 'timestamp-query' feature, which this device lacks")
+        started = time.perf_counter_ns()
+        stamps = await device.replay(self._recorded, self.workgroups, timestamps=profile,
+                                     upload=self.runtime.params.take_upload())
+        host_ns = time.perf_counter_ns() - started
+        routes = self.routes
+        rows = ()
+        if stamps:
+            rows = tuple(ProfileRow(e.call.label, e.call.kernel, e.call.route, e.sizing.workgroups,
+                                    e.sizing.bytes_moved, e.sizing.flops, ns)
+                         for e, ns in zip(self._entries, dispatch_durations(stamps)))
+        return Execution(routes=routes, route_mask=route_mask(routes), attention_conflicts=attention_conflicts(routes),
+                         host_ns=host_ns, rows=rows, quantized=looks_quantized(stamps) if stamps else None)
+
+    async def rebuild(self) -> None:
+        """Re-create every dispatch on the runtime's current device (after Runtime.rebuild)."""
+        calls, self._calls, self._entries, self._recorded = self._calls, [], [], None
+        for call in calls:
+            await self.add(call)
+        self.record()
+
+    def release(self) -> None:
+        if self._recorded is not None:
+            self.runtime.device.destroy(self._recorded)
+            self._recorded = None
