@@ -150,12 +150,15 @@ class Plan:
         unknown = sorted(set(live) - set(self.live))
         if unknown:
             raise PlanError(f"plan {self.label!r} has no live size(s) {unknown}; it has {sorted(self.live)}")
-        self.live.update(live)
-        for i, entry in enumerate(self._entries):
-            sizing = entry.call.sizing(entry.spec, self.live)
+        new_live = {**self.live, **live}
+        # Size every dispatch first, so a rejected size leaves the plan exactly as it was.
+        sizings = [entry.call.sizing(entry.spec, new_live) for entry in self._entries]
+        for entry, sizing in zip(self._entries, sizings):
+            if entry.slot is not None and len(sizing.params) != len(entry.sizing.params):
+                raise PlanError(f"{entry.call.label}: params changed size on resize")
+        self.live = new_live
+        for i, (entry, sizing) in enumerate(zip(self._entries, sizings)):
             if entry.slot is not None:
-                if len(sizing.params) != len(entry.sizing.params):
-                    raise PlanError(f"{entry.call.label}: params changed size on resize")
                 self.runtime.params.write(entry.slot, sizing.params)
             self.workgroups[3 * i:3 * i + 3] = array("I", sizing.workgroups)
             entry.sizing = sizing
@@ -169,7 +172,8 @@ class Plan:
     def routes(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(e.call.route for e in self._entries))
 
-    async def replay(self, *, profile: bool = False) -> Execution:
+    async def replay(self, *, profile: bool = False, wait: bool = True) -> Execution:
+        """One step. wait=False returns once the work is submitted (host cost only); profiling waits."""
         if self._recorded is None:
             raise PlanError(f"plan {self.label!r} is not recorded; call record() after the last add()")
         device = self.runtime.device
@@ -177,7 +181,7 @@ class Plan:
             raise PlanError("profiling needs the 'timestamp-query' feature, which this device lacks")
         started = time.perf_counter_ns()
         stamps = await device.replay(self._recorded, self.workgroups, timestamps=profile,
-                                     upload=self.runtime.params.take_upload())
+                                     upload=self.runtime.params.take_upload(), wait=wait or profile)
         host_ns = time.perf_counter_ns() - started
         routes = self.routes
         rows = ()

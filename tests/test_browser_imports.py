@@ -57,4 +57,4 @@ def test_browser_path_imports_only_stdlib_pyodide_and_itself(rel, path):
 
 def test_the_audit_sees_the_browser_backend():
     names = [rel for rel, _ in _browser_modules()]
-    assert "gpu/browser.py" in names and "selfcheck.py" in names and "gpu/native.py" not in names
+    assert "gpu/browser.py" in names and "checks/unary.py" in names and "gpu/native.py" not in names

@@ -9,7 +9,7 @@ import pytest
 
 from py_runtime.host.oracle import verify_unary_case
 from py_runtime.ops.unary import UNARY_OPS
-from py_runtime.selfcheck import GUARD_ELEMENTS, POISON, CheckOptions, run_unary_check
+from py_runtime.checks.unary import GUARD_ELEMENTS, POISON, CheckOptions, run_unary_check
 
 LENGTHS = (1, 63, 64, 65, 4097, 1_000_003)
 

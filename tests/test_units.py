@@ -9,7 +9,7 @@ from py_runtime.host.oracle import synth_hash_np
 from py_runtime.ops.grid import linear_grid
 from py_runtime.ops.synth import UniformRange, synth_hash
 from py_runtime.profiling import dispatch_durations, looks_quantized
-from py_runtime.selfcheck import ulp32
+from py_runtime.checks.unary import ulp32
 
 
 @pytest.mark.parametrize("length,expected", [(1, (1, 1, 1)), (256, (1, 1, 1)), (257, (2, 1, 1)),

@@ -2,7 +2,7 @@
 // entry point (py_runtime.page.main) with plain JSON options from the URL. Every stage is bounded
 // by a timeout, and any failure is shown on the page and rejects window.__lab.done.
 import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
-import { renderAdapter, renderCases, renderTimings } from "./render.js";
+import { renderReport } from "./render.js";
 
 const lab = (window.__lab = { state: "running", stage: "start", result: null, error: null });
 const statusBox = document.getElementById("status");
@@ -30,7 +30,8 @@ function optionsFromQuery() {
     return n;
   });
   for (const [key, value] of query) {
-    if (key === "ops") options.ops = value.split(",").filter(Boolean);
+    if (key === "suite") options.suite = value;
+    else if (key === "ops") options.ops = value.split(",").filter(Boolean);
     else if (key === "lengths") options.lengths = ints(value);
     else if (key === "seed" || key === "sample") options[key] = ints(value)[0];
     else if (key === "max_wg") options.max_workgroups_per_dim = ints(value)[0];
@@ -87,19 +88,17 @@ async function main() {
   await withTimeout(micropip.install.callKwargs(absolute(manifest.runtime.url), { deps: false }), 60,
     "installing the py_runtime wheel");
 
-  setStage("running the unary check");
+  const suite = options.suite || "unary";
+  setStage(`running the ${suite} suite`);
   const page = pyodide.pyimport("py_runtime.page");
-  const text = await withTimeout(page.main(JSON.stringify(options)), runSeconds, "the unary check");
+  const text = await withTimeout(page.main(JSON.stringify(options)), runSeconds, `the ${suite} suite`);
   const report = JSON.parse(text);
 
-  renderAdapter(report);
-  renderCases(report);
-  renderTimings(report);
+  const summary = renderReport(report);
   const info = report.adapter.info;
   statusBox.className = `status done ${report.passed ? "pass" : "fail"}`;
-  statusBox.textContent = `${report.passed ? "PASS" : "FAIL"}: ${report.cases.filter((c) => c.passed).length}/` +
-    `${report.cases.length} checks on ${info.description || info.device || info.vendor || "unknown adapter"} ` +
-    `(${info.vendor || "?"}, ${report.adapter.backend})`;
+  statusBox.textContent = `${report.passed ? "PASS" : "FAIL"}: ${summary} on ` +
+    `${info.description || info.device || info.vendor || "unknown adapter"} (${info.vendor || "?"}, ${report.adapter.backend})`;
   lab.result = report;
   lab.state = "done";
   return report;

@@ -18,7 +18,52 @@ function cell(text, cls) {
   return el("td", { class: cls }, text);
 }
 
-export function renderAdapter(report) {
+// Renders any suite's report; returns a one-line summary for the status box.
+export function renderReport(report) {
+  renderAdapter(report);
+  if (report.suite === "unary") {
+    renderCases(report);
+    renderTimings(report);
+    return `${report.cases.filter((c) => c.passed).length}/${report.cases.length} unary checks`;
+  }
+  if (report.suite === "runtime") {
+    renderRuntime(report);
+    return "runtime-core checks";
+  }
+  if (report.suite === "host_cost") {
+    renderHostCost(report);
+    return `host cost ${report.replay.host_us_per_dispatch.toFixed(2)} µs/dispatch (replay)`;
+  }
+  throw new Error(`no renderer for suite ${report.suite}`);
+}
+
+function renderRuntime(report) {
+  const errors = Object.entries(report.errors).map(([path, e]) => [path, e ? e.type : "NOT RAISED",
+    e ? e.message.split("\n")[0].slice(0, 140) : ""]);
+  const loss = report.device_loss;
+  document.getElementById("summary").replaceChildren(
+    el("h2", {}, "Runtime core"),
+    table(["check", "result"], [
+      ["pipelines/bind groups after step 1, step 2, a second plan", JSON.stringify(report.caching)],
+      ["routes (mask)", `${report.attestation.routes.join(", ")} (${report.attestation.mask})`],
+      ["device loss", loss.error_is_device_lost ? `reported (${loss.reason}), rebuilt` : "NOT REPORTED"],
+    ]),
+    el("h2", {}, "Error paths"), table(["path", "raised", "message"], errors));
+  const rows = report.profile.rows.map((r) => [r.label, r.route, r.workgroups.join("×"), r.bytes, r.flops, r.ns,
+    r.gbps === null ? "-" : r.gbps.toFixed(2), r.gflops === null ? "-" : r.gflops.toFixed(2)]);
+  document.getElementById("timings").replaceChildren(el("h2", {}, "Profile (one pass per dispatch)"),
+    table(["dispatch", "route", "grid", "bytes", "FLOPs", "ns", "GB/s", "GFLOP/s"], rows));
+}
+
+function renderHostCost(report) {
+  const rows = ["naive", "replay"].map((k) => [k, report[k].host_us_per_dispatch.toFixed(3),
+    report[k].host_us_per_step.toFixed(1), report[k].steps]);
+  document.getElementById("summary").replaceChildren(el("h2", {}, `Host cost, ${report.dispatches}-dispatch plan`),
+    table(["encoding", "host µs / dispatch", "host µs / step", "steps"], rows),
+    el("p", {}, `replay output bit-identical to naive: ${report.bit_identical}; speed-up ${report.speedup.toFixed(1)}×`));
+}
+
+function renderAdapter(report) {
   const { info, features, limits, backend } = report.adapter;
   const rows = [["backend", backend], ...Object.entries(info), ["features", features.join(", ")],
     ...Object.entries(limits)];
@@ -27,7 +72,7 @@ export function renderAdapter(report) {
   document.getElementById("adapter").replaceChildren(el("h2", {}, "Adapter"), list);
 }
 
-export function renderCases(report) {
+function renderCases(report) {
   const passed = report.cases.filter((c) => c.passed).length;
   document.getElementById("summary").replaceChildren(el("p", {},
     `${passed}/${report.cases.length} cases passed in ${report.wall_ms.toFixed(0)} ms; `,
@@ -40,7 +85,7 @@ export function renderCases(report) {
     table(["kernel", "length", "grid", "checked", "worst err/allowed", "unwritten", "tail intact", "result"], rows));
 }
 
-export function renderTimings(report) {
+function renderTimings(report) {
   if (!report.timings.length) return;
   const rows = report.timings.map((t) => [t.kernel, t.length, t.workgroups.join("×"), t.ns,
     t.gbps === null ? "-" : t.gbps.toFixed(2)]);

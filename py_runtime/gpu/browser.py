@@ -152,7 +152,7 @@ class BrowserDevice(Device):
                                  lambda: _js_bridge().createBindGroup(self._device, label, pipeline.raw, entries))
         return Handle("bind_group", label, 0, raw)
 
-    async def submit(self, dispatches, *, timestamps=False):
+    async def submit(self, dispatches, *, timestamps=False, wait=True):
         self._check_alive()
         if timestamps:
             pairs = to_js([[d.pipeline.raw, d.bind_group.raw] for d in dispatches])
@@ -174,7 +174,8 @@ class BrowserDevice(Device):
         error = await device.popErrorScope()
         if error:
             raise GpuValidationError(f"submit({', '.join(d.label for d in dispatches[:4])})", str(error.message))
-        await device.queue.onSubmittedWorkDone()
+        if wait:
+            await device.queue.onSubmittedWorkDone()
         return None
 
     def record(self, dispatches, *, label):
@@ -183,19 +184,22 @@ class BrowserDevice(Device):
         plan = _js_bridge().record(self._device, pairs, "timestamp-query" in self.adapter.device_features)
         return Handle("plan", label, len(dispatches), plan)
 
-    async def replay(self, plan, workgroups, *, timestamps=False, upload=None):
+    async def replay(self, plan, workgroups, *, timestamps=False, upload=None, wait=True):
         with _HeapView(workgroups) as counts:
             if upload:
                 buffer, offset, data = upload
                 with _HeapView(data) as view:
                     raw = await self._scoped(f"replay({plan.label})", lambda: _js_bridge().replay(
-                        self._device, plan.raw, counts, bool(timestamps), buffer.raw, offset, view))
+                        self._device, plan.raw, counts, bool(timestamps), bool(wait), buffer.raw, offset, view))
             else:
                 raw = await self._scoped(f"replay({plan.label})", lambda: _js_bridge().replay(
-                    self._device, plan.raw, counts, bool(timestamps), None, 0, None))
+                    self._device, plan.raw, counts, bool(timestamps), bool(wait), None, 0, None))
         if not timestamps:
             return None
         return list(struct.unpack(f"<{2 * plan.size}Q", raw.to_bytes()))
+
+    async def on_submitted_work_done(self):
+        await self._scoped("on_submitted_work_done", lambda: self._device.queue.onSubmittedWorkDone())
 
     def destroy(self, handle):
         if handle.kind == "buffer":

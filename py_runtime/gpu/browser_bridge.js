@@ -156,7 +156,7 @@ return {
 
   // One step: optional upload (the params arena), then the whole plan in one encoder; resolves when
   // the GPU is done, with a Uint8Array of 2N u64 timestamps when profiling, else null.
-  async replay(device, plan, countsPy, timestamps, uploadBuffer, uploadOffset, uploadPy) {
+  async replay(device, plan, countsPy, timestamps, wait, uploadBuffer, uploadOffset, uploadPy) {
     const stamps = timestamps ? plan.stamps : null;
     if (timestamps && !stamps) throw new Error("this plan was recorded without timestamp queries");
     await scoped(device, () => {
@@ -165,7 +165,7 @@ return {
       device.queue.submit([commands]);
     });
     if (!stamps) {
-      await device.queue.onSubmittedWorkDone();
+      if (wait) await device.queue.onSubmittedWorkDone();
       return null;
     }
     return readStamps(stamps);

@@ -150,9 +150,9 @@ class Device:
         """Bind group 0 of `pipeline` from {binding: buffer or (buffer, offset, size)}."""
         raise NotImplementedError
 
-    async def submit(self, dispatches: list[Dispatch], *, timestamps: bool = False) -> list[int] | None:
+    async def submit(self, dispatches: list[Dispatch], *, timestamps: bool = False, wait: bool = True) -> list[int] | None:
         """Our addition: encode `dispatches` call by call from Python into one command encoder,
-        submit, and wait for the GPU. (The baseline that record/replay is measured against.)
+        submit, and (unless wait=False) wait for the GPU. The baseline record/replay is measured against.
 
         Without timestamps: one compute pass. With timestamps (needs 'timestamp-query'): one pass
         per dispatch writing begin/end timestamps 2i and 2i+1; returns those 2N values in ns.
@@ -165,10 +165,14 @@ class Device:
         raise NotImplementedError
 
     async def replay(self, plan: Handle, workgroups, *, timestamps: bool = False,
-                     upload: tuple[Handle, int, bytes] | None = None) -> list[int] | None:
+                     upload: tuple[Handle, int, bytes] | None = None, wait: bool = True) -> list[int] | None:
         """Our addition: one call per step. Writes `upload` (buffer, offset, bytes) first, then
         encodes every recorded dispatch with its counts from `workgroups` (an array('I') of 3N),
-        submits and waits; timestamps as in `submit`."""
+        submits and (unless wait=False) waits; timestamps as in `submit` (they imply waiting)."""
+        raise NotImplementedError
+
+    async def on_submitted_work_done(self) -> None:
+        """GPUQueue.onSubmittedWorkDone."""
         raise NotImplementedError
 
     def destroy(self, handle: Handle) -> None:

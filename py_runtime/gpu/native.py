@@ -52,6 +52,13 @@ class NativeDevice(Device):
         self.adapter = adapter
         self._lost: tuple[str, str] | None = None
         self._timestamp_period = float(_wgpu_lib.wgpuQueueGetTimestampPeriod(device.queue._internal))
+        self._fence = device.create_buffer(label="native.fence", size=4,
+                                           usage=BufferUsage.COPY_SRC | BufferUsage.COPY_DST)
+
+    def _wait_idle(self) -> None:
+        # wgpu 0.32.0's on_submitted_work_done_sync passes a callback of the wrong C type, so wait
+        # by mapping a copy of a 4-byte buffer: the map completes after all earlier submissions.
+        self._device.queue.read_buffer(self._fence)
 
     @property
     def lost(self):
@@ -112,7 +119,8 @@ class NativeDevice(Device):
                          label=label, layout=pipeline.raw.get_bind_group_layout(0), entries=entries)
         return Handle("bind_group", label, 0, raw)
 
-    def _encode_and_wait(self, what, pairs, counts, timestamps):
+    def _encode_and_wait(self, what, pairs, counts, timestamps, wait=True):
+        self._check_alive()
         device = self._device
         encoder = device.create_command_encoder()
         count = 2 * len(pairs)
@@ -137,25 +145,30 @@ class NativeDevice(Device):
             compute_pass.end()
         self._call(what, device.queue.submit, [encoder.finish()])
         if not timestamps:
-            device.queue.on_submitted_work_done_sync()
+            if wait:
+                self._wait_idle()
             return None
         ticks = struct.unpack(f"<{count}Q", device.queue.read_buffer(resolved))
         return [round(t * self._timestamp_period) for t in ticks]
 
-    async def submit(self, dispatches: list[Dispatch], *, timestamps=False):
+    async def submit(self, dispatches: list[Dispatch], *, timestamps=False, wait=True):
         pairs = [(d.pipeline.raw, d.bind_group.raw) for d in dispatches]
         counts = [c for d in dispatches for c in d.workgroups]
-        return self._encode_and_wait(f"submit({', '.join(d.label for d in dispatches[:4])})", pairs, counts, timestamps)
+        return self._encode_and_wait(f"submit({', '.join(d.label for d in dispatches[:4])})", pairs, counts,
+                                     timestamps, wait)
 
     def record(self, dispatches, *, label):
         self._check_alive()
         return Handle("plan", label, len(dispatches), [(d.pipeline.raw, d.bind_group.raw) for d in dispatches])
 
-    async def replay(self, plan, workgroups, *, timestamps=False, upload=None):
+    async def replay(self, plan, workgroups, *, timestamps=False, upload=None, wait=True):
         if upload:
             buffer, offset, data = upload
             self.write_buffer(buffer, data, offset)
-        return self._encode_and_wait(f"replay({plan.label})", plan.raw, workgroups, timestamps)
+        return self._encode_and_wait(f"replay({plan.label})", plan.raw, workgroups, timestamps, wait)
+
+    async def on_submitted_work_done(self):
+        self._call("on_submitted_work_done", self._wait_idle)
 
     def destroy(self, handle):
         if handle.kind == "buffer":

@@ -44,11 +44,17 @@ def _gen(args) -> int:
             print(f"gen --check: {len(generated.kernels)} kernels, "
                   f"{'up to date' if not problems else f'{len(problems)} problem(s)'}")
             return 1 if problems else 0
-        written = publish(root, generated)
+        written = publish(root, generated, update_lock=args.update_lock)
     except CodegenError as error:
         for problem in error.problems:
             print(f"gen: {problem}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as interrupt:
+        # The publisher has already undone its work; its notes say what, if anything, it could not restore.
+        for note in getattr(interrupt, "__notes__", []):
+            print(f"gen: {note}", file=sys.stderr)
+        print("gen: interrupted", file=sys.stderr)
+        return 130
     print(f"gen: {len(generated.kernels)} kernels, {len(written)} file(s) written")
     for path in written:
         print(f"  wrote {path.as_posix()}")
@@ -102,9 +108,16 @@ def main(argv: list[str] | None = None) -> int:
 
     gen = sub.add_parser("gen", help="expand shaders/ into py_runtime/kernels/generated/",
                          description="Expand shaders/**/*.wgsl (templates with a sibling .yaml, or verbatim) into "
-                                     "py_runtime/kernels/generated/. Orphaned outputs (no source) block generation "
-                                     "and are never deleted: remove them by hand.")
-    gen.add_argument("--check", action="store_true", help="write nothing; exit 1 on missing, stale or orphaned outputs")
+                                     "py_runtime/kernels/generated/, validating everything before writing anything, "
+                                     "then publishing all changed files as one transaction. Orphaned outputs (no "
+                                     "source) block generation and are never deleted: remove them by hand. Every "
+                                     "kernel's sha256 is pinned in py_runtime/kernels/kernels.lock.json: a changed "
+                                     "payload fails gen and gen --check until gen --update-lock.")
+    mode = gen.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 on missing, stale or orphaned outputs or a lock mismatch")
+    mode.add_argument("--update-lock", action="store_true",
+                      help="accept the current payloads: rewrite the lock along with the outputs")
     gen.set_defaults(func=_gen)
 
     check = sub.add_parser("check", help="run the unary kernel check and print a table (and JSON)")

@@ -13,10 +13,10 @@ import time
 from array import array
 from dataclasses import dataclass, field
 
-from .ops import unary as unary_ops
-from .ops.synth import fill_uniform, synth_value
-from .plan import Plan
-from .runtime import Runtime
+from ..ops import unary as unary_ops
+from ..ops.synth import fill_uniform, synth_value
+from ..plan import Plan
+from ..runtime import Runtime
 
 __all__ = ["CheckOptions", "run_unary_check", "POISON", "GUARD_ELEMENTS", "allowed_error", "ulp32"]
 

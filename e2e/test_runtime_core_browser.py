@@ -1,0 +1,17 @@
+"""Runtime core inside Pyodide in Chromium: the checks tests/test_runtime_core.py runs natively."""
+
+from __future__ import annotations
+
+from py_runtime.host.oracle import verify_runtime_report
+
+from .conftest import assert_clean
+
+
+def test_caching_resize_profiler_attestation_and_error_paths(lab, run_id):
+    upload = f"{run_id}-runtime"
+    run = lab.run_page({"suite": "runtime", "upload": upload}, timeout_s=300)
+    assert run.state == "done", (run.stage, run.error)
+    folder = lab.server.results_root / upload
+    artifacts = {p.name: p.read_bytes() for p in folder.iterdir()}
+    verify_runtime_report(run.report, artifacts)
+    assert run.report["adapter"]["backend"] == "browser"
