@@ -6,6 +6,7 @@ in a test, files from the CLI).
 
 from __future__ import annotations
 
+from .checks.host_cost import run_host_cost
 from .checks.runtime_core import run_runtime_checks
 from .checks.unary import CheckOptions, run_unary_check
 from .runtime import Runtime
@@ -24,4 +25,10 @@ async def run(backend: str, options: dict | None = None, sink=None) -> dict:
         if unknown:
             raise ValueError(f"unknown option(s) {unknown} for suite 'runtime'; known: ['seed']")
         return await run_runtime_checks(await Runtime.create(backend), seed=options.get("seed", 77), sink=sink)
-    raise ValueError(f"unknown suite {suite!r}; known: 'unary', 'runtime'")
+    if suite == "host_cost":
+        unknown = sorted(set(options) - {"dispatches", "steps", "artifacts"})
+        if unknown:
+            raise ValueError(f"unknown option(s) {unknown} for suite 'host_cost'; known: ['dispatches', 'steps']")
+        return await run_host_cost(await Runtime.create(backend), dispatches=options.get("dispatches", 230),
+                                   steps=options.get("steps", 50))
+    raise ValueError(f"unknown suite {suite!r}; known: 'unary', 'runtime', 'host_cost'")

@@ -140,10 +140,13 @@ class Plan:
     def record(self) -> None:
         if not self._entries:
             raise PlanError(f"plan {self.label!r} has no dispatches")
-        dispatches = [Dispatch(label=e.call.label, pipeline=e.pipeline, bind_group=e.bind_group,
-                               workgroups=e.sizing.workgroups) for e in self._entries]
-        self._recorded = self.runtime.device.record(dispatches, label=self.label)
+        self._recorded = self.runtime.device.record(self.dispatches(), label=self.label)
         self.workgroups = array("I", [c for e in self._entries for c in e.sizing.workgroups])
+
+    def dispatches(self) -> list[Dispatch]:
+        """The plan as plain dispatches at the current sizes (for naive encoding and debugging)."""
+        return [Dispatch(label=e.call.label, pipeline=e.pipeline, bind_group=e.bind_group,
+                         workgroups=e.sizing.workgroups) for e in self._entries]
 
     def resize(self, **live: int) -> None:
         """New live sizes (e.g. seq=1 after a prefill): recompute counts and params only."""

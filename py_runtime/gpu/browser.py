@@ -87,18 +87,24 @@ async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevic
 class BrowserDevice(Device):
     def __init__(self, device, adapter: AdapterReport):
         self._device = device
-        self._loss = _js_bridge().trackLoss(device)
+        self._state = _js_bridge().trackDevice(device)
         self.adapter = adapter
 
     @property
     def lost(self):
-        info = self._loss.lost
+        info = self._state.lost
         return (str(info.reason), str(info.message)) if info else None
 
-    def _check_alive(self):
+    def _check_alive(self, what: str = "an earlier unscoped call"):
+        """Raise for a lost device, or for uncaptured errors that arrived since the last check."""
         lost = self.lost
         if lost:
             raise DeviceLost(*lost)
+        errors = self._state.errors
+        if errors.length:
+            messages = [str(m) for m in errors]
+            errors.length = 0
+            raise GpuValidationError(what, "; ".join(messages))
 
     async def _scoped(self, what: str, call):
         self._check_alive()
@@ -160,9 +166,10 @@ class BrowserDevice(Device):
             raw = await self._scoped(f"submit({', '.join(d.label for d in dispatches[:4])})",
                                      lambda: _js_bridge().submitOnce(self._device, pairs, counts, True))
             return list(struct.unpack(f"<{2 * len(dispatches)}Q", raw.to_bytes()))
-        # The naive baseline: every call crosses from Python to JS.
+        # The naive baseline: every call crosses from Python to JS. Scoped only when waiting, like replay.
         device = self._device
-        device.pushErrorScope("validation")
+        if wait:
+            device.pushErrorScope("validation")
         encoder = device.createCommandEncoder()
         compute_pass = encoder.beginComputePass()
         for d in dispatches:
@@ -171,10 +178,10 @@ class BrowserDevice(Device):
             compute_pass.dispatchWorkgroups(*d.workgroups)
         compute_pass.end()
         device.queue.submit(to_js([encoder.finish()]))
-        error = await device.popErrorScope()
-        if error:
-            raise GpuValidationError(f"submit({', '.join(d.label for d in dispatches[:4])})", str(error.message))
         if wait:
+            error = await device.popErrorScope()
+            if error:
+                raise GpuValidationError(f"submit({', '.join(d.label for d in dispatches[:4])})", str(error.message))
             await device.queue.onSubmittedWorkDone()
         return None
 
@@ -185,15 +192,18 @@ class BrowserDevice(Device):
         return Handle("plan", label, len(dispatches), plan)
 
     async def replay(self, plan, workgroups, *, timestamps=False, upload=None, wait=True):
-        with _HeapView(workgroups) as counts:
-            if upload:
-                buffer, offset, data = upload
-                with _HeapView(data) as view:
-                    raw = await self._scoped(f"replay({plan.label})", lambda: _js_bridge().replay(
-                        self._device, plan.raw, counts, bool(timestamps), bool(wait), buffer.raw, offset, view))
-            else:
-                raw = await self._scoped(f"replay({plan.label})", lambda: _js_bridge().replay(
-                    self._device, plan.raw, counts, bool(timestamps), bool(wait), None, 0, None))
+        what = f"replay({plan.label})"
+        buffer, offset, data = upload if upload else (None, 0, None)
+        with _HeapView(workgroups) as counts, _HeapView(data if data is not None else b"") as view:
+            if not (timestamps or wait):
+                # The per-token path: one synchronous call; errors surface on the next check.
+                self._check_alive(what)
+                _js_bridge().replayNow(self._device, plan.raw, counts, buffer.raw if buffer else None, offset,
+                                       view if data is not None else None)
+                return None
+            raw = await self._scoped(what, lambda: _js_bridge().replayChecked(
+                self._device, plan.raw, counts, bool(timestamps), buffer.raw if buffer else None, offset,
+                view if data is not None else None))
         if not timestamps:
             return None
         return list(struct.unpack(f"<{2 * plan.size}Q", raw.to_bytes()))

@@ -87,10 +87,12 @@ async function scoped(device, work) {
 }
 
 return {
-  // GPUDevice.lost, observable synchronously: state.lost becomes {reason, message}.
-  trackLoss(device) {
-    const state = { lost: null };
+  // Device state observable synchronously from Python: state.lost becomes {reason, message} when
+  // GPUDevice.lost resolves; state.errors collects uncaptured errors (those of unscoped replays).
+  trackDevice(device) {
+    const state = { lost: null, errors: [] };
     device.lost.then((info) => { state.lost = { reason: String(info.reason), message: String(info.message) }; });
+    device.addEventListener("uncapturederror", (event) => state.errors.push(String(event.error.message)));
     return state;
   },
 
@@ -154,9 +156,18 @@ return {
     if (plan.stamps) destroyTimestampSet(plan.stamps);
   },
 
-  // One step: optional upload (the params arena), then the whole plan in one encoder; resolves when
-  // the GPU is done, with a Uint8Array of 2N u64 timestamps when profiling, else null.
-  async replay(device, plan, countsPy, timestamps, wait, uploadBuffer, uploadOffset, uploadPy) {
+  // One step, synchronously: optional upload (the params arena), then the whole plan in one
+  // encoder and one submit. No error scope (its pop is a round trip to the GPU process, longer than
+  // encoding 230 dispatches): errors arrive as uncaptured errors, which Python checks on every call.
+  replayNow(device, plan, countsPy, uploadBuffer, uploadOffset, uploadPy) {
+    if (uploadPy) withPyBuffer(uploadPy, (bytes) => device.queue.writeBuffer(uploadBuffer, uploadOffset, bytes));
+    const commands = withPyBuffer(countsPy, (counts) => encode(device, plan.pairs, counts, null), "u32");
+    device.queue.submit([commands]);
+  },
+
+  // One step inside error scopes (first replays, profiling); resolves when the GPU is done, with a
+  // Uint8Array of 2N u64 timestamps when profiling, else null.
+  async replayChecked(device, plan, countsPy, timestamps, uploadBuffer, uploadOffset, uploadPy) {
     const stamps = timestamps ? plan.stamps : null;
     if (timestamps && !stamps) throw new Error("this plan was recorded without timestamp queries");
     await scoped(device, () => {
@@ -165,7 +176,7 @@ return {
       device.queue.submit([commands]);
     });
     if (!stamps) {
-      if (wait) await device.queue.onSubmittedWorkDone();
+      await device.queue.onSubmittedWorkDone();
       return null;
     }
     return readStamps(stamps);

@@ -11,6 +11,7 @@ import re
 import struct
 
 import wgpu
+from wgpu.backends.wgpu_native import ffi as _ffi
 from wgpu.backends.wgpu_native import lib as _wgpu_lib
 
 from .device import (WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, BufferUsage,
@@ -119,7 +120,7 @@ class NativeDevice(Device):
                          label=label, layout=pipeline.raw.get_bind_group_layout(0), entries=entries)
         return Handle("bind_group", label, 0, raw)
 
-    def _encode_and_wait(self, what, pairs, counts, timestamps, wait=True):
+    def _encode_and_wait(self, what, pairs, counts, timestamps, wait=True, direct=False):
         self._check_alive()
         device = self._device
         encoder = device.create_command_encoder()
@@ -136,12 +137,25 @@ class NativeDevice(Device):
                 compute_pass.end()
             resolved = device.create_buffer(size=8 * count, usage=BufferUsage.QUERY_RESOLVE | BufferUsage.COPY_SRC)
             encoder.resolve_query_set(query_set, 0, count, resolved, 0)
-        else:
+        elif not direct:
             compute_pass = encoder.begin_compute_pass()
             for i, (pipeline, bind_group) in enumerate(pairs):
                 compute_pass.set_pipeline(pipeline)
                 compute_pass.set_bind_group(0, bind_group)
                 compute_pass.dispatch_workgroups(counts[3 * i], counts[3 * i + 1], counts[3 * i + 2])
+            compute_pass.end()
+        else:
+            compute_pass = encoder.begin_compute_pass()
+            # Replay goes straight to wgpu-native's C entry points (the wgpu objects stay referenced by `pairs`):
+            # wgpu-py's per-call argument handling is most of the host cost of a dispatch.
+            handle = compute_pass._internal
+            set_pipeline = _wgpu_lib.wgpuComputePassEncoderSetPipeline
+            set_bind_group = _wgpu_lib.wgpuComputePassEncoderSetBindGroup
+            dispatch = _wgpu_lib.wgpuComputePassEncoderDispatchWorkgroups
+            for i, (pipeline, bind_group) in enumerate(pairs):
+                set_pipeline(handle, pipeline._internal)
+                set_bind_group(handle, 0, bind_group._internal, 0, _ffi.NULL)
+                dispatch(handle, counts[3 * i], counts[3 * i + 1], counts[3 * i + 2])
             compute_pass.end()
         self._call(what, device.queue.submit, [encoder.finish()])
         if not timestamps:
@@ -165,7 +179,7 @@ class NativeDevice(Device):
         if upload:
             buffer, offset, data = upload
             self.write_buffer(buffer, data, offset)
-        return self._encode_and_wait(f"replay({plan.label})", plan.raw, workgroups, timestamps, wait)
+        return self._encode_and_wait(f"replay({plan.label})", plan.raw, workgroups, timestamps, wait, direct=True)
 
     async def on_submitted_work_done(self):
         self._call("on_submitted_work_done", self._wait_idle)

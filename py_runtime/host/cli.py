@@ -1,4 +1,4 @@
-"""webgpu-llm-lab: serve | gen | check."""
+"""webgpu-llm-lab: serve | gen | check | bench."""
 
 from __future__ import annotations
 
@@ -61,6 +61,37 @@ def _gen(args) -> int:
     return 0
 
 
+def _run_suite(backend: str, options: dict, timeout: float) -> dict | None:
+    """Run one suite natively, or in headless Chromium through the dev server (None on failure)."""
+    if backend == "native":
+        from ..app import run
+
+        return asyncio.run(run("native", options))
+    from .codegen import repo_root
+    from .headless import HeadlessLab
+    from .vendor import ensure_current
+
+    root = repo_root()
+    ensure_current(root)
+    query = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else (int(v) if isinstance(v, bool) else v)
+             for k, v in options.items()}
+    with HeadlessLab(web_root=root / "web", results_root=root / "results") as lab:
+        page = lab.run_page(query, timeout_s=timeout)
+    if page.state != "done":
+        print(f"browser run {page.state} at stage {page.stage}: {page.error}", file=sys.stderr)
+        for line in page.console_errors + page.page_errors:
+            print(f"  console: {line}", file=sys.stderr)
+        return None
+    return page.report
+
+
+def _write_json(report: dict, path: str | None) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(report, indent=1) + "\n")
+        print(f"report: {path}")
+
+
 def _check(args) -> int:
     from .report import format_report
 
@@ -69,30 +100,26 @@ def _check(args) -> int:
         options["ops"] = args.ops
     if args.max_workgroups_per_dim:
         options["max_workgroups_per_dim"] = args.max_workgroups_per_dim
-    if args.backend == "native":
-        from ..app import run
-
-        report = asyncio.run(run("native", options))
-    else:
-        from .codegen import repo_root
-        from .headless import HeadlessLab
-
-        root = repo_root()
-        query = {"ops": ",".join(options.get("ops", [])), "lengths": ",".join(map(str, args.lengths)),
-                 "seed": args.seed, "profile": int(options["profile"])}
-        with HeadlessLab(web_root=root / "web", results_root=root / "results") as lab:
-            run_ = lab.run_page({k: v for k, v in query.items() if v != ""}, timeout_s=args.timeout)
-        if run_.state != "done":
-            print(f"browser run {run_.state} at stage {run_.stage}: {run_.error}", file=sys.stderr)
-            for line in run_.console_errors + run_.page_errors:
-                print(f"  console: {line}", file=sys.stderr)
-            return 1
-        report = run_.report
+    report = _run_suite(args.backend, options, args.timeout)
+    if report is None:
+        return 1
     print(format_report(report))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
-        print(f"report: {args.json}")
+    _write_json(report, args.json)
+    return 0 if report["passed"] else 1
+
+
+def _bench(args) -> int:
+    from .report import format_host_cost
+
+    if args.target != "host":
+        print(f"unknown bench target {args.target!r}", file=sys.stderr)
+        return 2
+    report = _run_suite(args.backend, {"suite": "host_cost", "dispatches": args.dispatches, "steps": args.steps},
+                        args.timeout)
+    if report is None:
+        return 1
+    print(format_host_cost(report))
+    _write_json(report, args.json or f"results/bench/host-{args.backend}.json")
     return 0 if report["passed"] else 1
 
 
@@ -130,6 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     check.add_argument("--json", help="also write the report to this file")
     check.set_defaults(func=_check)
+
+    bench = sub.add_parser("bench", help="benchmarks that print measured figures (not pass/fail timings)")
+    bench.add_argument("target", choices=["host"], help="host: host time per dispatch, naive encoding vs plan replay")
+    bench.add_argument("--backend", choices=["native", "browser"], default="browser")
+    bench.add_argument("--dispatches", type=int, default=230, help="dispatches per step (a 16-layer decode: ~230)")
+    bench.add_argument("--steps", type=int, default=50)
+    bench.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
+    bench.add_argument("--json", help="where to write the JSON (default results/bench/host-<backend>.json)")
+    bench.set_defaults(func=_bench)
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["format_report"]
+__all__ = ["format_report", "format_host_cost"]
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
@@ -13,11 +13,7 @@ def _table(headers: list[str], rows: list[list]) -> str:
 
 
 def format_report(report: dict) -> str:
-    adapter = report["adapter"]
-    info = adapter["info"]
-    name = info.get("description") or info.get("device") or info.get("vendor") or "?"
-    out = [f"adapter: {name} [{adapter['backend']}; vendor {info.get('vendor', '?')}]",
-           f"features: {', '.join(adapter['features']) or '-'}"]
+    out = [_adapter_line(report), f"features: {', '.join(report['adapter']['features']) or '-'}"]
     rows = [[c["kernel"], c["length"], "x".join(map(str, c["workgroups"])), c["checked"],
              f"{c['worst_error_ratio']:.3f}", c["failure_count"], c["unwritten"],
              "yes" if c["tail_intact"] else "NO", "PASS" if c["passed"] else "FAIL"] for c in report["cases"]]
@@ -31,3 +27,24 @@ def format_report(report: dict) -> str:
     out.append(f"\n{'PASSED' if report['passed'] else 'FAILED'}: {sum(c['passed'] for c in report['cases'])}"
                f"/{len(report['cases'])} cases, {report['wall_ms']:.0f} ms")
     return "\n".join(out)
+
+
+def _adapter_line(report: dict) -> str:
+    adapter = report["adapter"]
+    info = adapter["info"]
+    name = info.get("description") or info.get("device") or info.get("vendor") or "?"
+    return f"adapter: {name} [{adapter['backend']}; vendor {info.get('vendor', '?')}]"
+
+
+def format_host_cost(report: dict) -> str:
+    rows = [[name, f"{report[name]['host_us_per_dispatch']:.3f}", f"{report[name]['host_us_per_step']:.1f}",
+             report[name]["steps"]] for name in ("naive", "replay")]
+    gpu = report["gpu_us_per_step_profiled"]
+    return "\n".join([
+        _adapter_line(report),
+        f"host cost of one {report['dispatches']}-dispatch step (encode + submit, GPU drained between steps)",
+        _table(["encoding", "host us/dispatch", "host us/step", "steps"], rows),
+        f"speed-up (naive/replay): {report['speedup']:.2f}x; replay output bit-identical to naive: {report['bit_identical']}",
+        f"replay with GPU wait: {report['replay_waited_us_per_step']:.1f} us/step; "
+        f"GPU time (timestamps, one pass per dispatch): {f'{gpu:.1f} us/step' if gpu is not None else 'n/a'}",
+    ])
