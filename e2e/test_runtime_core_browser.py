@@ -13,5 +13,5 @@ def test_caching_resize_profiler_attestation_and_error_paths(lab, run_id):
     assert run.state == "done", (run.stage, run.error)
     folder = lab.server.results_root / upload
     artifacts = {p.name: p.read_bytes() for p in folder.iterdir()}
-    verify_runtime_report(run.report, artifacts)
+    verify_runtime_report(run.report, artifacts.__getitem__)
     assert run.report["adapter"]["backend"] == "browser"

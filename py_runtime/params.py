@@ -28,6 +28,7 @@ class ParamArena:
         self.shadow = bytearray(capacity)
         self.buffer: Handle | None = None
         self._next = 0
+        self._free: dict[int, list[ParamSlot]] = {}      # released slots by size, reused first
         self._dirty: tuple[int, int] | None = None
 
     async def allocate(self) -> None:
@@ -36,12 +37,18 @@ class ParamArena:
 
     def slot(self, size: int) -> ParamSlot:
         size = max(16, (size + 15) // 16 * 16)      # uniform structs are 16-byte multiples
+        if self._free.get(size):
+            return self._free[size].pop()
         if self._next + size > self.capacity:
             raise MemoryError(f"params arena full: {self.capacity} bytes hold {self._next // SLOT_ALIGNMENT} slots; "
                               f"create the Runtime with a larger params_capacity")
         slot = ParamSlot(self._next, size)
         self._next += (size + SLOT_ALIGNMENT - 1) // SLOT_ALIGNMENT * SLOT_ALIGNMENT
         return slot
+
+    def release(self, slot: ParamSlot) -> None:
+        """Hand a slot back (its plan is gone); the next slot of that size reuses it."""
+        self._free.setdefault(slot.size, []).append(slot)
 
     def binding(self, slot: ParamSlot) -> tuple[Handle, int, int]:
         return (self.buffer, slot.offset, slot.size)
@@ -67,8 +74,3 @@ class ParamArena:
         hi = (hi + 3) // 4 * 4
         self._dirty = None
         return (self.buffer, lo, memoryview(self.shadow)[lo:hi])
-
-    def reset(self) -> None:
-        self._next = 0
-        self._dirty = None
-        self.shadow[:] = bytes(self.capacity)

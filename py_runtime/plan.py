@@ -89,6 +89,11 @@ class Execution:
     quantized: bool | None = None
 
 
+def _runs(workgroups) -> bool:
+    """An alternative route idles with zero workgroups (a valid, empty dispatch)."""
+    return workgroups[0] * workgroups[1] * workgroups[2] > 0
+
+
 @dataclass
 class _Entry:
     call: OpCall
@@ -173,7 +178,8 @@ class Plan:
 
     @property
     def routes(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(e.call.route for e in self._entries))
+        """Routes of the dispatches that run at the current sizes (idle alternatives excluded)."""
+        return tuple(dict.fromkeys(e.call.route for e in self._entries if _runs(e.sizing.workgroups)))
 
     async def replay(self, *, profile: bool = False, wait: bool = True) -> Execution:
         """One step. wait=False returns once the work is submitted (host cost only); profiling waits."""
@@ -191,7 +197,7 @@ class Plan:
         if stamps:
             rows = tuple(ProfileRow(e.call.label, e.call.kernel, e.call.route, e.sizing.workgroups,
                                     e.sizing.bytes_moved, e.sizing.flops, ns)
-                         for e, ns in zip(self._entries, dispatch_durations(stamps)))
+                         for e, ns in zip(self._entries, dispatch_durations(stamps)) if _runs(e.sizing.workgroups))
         return Execution(routes=routes, route_mask=route_mask(routes), attention_conflicts=attention_conflicts(routes),
                          host_ns=host_ns, rows=rows, quantized=looks_quantized(stamps) if stamps else None)
 
@@ -203,6 +209,11 @@ class Plan:
         self.record()
 
     def release(self) -> None:
+        """Destroy the recording and hand the params slots back to the arena."""
         if self._recorded is not None:
             self.runtime.device.destroy(self._recorded)
             self._recorded = None
+        for entry in self._entries:
+            if entry.slot is not None:
+                self.runtime.params.release(entry.slot)
+        self._entries = []

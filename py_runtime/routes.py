@@ -11,6 +11,28 @@ ROUTES = (
     "fill_uniform",         # synthetic data generator
     "unary",                # elementwise unary family
     "linear_f32_naive",     # f32 linear, one invocation per output (reference/fallback)
+    "q4_quantize",          # f32 -> Q4 group-wise symmetric, reference layout
+    "q4_gemv_subgroup",     # Q4 decode GEMV, subgroupAdd reduction (32-wide subgroups)
+    "q4_gemv_workgroup",    # Q4 decode GEMV, workgroup-memory reduction
+    "q4_gemm_tiled",        # Q4 prefill GEMM, 64x64 tiles, BK 32
+    "q4_gemm_bk64",         # Q4 prefill GEMM, BK 64, exact Llama shapes
+    "q4_linear_generic",    # Q4 linear fallback, one invocation per output
+    "q4_qkv_fused_bk64",    # fused Q/K/V BK64 GEMM writing three outputs
+    "stream_read",          # bandwidth yardstick
+    "binary",               # elementwise binary family (f32, broadcasting)
+    "logical",              # logical family on byte-packed bools
+    "extrema",              # amax / amin over one dim
+    "to_copy",              # dtype conversions
+    "fill_typed",           # synthetic i32 / bool / f16 generators (fill_uniform family)
+    "rms_norm",             # RMSNorm, one workgroup per row, workgroup-memory tree (incl. per-head q/k norm)
+    "rms_norm_subgroup",    # RMSNorm, subgroupAdd + atomic-slot combine (needs 'subgroups')
+    "rope_interleaved",     # RoPE, Meta interleaved pairs, host float64 cos/sin table
+    "rope_half",            # RoPE, HF rotate-half pairs, host float64 cos/sin table
+    "swiglu_fused",         # out = g * sigmoid(g) * up in one kernel
+    "residual_add",         # out = a + b
+    "residual_add_inplace", # a += b
+    "embedding_f32",        # f32 table lookup, out-of-range ids -> zeros + status word
+    "argmax",               # two-pass argmax (blocks, then one workgroup), lowest index on ties
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset()      # SDPA routes join here as they land
 _BITS = {name: i for i, name in enumerate(ROUTES)}

@@ -20,4 +20,4 @@ def test_caching_resize_profiler_attestation_and_error_paths():
         return report, artifacts
 
     report, artifacts = asyncio.run(run())
-    verify_runtime_report(report, artifacts)
+    verify_runtime_report(report, artifacts.__getitem__)

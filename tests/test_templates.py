@@ -25,7 +25,7 @@ def test_for_repeats_its_block_with_the_loop_variable():
 
 def test_nested_blocks_keep_relative_indentation():
     text = "fn f() {\n  $if A:\n    $for i in range(2):\n      let v${i} = 1;\n  return;\n}\n"
-    assert render(text, {"A": True}) == "fn f() {\nlet v0 = 1;\nlet v1 = 1;\n  return;\n}\n"
+    assert render(text, {"A": True}) == "fn f() {\n  let v0 = 1;\n  let v1 = 1;\n  return;\n}\n"
 
 
 @pytest.mark.parametrize("text,line,fragment", [

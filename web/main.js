@@ -33,10 +33,12 @@ function optionsFromQuery() {
     if (key === "suite") options.suite = value;
     else if (key === "ops") options.ops = value.split(",").filter(Boolean);
     else if (key === "lengths") options.lengths = ints(value);
-    else if (["seed", "sample", "dispatches", "steps"].includes(key)) options[key] = ints(value)[0];
+    else if (["seed", "sample", "dispatches", "steps", "repeats", "trials"].includes(key)) options[key] = ints(value)[0];
     else if (key === "max_wg") options.max_workgroups_per_dim = ints(value)[0];
     else if (key === "profile") options.profile = value !== "0";
     else if (key === "upload") options.upload = value;
+    else if (key === "preset") options.preset = value;
+    else if (key === "only") options.only = value.split(",").filter(Boolean);
     else if (key === "timeout") continue;
     else throw new Error(`unknown URL option ${key}`);
   }
@@ -104,11 +106,17 @@ async function main() {
   return report;
 }
 
-lab.done = main().catch((error) => {
+lab.done = main().catch(async (error) => {
   const message = error && error.message ? error.message : String(error);
   lab.error = message;
   lab.state = "error";
   statusBox.className = "status error";
   statusBox.textContent = `ERROR during ${lab.stage}: ${message}`;
+  // Headless runs without a driver (the GPU host) learn of the failure from this upload.
+  const upload = new URLSearchParams(location.search).get("upload");
+  if (upload) {
+    await fetch(`/api/results/${encodeURIComponent(upload)}/error.txt`,
+      { method: "POST", body: `ERROR during ${lab.stage}: ${message}` }).catch(() => {});
+  }
   throw error;
 });

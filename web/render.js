@@ -30,11 +30,51 @@ export function renderReport(report) {
     renderRuntime(report);
     return "runtime-core checks";
   }
+  if (report.suite === "q4") {
+    renderQ4(report);
+    return `${report.cases.length} Q4 cases run (outputs judged by the host oracle)`;
+  }
+  if (report.suite === "kernel_bench") {
+    renderKernelBench(report);
+    return `kernel bench (${report.rows.length} rows; streaming read ${report.stream_big_gbps.toFixed(0)} GB/s)`;
+  }
   if (report.suite === "host_cost") {
     renderHostCost(report);
     return `host cost ${report.replay.host_us_per_dispatch.toFixed(2)} µs/dispatch (replay)`;
   }
+  if (report.suite === "elementwise") {
+    renderElementwise(report);
+    return `${report.cases.filter((c) => c.passed).length}/${report.cases.length} elementwise cases`;
+  }
+  if (report.suite === "decoder_blocks") {
+    renderDecoderBlocks(report);
+    const steps = report.models.reduce((n, m) => n + m.steps.length, 0);
+    return `decoder blocks: ${steps} steps over ${report.models.length} geometries` +
+      (report.argmax ? `, ${report.argmax.cases.length} argmax cases` : "") + " (values judged by the host oracle)";
+  }
   throw new Error(`no renderer for suite ${report.suite}`);
+}
+
+// One row per case: what ran on which shapes, from which generator streams, into which artifacts.
+// The page checks structure only (guards, unwritten outputs); the host oracle checks the values.
+function renderElementwise(report) {
+  const passed = report.cases.filter((c) => c.passed).length;
+  const errors = Object.values(report.errors).filter((e) => e && e.type === "ValueError").length;
+  document.getElementById("summary").replaceChildren(el("p", {},
+    `${passed}/${report.cases.length} cases intact (guards poisoned, every output written) in `,
+    `${report.wall_ms.toFixed(0)} ms; ${report.pipelines_created} pipelines; `,
+    `${errors}/${Object.keys(report.errors).length} bad calls raised ValueError. `,
+    "Values are checked on the host against float64 numpy (see the uploaded artifacts)."));
+  const shapes = (c) => c.tensors.map((t) => `${t.role} ${t.dtype}[${t.shape.join(",")}]`).join(" ");
+  const streams = (c) => c.tensors.filter((t) => t.stream !== null).map((t) => `${t.role}:${t.stream}`).join(" ");
+  const rows = report.cases.map((c) => [c.kernel, shapes(c),
+    c.dim === undefined ? "" : `dim ${c.dim}${c.keepdim ? ", keepdim" : ""}`, streams(c),
+    c.tensors.map((t) => t.artifact).join(" "), c.workgroups.join("×"),
+    c.tensors.reduce((n, t) => n + t.unwritten, 0), c.tensors.every((t) => t.guard_intact) ? "yes" : "NO",
+    cell(c.passed ? "pass" : "FAIL", c.passed ? "pass" : "fail")]);
+  document.getElementById("cases").replaceChildren(el("h2", {}, "Elementwise cases"),
+    table(["kernel", "tensors", "reduce", "streams", "artifacts", "grid", "unwritten", "guards intact", "result"],
+      rows));
 }
 
 function renderRuntime(report) {
@@ -53,6 +93,20 @@ function renderRuntime(report) {
     r.gbps === null ? "-" : r.gbps.toFixed(2), r.gflops === null ? "-" : r.gflops.toFixed(2)]);
   document.getElementById("timings").replaceChildren(el("h2", {}, "Profile (one pass per dispatch)"),
     table(["dispatch", "route", "grid", "bytes", "FLOPs", "ns", "GB/s", "GFLOP/s"], rows));
+}
+
+function renderQ4(report) {
+  const rows = report.cases.flatMap((c) => c.runs.map((r) => [c.name, c.k, c.n_kv ? `${c.n}+2×${c.n_kv}` : c.n,
+    c.group_size, r.rows, r.routes.join(", ")]));
+  document.getElementById("cases").replaceChildren(el("h2", {}, "Q4 linear cases (attested routes)"),
+    table(["case", "K", "N", "gs", "rows", "routes"], rows));
+}
+
+function renderKernelBench(report) {
+  const rows = report.rows.map((r) => [r.case, r.route, r.rows, (r.ns / 1000).toFixed(1), r.gbps.toFixed(1),
+    r.gflops.toFixed(1), `${(100 * r.ratio_same_bytes).toFixed(0)}%`, `${(100 * r.ratio_big_stream).toFixed(0)}%`]);
+  document.getElementById("timings").replaceChildren(el("h2", {}, "Kernel benchmark (timestamp queries)"),
+    table(["case", "route", "M", "µs", "GB/s", "GFLOP/s", "vs stream (same bytes)", "vs stream (big)"], rows));
 }
 
 function renderHostCost(report) {
@@ -120,4 +174,39 @@ function renderChart(report) {
   });
   document.getElementById("chart").replaceChildren(
     el("h2", {}, `GPU time per kernel at length ${longest.toLocaleString()}`), svg);
+}
+
+// Decoder blocks: per geometry, each step of the resized plan (S, start position) with its routes
+// and the page's structural checks; argmax cases with the GPU index and the page's pure-Python one.
+function renderDecoderBlocks(report) {
+  const sum = (values) => values.reduce((a, b) => a + b, 0);
+  const stepRows = report.models.flatMap((m) => m.steps.map((s) => {
+    const intact = Object.values(s.guard_intact).every(Boolean) && s.status_guard_intact && s.res_a_spare_row_intact;
+    const ok = intact && sum(Object.values(s.unwritten)) === 0 &&
+      JSON.stringify(s.status) === JSON.stringify(s.expected_status);
+    return [m.name, s.seq, s.pos, s.routes.join(", "), sum(Object.values(s.unwritten)), intact ? "yes" : "NO",
+      `${s.status.filter((v) => v === 1).length}/${s.seq}`, cell(ok ? "pass" : "FAIL", ok ? "pass" : "fail")];
+  }));
+  const kernels = report.models.map((m) => [m.name, `D ${m.hidden}, heads ${m.q_heads}/${m.kv_heads}×${m.head_dim}, ` +
+    `F ${m.ffn}, RoPE ${m.layout}${m.llama3_scaling ? " + llama3 scaling" : ""}, eps ${m.eps}`,
+    Object.values(m.kernels).join(", ")]);
+  document.getElementById("summary").replaceChildren(
+    el("p", {}, `${report.wall_ms.toFixed(0)} ms; subgroup route ${report.subgroups ? "run" : "not available"}; `,
+      `checked in the page: ${report.checked_in_page}.`),
+    table(["geometry", "shape", "norm kernels"], kernels));
+  const sections = [el("h2", {}, "Steps (one plan per geometry, resized)"),
+    table(["geometry", "S", "pos", "routes", "unwritten", "guards intact", "ids out of range", "result"], stepRows)];
+  if (report.argmax) {
+    const rows = report.argmax.cases.map((c) => [c.kind, c.n, c.blocks, c.index, c.expected_in_page,
+      cell(c.index === c.expected_in_page ? "pass" : "FAIL", c.index === c.expected_in_page ? "pass" : "fail")]);
+    sections.push(el("h2", {}, "Argmax (ties to the lowest index, NaN above all)"),
+      table(["case", "n", "blocks", "GPU index", "page index", "result"], rows));
+  }
+  document.getElementById("cases").replaceChildren(...sections);
+  if (report.timings.length) {
+    const rows = report.timings.map((t) => [t.model, t.seq, t.label, t.route, t.workgroups.join("×"), t.bytes, t.ns,
+      t.gbps === null ? "-" : t.gbps.toFixed(2)]);
+    document.getElementById("timings").replaceChildren(el("h2", {}, "Timestamp-query timings (first step)"),
+      table(["geometry", "S / n", "dispatch", "route", "grid", "bytes", "ns", "GB/s"], rows));
+  }
 }

@@ -182,7 +182,7 @@ class BrowserDevice(Device):
             error = await device.popErrorScope()
             if error:
                 raise GpuValidationError(f"submit({', '.join(d.label for d in dispatches[:4])})", str(error.message))
-            await device.queue.onSubmittedWorkDone()
+            await self.on_submitted_work_done()
         return None
 
     def record(self, dispatches, *, label):
@@ -209,7 +209,7 @@ class BrowserDevice(Device):
         return list(struct.unpack(f"<{2 * plan.size}Q", raw.to_bytes()))
 
     async def on_submitted_work_done(self):
-        await self._scoped("on_submitted_work_done", lambda: self._device.queue.onSubmittedWorkDone())
+        await self._scoped("on_submitted_work_done", lambda: _js_bridge().workDone(self._device))
 
     def destroy(self, handle):
         if handle.kind == "buffer":

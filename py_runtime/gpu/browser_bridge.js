@@ -13,6 +13,17 @@ function withPyBuffer(pyBuffer, use, type = "u8") {
   }
 }
 
+// Every wait on the GPU process is bounded: a hung device becomes an error naming the wait.
+const GPU_WAIT_SECONDS = 60;
+function bounded(promise, what) {
+  let timer;
+  const limit = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not complete within ${GPU_WAIT_SECONDS} s`)),
+      GPU_WAIT_SECONDS * 1000);
+  });
+  return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+}
+
 function errorText(error) {
   return String(error && error.message ? error.message : error);
 }
@@ -62,7 +73,7 @@ function encode(device, pairs, counts, stamps) {
 }
 
 async function readStamps(stamps) {
-  await stamps.staging.mapAsync(GPUMapMode.READ);
+  await bounded(stamps.staging.mapAsync(GPUMapMode.READ), "mapAsync (timestamps)");
   const out = new Uint8Array(stamps.staging.getMappedRange().slice(0));
   stamps.staging.unmap();
   return out;
@@ -78,8 +89,8 @@ async function scoped(device, work) {
   } catch (error) {
     thrown = error;
   }
-  const validation = await device.popErrorScope();
-  const oom = await device.popErrorScope();
+  const validation = await bounded(device.popErrorScope(), "popErrorScope");
+  const oom = await bounded(device.popErrorScope(), "popErrorScope");
   if (oom) throw new Error(`out of memory: ${oom.message}`);
   if (validation) throw new Error(validation.message);
   if (thrown) throw thrown;
@@ -115,7 +126,7 @@ return {
     device.pushErrorScope("out-of-memory");
     device.pushErrorScope("validation");
     const module = device.createShaderModule({ label, code });
-    const info = await module.getCompilationInfo();
+    const info = await bounded(module.getCompilationInfo(), `getCompilationInfo(${label})`);
     const messages = info.messages
       .filter((m) => m.type === "error")
       .map((m) => [m.lineNum, m.linePos, m.message]);
@@ -125,13 +136,14 @@ return {
       const compute = { module, entryPoint };
       if (constants) compute.constants = constants;
       try {
-        pipeline = await device.createComputePipelineAsync({ label, layout: "auto", compute });
+        pipeline = await bounded(device.createComputePipelineAsync({ label, layout: "auto", compute }),
+          `createComputePipelineAsync(${label})`);
       } catch (error) {
         failure = errorText(error);
       }
     }
-    const validation = await device.popErrorScope();
-    const oom = await device.popErrorScope();
+    const validation = await bounded(device.popErrorScope(), "popErrorScope");
+    const oom = await bounded(device.popErrorScope(), "popErrorScope");
     if (!failure && validation) failure = validation.message;
     return { pipeline, messages, failure, oom: oom ? oom.message : null };
   },
@@ -176,10 +188,14 @@ return {
       device.queue.submit([commands]);
     });
     if (!stamps) {
-      await device.queue.onSubmittedWorkDone();
+      await bounded(device.queue.onSubmittedWorkDone(), "onSubmittedWorkDone");
       return null;
     }
     return readStamps(stamps);
+  },
+
+  workDone(device) {
+    return bounded(device.queue.onSubmittedWorkDone(), "onSubmittedWorkDone");
   },
 
   // The same encoding for a one-off list (used by submit's timestamp path).
@@ -188,7 +204,7 @@ return {
     try {
       await scoped(device, () => device.queue.submit([encode(device, pairs, counts, stamps)]));
       if (!stamps) {
-        await device.queue.onSubmittedWorkDone();
+        await bounded(device.queue.onSubmittedWorkDone(), "onSubmittedWorkDone");
         return null;
       }
       return await readStamps(stamps);
@@ -203,7 +219,7 @@ return {
     const encoder = device.createCommandEncoder();
     encoder.copyBufferToBuffer(buffer, offset, staging, 0, padded);
     device.queue.submit([encoder.finish()]);
-    await staging.mapAsync(GPUMapMode.READ);
+    await bounded(staging.mapAsync(GPUMapMode.READ), `mapAsync (read ${size} bytes)`);
     const out = new Uint8Array(staging.getMappedRange(0, padded).slice(0, size));
     staging.unmap();
     staging.destroy();

@@ -42,6 +42,11 @@ async def request_native_device(power_preference: str = "high-performance") -> "
         required_limits={_kebab(k): v for k, v in limits.items()},
     )
     info = {k: v for k, v in dict(adapter.info).items() if isinstance(v, (str, int))}
+    # wgpu 0.32 spells the subgroup sizes 'stackgroup_*'; report them under the WebGPU names.
+    for native_key, web_key in (("min_size", "subgroupMinSize"), ("max_size", "subgroupMaxSize")):
+        for prefix in ("subgroup_", "stackgroup_"):
+            if prefix + native_key in info:
+                info[web_key] = info[prefix + native_key]
     report = AdapterReport(backend="native", info=info, features=tuple(features), limits=limits,
                            device_features=tuple(wanted))
     return NativeDevice(device, report)

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 
 __all__ = ["main"]
@@ -61,28 +62,47 @@ def _gen(args) -> int:
     return 0
 
 
-def _run_suite(backend: str, options: dict, timeout: float) -> dict | None:
-    """Run one suite natively, or in headless Chromium through the dev server (None on failure)."""
+def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playwright"):
+    """Run one suite natively, or in headless Chromium through the dev server. Returns (report,
+    read) where read(name) gives an artifact the suite handed to its sink; (None, None) on failure.
+    driver "plain" needs no Playwright: the page uploads its report (the GPU host has no Playwright)."""
     if backend == "native":
         from ..app import run
 
-        return asyncio.run(run("native", options))
+        artifacts = {}
+
+        async def sink(name, data):
+            artifacts[name] = bytes(data)
+
+        return asyncio.run(run("native", {**options, "artifacts": True}, sink)), artifacts.__getitem__
     from .codegen import repo_root
-    from .headless import HeadlessLab
     from .vendor import ensure_current
 
     root = repo_root()
     ensure_current(root)
+    results = root / "results"
+    run_id = time.strftime("cli-%Y%m%d-%H%M%S")
     query = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else (int(v) if isinstance(v, bool) else v)
              for k, v in options.items()}
-    with HeadlessLab(web_root=root / "web", results_root=root / "results") as lab:
-        page = lab.run_page(query, timeout_s=timeout)
+    if driver == "plain":
+        from .plain_browser import run_page_plain
+
+        state, result = run_page_plain(web_root=root / "web", results_root=results, query=query, run_id=run_id,
+                                       timeout_s=timeout, log=results / "chromium.log")
+        if state != "done":
+            print(f"browser run {state}: {result}", file=sys.stderr)
+            return None, None
+        return result, lambda name: (results / run_id / name).read_bytes()
+    from .headless import HeadlessLab
+
+    with HeadlessLab(web_root=root / "web", results_root=results) as lab:
+        page = lab.run_page({**query, "upload": run_id}, timeout_s=timeout)
     if page.state != "done":
         print(f"browser run {page.state} at stage {page.stage}: {page.error}", file=sys.stderr)
         for line in page.console_errors + page.page_errors:
             print(f"  console: {line}", file=sys.stderr)
-        return None
-    return page.report
+        return None, None
+    return page.report, lambda name: (results / run_id / name).read_bytes()
 
 
 def _write_json(report: dict, path: str | None) -> None:
@@ -95,31 +115,53 @@ def _write_json(report: dict, path: str | None) -> None:
 def _check(args) -> int:
     from .report import format_report
 
-    options = {"lengths": args.lengths, "seed": args.seed, "profile": not args.no_profile}
-    if args.ops:
-        options["ops"] = args.ops
-    if args.max_workgroups_per_dim:
-        options["max_workgroups_per_dim"] = args.max_workgroups_per_dim
-    report = _run_suite(args.backend, options, args.timeout)
+    if args.suite == "unary":
+        options = {"lengths": args.lengths, "seed": args.seed, "profile": not args.no_profile}
+        if args.ops:
+            options["ops"] = args.ops
+        if args.max_workgroups_per_dim:
+            options["max_workgroups_per_dim"] = args.max_workgroups_per_dim
+    else:
+        options = {"suite": args.suite, **({"preset": args.preset} if args.suite == "q4" else {})}
+    report, read = _run_suite(args.backend, options, args.timeout, args.driver)
     if report is None:
         return 1
-    print(format_report(report))
     _write_json(report, args.json)
-    return 0 if report["passed"] else 1
+    if args.suite == "unary":
+        print(format_report(report))
+        return 0 if report["passed"] else 1
+    from .oracle import verify_q4_report, verify_runtime_report
+
+    try:
+        if args.suite == "q4":
+            worst = verify_q4_report(report, read)
+            for case in report["cases"]:
+                routes = "; ".join(f"M={r['rows']}: {', '.join(r['routes'])}" for r in case["runs"])
+                print(f"{case['name']:<22} worst err/bound {worst[case['name']]:.4f}   {routes}")
+        else:
+            verify_runtime_report(report, read)
+            print("runtime-core checks: caching, resize, profiler, attestation, errors, device loss: all as expected")
+    except AssertionError as failure:
+        print(f"FAILED against the host oracle: {failure}", file=sys.stderr)
+        return 1
+    print(f"PASSED against the float64 host oracle on {report['adapter']['info']}")
+    return 0
 
 
 def _bench(args) -> int:
-    from .report import format_host_cost
+    from .report import format_host_cost, format_kernel_bench
 
-    if args.target != "host":
-        print(f"unknown bench target {args.target!r}", file=sys.stderr)
-        return 2
-    report = _run_suite(args.backend, {"suite": "host_cost", "dispatches": args.dispatches, "steps": args.steps},
-                        args.timeout)
+    if args.target == "host":
+        options = {"suite": "host_cost", "dispatches": args.dispatches, "steps": args.steps}
+        default_json, formatter = f"results/bench/host-{args.backend}.json", format_host_cost
+    else:
+        options = {"suite": "kernel_bench", "preset": args.preset, "repeats": args.repeats, "trials": args.trials}
+        default_json, formatter = f"results/bench/kernels-{args.preset}-{args.backend}.json", format_kernel_bench
+    report, _ = _run_suite(args.backend, options, args.timeout, args.driver)
     if report is None:
         return 1
-    print(format_host_cost(report))
-    _write_json(report, args.json or f"results/bench/host-{args.backend}.json")
+    print(formatter(report))
+    _write_json(report, args.json or default_json)
     return 0 if report["passed"] else 1
 
 
@@ -147,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="accept the current payloads: rewrite the lock along with the outputs")
     gen.set_defaults(func=_gen)
 
-    check = sub.add_parser("check", help="run the unary kernel check and print a table (and JSON)")
+    check = sub.add_parser("check", help="run a check suite and judge it against the host oracle")
+    check.add_argument("--suite", choices=["unary", "q4", "runtime"], default="unary")
+    check.add_argument("--preset", default="ci", help="q4: ci | full")
     check.add_argument("--backend", choices=["native", "browser"], default="native")
     check.add_argument("--ops", nargs="*", help="operators (default: all)")
     check.add_argument("--lengths", nargs="*", type=int, default=[1, 63, 64, 65, 4097, 1_000_003])
@@ -159,13 +203,21 @@ def main(argv: list[str] | None = None) -> int:
     check.set_defaults(func=_check)
 
     bench = sub.add_parser("bench", help="benchmarks that print measured figures (not pass/fail timings)")
-    bench.add_argument("target", choices=["host"], help="host: host time per dispatch, naive encoding vs plan replay")
+    bench.add_argument("target", choices=["host", "kernels"],
+                       help="host: host time per dispatch, naive encoding vs plan replay; kernels: GPU time, GB/s, "
+                            "GFLOP/s and the ratio to a streaming read, per kernel and shape")
     bench.add_argument("--backend", choices=["native", "browser"], default="browser")
     bench.add_argument("--dispatches", type=int, default=230, help="dispatches per step (a 16-layer decode: ~230)")
     bench.add_argument("--steps", type=int, default=50)
+    bench.add_argument("--preset", default="decode", help="kernels: tiny | decode | gemv_variants | prefill")
+    bench.add_argument("--repeats", type=int, default=10, help="kernels: dispatches per measured replay")
+    bench.add_argument("--trials", type=int, default=5, help="kernels: replays per row (median)")
     bench.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     bench.add_argument("--json", help="where to write the JSON (default results/bench/host-<backend>.json)")
     bench.set_defaults(func=_bench)
+    for command in (check, bench):
+        command.add_argument("--driver", choices=["playwright", "plain"], default="playwright",
+                             help="browser runs: Playwright, or plain Chromium + page upload (no Playwright)")
 
     args = parser.parse_args(argv)
     return args.func(args)

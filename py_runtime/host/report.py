@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["format_report", "format_host_cost"]
+__all__ = ["format_report", "format_host_cost", "format_kernel_bench"]
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
@@ -47,4 +47,17 @@ def format_host_cost(report: dict) -> str:
         f"speed-up (naive/replay): {report['speedup']:.2f}x; replay output bit-identical to naive: {report['bit_identical']}",
         f"replay with GPU wait: {report['replay_waited_us_per_step']:.1f} us/step; "
         f"GPU time (timestamps, one pass per dispatch): {f'{gpu:.1f} us/step' if gpu is not None else 'n/a'}",
+    ])
+
+
+def format_kernel_bench(report: dict) -> str:
+    rows = [[r["case"], r["route"], r["rows"], f"{r['bytes'] / 1e6:.2f}", f"{r['ns'] / 1e3:.1f}", f"{r['gbps']:.1f}",
+             f"{r['gflops']:.1f}", f"{r['stream_gbps_same_bytes']:.1f}", f"{100 * r['ratio_same_bytes']:.0f}%",
+             f"{100 * r['ratio_big_stream']:.0f}%"] for r in report["rows"]]
+    return "\n".join([
+        _adapter_line(report),
+        f"streaming read of {report['stream_big_bytes'] / 2 ** 30:.2f} GiB: {report['stream_big_gbps']:.1f} GB/s "
+        f"(median of {report['trials']} replays x {report['repeats']} dispatches)",
+        _table(["case", "route", "M", "MB moved", "us", "GB/s", "GFLOP/s", "stream GB/s (same bytes)",
+                "vs same", "vs big"], rows),
     ])

@@ -1,7 +1,8 @@
 """The WGSL template language: `${expr}` substitution and `$if/$elif/$else/$for` statement lines.
 
 A line whose first non-blank character is `$` is a statement; the lines below it that are indented
-deeper form its block, and are emitted with that extra indentation removed. Expressions are a small,
+deeper form its block, and are emitted with that extra indentation removed (so a block keeps the
+indentation of its statement line). Expressions are a small,
 safe subset of Python (names, literals, arithmetic, comparisons, boolean logic, indexing,
 conditional expressions, `range`), evaluated without `eval`.
 """
@@ -71,9 +72,10 @@ def _block_end(lines: list[str], start: int, stop: int, indent: int) -> int:
     return end
 
 
-def _dedent(lines: list[str], start: int, end: int) -> list[str]:
+def _dedent(lines: list[str], start: int, end: int, indent: int) -> list[str]:
+    """The block's lines with only their extra indentation (relative to the statement) removed."""
     body = [line for line in lines[start:end] if line.strip()]
-    cut = min((_indent(line) for line in body), default=0)
+    cut = max(0, min((_indent(line) for line in body), default=indent) - indent)
     return [line[cut:] for line in lines[start:end]]
 
 
@@ -96,7 +98,7 @@ def _render_block(lines, start, stop, scope, out, path):
             if not sep or not name.strip().isidentifier():
                 raise TemplateError(path, i + 1, f"expected '$for NAME in EXPR:', got {stripped!r}")
             end = _block_end(lines, i + 1, stop, indent)
-            body = _dedent(lines, i + 1, end)
+            body = _dedent(lines, i + 1, end, indent)
             for value in _evaluate(iterable, scope, path, i + 1):
                 _render_block_lines(body, {**scope, name.strip(): value}, out, path, i + 2)
             i = end
@@ -126,7 +128,7 @@ def _render_if(lines, i, stop, indent, scope, out, path) -> int:
         else:
             chosen = not taken and bool(_evaluate(condition, scope, path, i + 1))
         if chosen:
-            _render_block_lines(_dedent(lines, i + 1, end), scope, out, path, i + 2)
+            _render_block_lines(_dedent(lines, i + 1, end, indent), scope, out, path, i + 2)
             taken = True
         i = end
         follow = lines[i].strip() if i < stop else ""

@@ -1,0 +1,19 @@
+"""Q4 quantizer and linear routes inside Pyodide in Chromium, outputs checked on the host."""
+
+from __future__ import annotations
+
+from py_runtime.host.oracle import verify_q4_report
+
+from .conftest import assert_clean
+
+
+def test_every_route_at_real_and_awkward_shapes_matches_the_oracle(lab, run_id):
+    upload = f"{run_id}-q4"
+    run = lab.run_page({"suite": "q4", "upload": upload}, timeout_s=900)
+    assert_clean(run)
+    folder = lab.server.results_root / upload
+    verify_q4_report(run.report, lambda name: (folder / name).read_bytes())
+    routes = {r for case in run.report["cases"] for run_ in case["runs"] for r in run_["routes"]}
+    # SwiftShader's subgroups are 4 wide: the subgroup GEMV is the decode route in the browser.
+    assert {"q4_gemm_tiled", "q4_gemm_bk64", "q4_qkv_fused_bk64", "q4_linear_generic"} <= routes
+    assert routes & {"q4_gemv_subgroup", "q4_gemv_workgroup"}

@@ -1,0 +1,140 @@
+"""Q4 checks: the quantizer against its twin, and every linear route at real and awkward shapes.
+
+Weights are generated and quantized on the GPU (q4gsw_quantize_synth), activations by fill_uniform;
+the host rebuilds both with the numpy twins and checks each output element in float64. One plan per
+case serves every row count through resize, so decode (rows 1) and prefill (rows > 1) routes are
+both attested from the same recording.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ops.q4 import Q4Weight, q4_linear, q4_linear_qkv, q4_quantize
+from ..ops.synth import UniformRange, fill_uniform
+from ..plan import Plan
+from ..runtime import Runtime
+from .unary import POISON
+
+__all__ = ["LinearCase", "PRESETS", "WEIGHT_RANGE", "ACT_RANGE", "BIAS_RANGE", "run_q4_checks"]
+
+WEIGHT_RANGE = UniformRange(scale_log2=-28, offset=-(2.0 ** -5))      # [-1/32, 1/32): LLM-like weights
+ACT_RANGE = UniformRange(scale_log2=-23, offset=-1.0)                 # [-1, 1)
+BIAS_RANGE = UniformRange(scale_log2=-26, offset=-(2.0 ** -3))        # [-1/8, 1/8)
+_UPLOAD_WEIGHTS_UP_TO = 16 << 20            # packed bytes; larger weights are checked via outputs only
+
+
+@dataclass(frozen=True)
+class LinearCase:
+    name: str
+    k: int
+    n: int                                   # for QKV: n_q
+    rows: tuple[int, ...] = (1, 7)
+    group_size: int = 64
+    bias: bool = False
+    n_kv: int | None = None                  # set for a packed QKV weight (n_q + 2 n_kv rows)
+    force_route: str | None = None
+    stream: int = 0
+
+    @property
+    def n_total(self) -> int:
+        return self.n + 2 * self.n_kv if self.n_kv else self.n
+
+
+def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearCase]:
+    real = [("llama.q_o", 2048, 2048), ("llama.kv", 2048, 512), ("llama.gate_up", 2048, 8192),
+            ("llama.down", 8192, 2048), ("qwen.q", 1024, 2048), ("qwen.kv", 1024, 1024), ("qwen.o", 2048, 1024),
+            ("qwen.gate_up", 1024, 3072), ("qwen.down", 3072, 1024)]
+    cases = [LinearCase(name, k, n, rows_real) for name, k, n in real]
+    cases += [LinearCase("llama.lm_head", 2048, 128256, rows_lm), LinearCase("qwen.lm_head", 1024, 151936, rows_lm)]
+    cases += [
+        LinearCase("llama.qkv_fused", 2048, 2048, rows_real, n_kv=512),
+        LinearCase("qwen.qkv_separate", 1024, 2048, (1, 7), n_kv=1024),
+        # Awkward: K not a multiple of the 64 tile (96, 160), N = 1, odd rows, gs 32 and 128, a bias.
+        LinearCase("awkward.k96_n1", 96, 1, (1, 3, 7), group_size=32),
+        LinearCase("awkward.k160_bias", 160, 72, (1, 5, 67), group_size=32, bias=True),
+        LinearCase("awkward.gs128", 256, 40, (1, 9), group_size=128),
+        LinearCase("awkward.n_odd_gs64", 128, 131, (1, 65), bias=True),
+        LinearCase("route.generic", 160, 72, (1, 5), group_size=32, bias=True, force_route="q4_linear_generic"),
+    ]
+    return [LinearCase(c.name, c.k, c.n, c.rows, c.group_size, c.bias, c.n_kv, c.force_route, 200 + i)
+            for i, c in enumerate(cases)]
+
+
+PRESETS = {
+    # CI: every route and every real shape at decode and a small prefill; one big prefill for BK64/QKV.
+    "ci": _cases((1, 7), (1,)),
+    # The issue's full matrix (opt-in: minutes on a CPU adapter).
+    "full": _cases((1, 7, 128, 512), (1, 7, 128, 512)),
+}
+
+
+async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict:
+    tensors, device = runtime.tensors, runtime.device
+    k, n_total, gs = case.k, case.n_total, case.group_size
+    rows_max = max(case.rows)
+    prefix = f"q4.{case.name}"
+    packed = await tensors.allocate(f"{prefix}.packed", (n_total * k // 8,), "u32")
+    scales = await tensors.allocate(f"{prefix}.scales", (k // gs * n_total,))
+    weight = Q4Weight(packed, scales, k, n_total, gs)
+    x = await tensors.allocate(f"{prefix}.x", (rows_max, k))
+    bias = await tensors.allocate(f"{prefix}.bias", (case.n,)) if case.bias else None
+    if case.n_kv:
+        outs = (await tensors.allocate(f"{prefix}.q", (rows_max, case.n)),
+                await tensors.allocate(f"{prefix}.k", (rows_max, case.n_kv)),
+                await tensors.allocate(f"{prefix}.v", (rows_max, case.n_kv)))
+    else:
+        outs = (await tensors.allocate(f"{prefix}.out", (rows_max, case.n)),)
+    plan = Plan(runtime, prefix, live={"rows": case.rows[0]})
+    await plan.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, case.stream)))
+    await plan.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=case.stream + 1000))
+    if bias is not None:
+        await plan.add(fill_uniform(target=bias, value_range=BIAS_RANGE, seed=seed, stream=case.stream + 2000))
+    if case.n_kv:
+        calls = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, rows="rows")
+    else:
+        calls = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, rows="rows", bias=bias,
+                          force_route=case.force_route)
+    for call in calls:
+        await plan.add(call)
+    plan.record()
+    runs = []
+    for m in case.rows:
+        plan.resize(rows=m)
+        for out in outs:
+            device.write_buffer(out.buffer, POISON * (m * out.shape[-1]))
+        execution = await plan.replay()
+        artifacts = []
+        for out in outs:
+            name = f"{prefix}.{out.name.rsplit('.', 1)[1]}.m{m}.f32"
+            data = await device.read_buffer(out.buffer, 4 * m * out.shape[-1])
+            if sink:
+                await sink(name, data)
+            artifacts.append(name)
+        runs.append({"rows": m, "routes": [r for r in execution.routes if r not in ("q4_quantize", "fill_uniform")],
+                     "artifacts": artifacts})
+    weight_artifacts = None
+    if sink and packed.nbytes <= _UPLOAD_WEIGHTS_UP_TO:
+        weight_artifacts = [f"{prefix}.packed.u32", f"{prefix}.scales.f32"]
+        await sink(weight_artifacts[0], await device.read_buffer(packed.buffer))
+        await sink(weight_artifacts[1], await device.read_buffer(scales.buffer))
+    plan.release()
+    for tensor in (packed, scales, x, bias, *outs):
+        if tensor is not None:
+            tensors.release(tensor.name)
+    return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
+            "stream": case.stream, "force_route": case.force_route, "runs": runs, "weight_artifacts": weight_artifacts}
+
+
+async def run_q4_checks(runtime: Runtime, *, preset: str = "ci", only: list[str] | None = None, seed: int = 5,
+                        sink=None) -> dict:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown q4 preset {preset!r}; known: {sorted(PRESETS)}")
+    cases = [c for c in PRESETS[preset] if not only or c.name in only]
+    if only and len(cases) != len(only):
+        known = [c.name for c in PRESETS[preset]]
+        raise ValueError(f"unknown q4 case(s) {sorted(set(only) - set(known))}; known: {known}")
+    results = [await _run_case(runtime, case, seed, sink) for case in cases]
+    return {"suite": "q4", "adapter": runtime.device.adapter.to_json(), "preset": preset, "seed": seed,
+            "ranges": {"weight": vars(WEIGHT_RANGE), "act": vars(ACT_RANGE), "bias": vars(BIAS_RANGE)},
+            "cases": results, "passed": None}      # outputs are judged by the host oracle

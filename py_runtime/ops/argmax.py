@@ -1,0 +1,62 @@
+"""Argmax of a f32 vector on the GPU, in two passes, with a 4-byte result.
+
+  pass 1 (argmax_blocks)  one workgroup per block of 2048 elements -> (key, index) per block
+  pass 2 (argmax_reduce)  one workgroup over the blocks -> result[0] = the winning index
+
+Semantics (numpy.argmax / torch.argmax): the largest value wins; NaN counts as larger than every
+number (so the first NaN wins when there is one); -0 equals +0; ties go to the LOWEST index. The
+kernels compare order-preserving u32 keys derived from the bits, never floats, so a compiler's
+NaN-free assumptions cannot change the answer, and the (key, index) order is total, so the result
+is exact and independent of the reduction's shape.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ..plan import OpCall, Sizing
+from ..tensors import Tensor
+from .grid import linear_grid, live_limit
+
+__all__ = ["BLOCK", "argmax", "argmax_blocks_needed"]
+
+BLOCK = 256 * 8         # argmax_blocks: WG x ITEMS elements per workgroup
+
+
+def argmax_blocks_needed(n: int) -> int:
+    return max(1, -(-n // BLOCK))
+
+
+def argmax(*, values: Tensor, block_keys: Tensor, block_index: Tensor, result: Tensor,
+           length: int | str | None = None) -> tuple[OpCall, OpCall]:
+    """The two dispatches of argmax(values[:length]) -> result[0] (u32); `length` may name a live size.
+
+    block_keys/block_index (u32) need argmax_blocks_needed(length) elements."""
+    if values.dtype != "f32" or {block_keys.dtype, block_index.dtype, result.dtype} != {"u32"}:
+        raise ValueError("argmax: values must be f32; block_keys, block_index and result u32")
+    length = values.numel if length is None else length
+    blocks_capacity = min(block_keys.numel, block_index.numel)
+
+    def counts(live) -> tuple[int, int]:
+        n = live[length] if isinstance(length, str) else length
+        if not 1 <= n <= values.numel:
+            raise ValueError(f"argmax({values.name}): length {n} outside 1..{values.numel}")
+        blocks = argmax_blocks_needed(n)
+        if blocks > blocks_capacity:
+            raise ValueError(f"argmax({values.name}): {blocks} blocks, but block_keys/index hold {blocks_capacity}")
+        return n, blocks
+
+    def blocks_sizing(spec, live) -> Sizing:
+        n, blocks = counts(live)
+        return Sizing(workgroups=linear_grid(blocks, 1, live_limit(live)), params=struct.pack("<2I", n, blocks),
+                      bytes_moved=4 * n + 8 * blocks, flops=n)
+
+    def reduce_sizing(spec, live) -> Sizing:
+        n, blocks = counts(live)
+        return Sizing(workgroups=(1, 1, 1), params=struct.pack("<2I", n, blocks), bytes_moved=8 * blocks + 4,
+                      flops=blocks)
+
+    return (OpCall(label=f"argmax_blocks({values.name})", kernel="argmax_blocks", route="argmax",
+                   tensors={0: values, 1: block_keys, 2: block_index}, sizing=blocks_sizing),
+            OpCall(label=f"argmax_reduce({values.name})", kernel="argmax_reduce", route="argmax",
+                   tensors={0: block_keys, 1: block_index, 2: result}, sizing=reduce_sizing))

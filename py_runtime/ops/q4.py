@@ -1,0 +1,243 @@
+"""Q4 group-wise symmetric weights ("q4gsw"): quantization and the linear routes.
+
+Layout (../shared/reference/kernels.md section 2): packed bytes [N, K/2] read as u32 words
+(nibble i of word j of a row is k = 8j + i, stored as q + 8), f32 scales [K/gs, N].
+
+Routes, first passing guard wins; every route is attested:
+  decode (live rows == 1):  q4_gemv_subgroup  subgroups feature, subgroups at most 32 wide
+                            q4_gemv_workgroup any adapter (workgroup-memory reduction)
+  prefill (live rows > 1):  q4_gemm_bk64      K x N in the Llama set, gs 64, no bias, limits
+                            q4_gemm_tiled     any K (multiple of 8), 64 x 64 tiles, BK 32
+  fallback (no guard):      q4_linear_generic one invocation per output
+Both the decode and the prefill dispatch are recorded in a plan; a resize gives the one that does
+not apply zero workgroups, so one plan serves prefill then decode and attestation shows what ran.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from ..gpu.device import AdapterReport
+from ..plan import OpCall, Sizing
+from ..tensors import Tensor
+from .grid import linear_grid, live_limit
+
+__all__ = ["Q4Weight", "GROUP_SIZES", "BK64_SHAPES", "q4_quantize", "q4_linear", "q4_linear_qkv",
+           "gemv_variant", "stream_read"]
+
+GROUP_SIZES = (32, 64, 128)
+BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama-1B projections
+QKV_SHAPE = (2048, 2048, 512)                                 # K, Nq, Nk = Nv
+IDLE = (0, 0, 0)
+_TILE = 64
+_GEMV_DEFAULT = "k32r4"
+
+
+@dataclass(frozen=True)
+class Q4Weight:
+    """A packed Q4 matrix; a projection may use rows [n_offset, n_offset + n) of it."""
+
+    packed: Tensor          # u32 words, [n_total, k / 8]
+    scales: Tensor          # f32, [k / group_size, n_total]
+    k: int
+    n_total: int
+    group_size: int
+    n_offset: int = 0
+    n: int | None = None
+
+    def __post_init__(self):
+        if self.group_size not in GROUP_SIZES or self.k % self.group_size:
+            raise ValueError(f"Q4 weight {self.packed.name!r}: K {self.k} must be a multiple of the group size "
+                             f"{self.group_size}, one of {GROUP_SIZES}")
+        if self.packed.dtype != "u32" or self.packed.numel < self.n_total * self.k // 8:
+            raise ValueError(f"Q4 weight {self.packed.name!r} must be u32 words, at least {self.n_total * self.k // 8} "
+                             f"for [{self.n_total}, {self.k}]")
+        if self.scales.numel < self.n_total * self.k // self.group_size:
+            raise ValueError(f"Q4 scales {self.scales.name!r} hold too few values for [{self.k // self.group_size}, "
+                             f"{self.n_total}]")
+        if self.n is None:
+            object.__setattr__(self, "n", self.n_total - self.n_offset)
+        if not (0 <= self.n_offset and self.n_offset + self.n <= self.n_total):
+            raise ValueError(f"Q4 weight {self.packed.name!r}: rows [{self.n_offset}, {self.n_offset + self.n}) "
+                             f"outside its {self.n_total} rows")
+
+    def rows(self, n_offset: int, n: int) -> "Q4Weight":
+        """A view of rows [n_offset, n_offset + n): one projection of a packed QKV weight."""
+        return Q4Weight(self.packed, self.scales, self.k, self.n_total, self.group_size, n_offset, n)
+
+
+def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | None = None) -> OpCall:
+    """Quantize into `weight` (its packed and scales tensors) either the f32 tensor `w` [N, K], or
+    the synthetic weight `synth` = (UniformRange, seed, stream), generated in place (w[n, k] is
+    element n * K + k of fill_uniform's sequence) so no f32 copy of a large weight ever exists."""
+    n, k = weight.n_total, weight.k
+    if (w is None) == (synth is None):
+        raise ValueError("q4_quantize: give exactly one of w (a tensor) or synth (range, seed, stream)")
+    if w is not None and w.shape != (n, k):
+        raise ValueError(f"q4_quantize: w {list(w.shape)} does not match the Q4 weight [{n}, {k}]")
+    groups = n * (k // weight.group_size)
+    value_range, seed, stream = synth if synth else (None, 0, 0)
+    extra = struct.pack("<IIif", seed, stream, value_range.scale_log2, value_range.offset) if synth else bytes(16)
+
+    def sizing(spec, live) -> Sizing:
+        return Sizing(workgroups=linear_grid(groups, spec.invocations, live_limit(live)),
+                      params=struct.pack("<3I", n, k, weight.group_size) + extra,
+                      bytes_moved=(0 if synth else 4 * n * k) + n * k // 2 + 4 * groups)
+
+    tensors = {1: weight.packed, 2: weight.scales}
+    if w is not None:
+        tensors[0] = w
+    return OpCall(label=f"q4_quantize({weight.packed.name})", kernel="q4gsw_quantize_synth" if synth else "q4gsw_quantize",
+                  route="q4_quantize", tensors=tensors, sizing=sizing)
+
+
+def _rows_of(rows, live) -> int:
+    return live[rows] if isinstance(rows, str) else rows
+
+
+def _linear_params(weight: Q4Weight, m: int, has_bias: bool) -> bytes:
+    return struct.pack("<7I", m, weight.k, weight.n, weight.n_total, weight.n_offset, weight.group_size, int(has_bias))
+
+
+def _cost(weight: Q4Weight, m: int, has_bias: bool) -> tuple[int, int]:
+    moved = weight.n * weight.k // 2 + 4 * weight.n * weight.k // weight.group_size
+    moved += 4 * m * weight.k + 4 * m * weight.n + (4 * weight.n if has_bias else 0)
+    return moved, 2 * m * weight.n * weight.k
+
+
+def gemv_variant(adapter: AdapterReport, shape: str = _GEMV_DEFAULT) -> tuple[str, str]:
+    """(kernel, route) of the decode GEMV this adapter can run."""
+    sub_max = adapter.info.get("subgroupMaxSize")
+    if "subgroups" in adapter.device_features and isinstance(sub_max, int) and 0 < sub_max <= 32:
+        return f"q4gsw_gemv_sg_{shape}", "q4_gemv_subgroup"
+    return f"q4gsw_gemv_wg_{shape}", "q4_gemv_workgroup"
+
+
+def _check_io(x: Tensor, weight: Q4Weight, out: Tensor, bias: Tensor | None, what: str) -> int:
+    if x.shape[-1] != weight.k or out.shape[-1] != weight.n:
+        raise ValueError(f"{what}: x {list(x.shape)} and out {list(out.shape)} do not fit K={weight.k}, N={weight.n}")
+    if bias is not None and bias.shape != (weight.n,):
+        raise ValueError(f"{what}: bias {list(bias.shape)} is not [{weight.n}]")
+    return min(x.numel // weight.k, out.numel // weight.n)
+
+
+def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterReport, rows: int | str,
+              bias: Tensor | None = None, gemv_shape: str = _GEMV_DEFAULT, force_route: str | None = None) -> list[OpCall]:
+    """out[:M] = x[:M] @ dequant(weight).T (+ bias). Returns the dispatches to add to a plan (a
+    decode one and a prefill one; the one that does not apply idles). `force_route` pins a route
+    (tests and benchmarks): only routes whose guards pass can be pinned, and a pinned decode route
+    runs at rows == 1, a pinned prefill route at rows > 1."""
+    label = f"q4_linear({out.name})"
+    capacity = _check_io(x, weight, out, bias, label)
+    has_bias = bias is not None
+    tensors = {0: x, 1: weight.packed, 2: weight.scales, 3: bias if has_bias else weight.scales, 4: out}
+    limits = adapter.limits
+
+    def check_rows(m):
+        if not 0 <= m <= capacity:
+            raise ValueError(f"{label}: {m} rows, but x/out hold {capacity}")
+
+    def decode_sizing(spec, live):
+        m = _rows_of(rows, live)
+        check_rows(m)
+        moved, flops = _cost(weight, 1, has_bias)
+        rows_per_group = spec.workgroup_size[1] * int(spec.params["R"])
+        active = m == 1
+        grid = linear_grid(-(-weight.n // rows_per_group), 1, live_limit(live)) if active else IDLE
+        return Sizing(workgroups=grid, params=struct.pack("<6I", weight.k, weight.n, weight.n_total, weight.n_offset,
+                                                          weight.group_size, int(has_bias)),
+                      bytes_moved=moved if active else 0, flops=flops if active else 0)
+
+    def gemm_sizing(spec, live):
+        m = _rows_of(rows, live)
+        check_rows(m)
+        moved, flops = _cost(weight, m, has_bias)
+        active = m > 1
+        grid = (-(-weight.n // _TILE), -(-m // _TILE), 1) if active else IDLE
+        return Sizing(workgroups=grid, params=_linear_params(weight, m, has_bias) + struct.pack("<2I", 0, 0),
+                      bytes_moved=moved if active else 0, flops=flops if active else 0)
+
+    def generic_sizing(spec, live):
+        m = _rows_of(rows, live)
+        check_rows(m)
+        moved, flops = _cost(weight, m, has_bias)
+        return Sizing(workgroups=linear_grid(m * weight.n, spec.invocations, live_limit(live)),
+                      params=_linear_params(weight, m, has_bias), bytes_moved=moved, flops=flops)
+
+    decode_kernel, decode_route = gemv_variant(adapter, gemv_shape)
+    prefill_kernel, prefill_route = None, None
+    if limits.get("maxComputeWorkgroupStorageSize", 0) >= 2 * _TILE * 32 * 4 and \
+            limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 256:
+        prefill_kernel, prefill_route = "q4gsw_gemm_bk32", "q4_gemm_tiled"
+    if (weight.k, weight.n) in BK64_SHAPES and weight.group_size == 64 and not has_bias and \
+            limits.get("maxComputeWorkgroupStorageSize", 0) >= 2 * _TILE * 64 * 4 and \
+            limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 256:
+        prefill_kernel, prefill_route = "q4gsw_gemm_bk64", "q4_gemm_bk64"
+    if limits.get("maxComputeInvocationsPerWorkgroup", 0) < 256:
+        decode_kernel = None            # the GEMV variants are 256 invocations wide
+    calls = {
+        "decode": OpCall(label=f"{label}.decode", kernel=decode_kernel, route=decode_route, tensors=tensors,
+                         sizing=decode_sizing) if decode_kernel else None,
+        "prefill": OpCall(label=f"{label}.prefill", kernel=prefill_kernel, route=prefill_route, tensors=tensors,
+                          sizing=gemm_sizing) if prefill_kernel else None,
+        "generic": OpCall(label=f"{label}.generic", kernel="q4gsw_linear_generic", route="q4_linear_generic",
+                          tensors=tensors, sizing=generic_sizing),
+    }
+    if force_route is not None:
+        chosen = [c for c in calls.values() if c and c.route == force_route]
+        if not chosen:
+            raise ValueError(f"{label}: route {force_route!r} is not available here; "
+                             f"available: {[c.route for c in calls.values() if c]}")
+        return chosen[:1]
+    if calls["decode"] is None or calls["prefill"] is None:
+        return [calls["generic"]]
+    return [calls["decode"], calls["prefill"]]
+
+
+def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,
+                  rows: int | str) -> list[OpCall]:
+    """q, k, v = x @ W.T for a packed [Nq + 2 Nkv, K] weight. The fused BK64 kernel for the exact
+    Llama geometry (K 2048, Nq 2048, Nkv 512, gs 64) at rows > 1; otherwise three ordinary linears
+    over row ranges of the same packed weight."""
+    q_out, k_out, v_out = outs
+    n_q, n_kv = q_out.shape[-1], k_out.shape[-1]
+    if v_out.shape[-1] != n_kv or weight.n_total != n_q + 2 * n_kv:
+        raise ValueError(f"q4_linear_qkv: outputs {[list(t.shape) for t in outs]} do not split a {weight.n_total}-row weight")
+    views = (weight.rows(0, n_q), weight.rows(n_q, n_kv), weight.rows(n_q + n_kv, n_kv))
+    separate = [call for view, out in zip(views, outs)
+                for call in q4_linear(x=x, weight=view, out=out, adapter=adapter, rows=rows)]
+    limits = adapter.limits
+    fused_fits = ((weight.k, n_q, n_kv) == QKV_SHAPE and weight.group_size == 64
+                  and limits.get("maxComputeWorkgroupStorageSize", 0) >= 2 * _TILE * 64 * 4
+                  and limits.get("maxStorageBuffersPerShaderStage", 0) >= 7)
+    if not fused_fits:
+        return separate
+    capacity = min(x.numel // weight.k, q_out.numel // n_q, k_out.numel // n_kv, v_out.numel // n_kv)
+
+    def fused_sizing(spec, live):
+        m = _rows_of(rows, live)
+        if not 0 <= m <= capacity:
+            raise ValueError(f"q4_linear_qkv: {m} rows, but x/outputs hold {capacity}")
+        moved, flops = _cost(weight, m, False)
+        active = m > 1
+        grid = (-(-weight.n_total // _TILE), -(-m // _TILE), 1) if active else IDLE
+        params = struct.pack("<9I", m, weight.k, weight.n_total, weight.n_total, 0, weight.group_size, 0, n_q, n_kv)
+        return Sizing(workgroups=grid, params=params, bytes_moved=moved if active else 0, flops=flops if active else 0)
+
+    fused = OpCall(label="q4_linear_qkv.fused", kernel="q4gsw_gemm_qkv_bk64", route="q4_qkv_fused_bk64",
+                   tensors={0: x, 1: weight.packed, 2: weight.scales, 3: weight.scales, 4: q_out, 6: k_out, 7: v_out},
+                   sizing=fused_sizing)
+    decode_only = [c for c in separate if c.route.startswith("q4_gemv")]
+    return decode_only + [fused]
+
+
+def stream_read(*, data: Tensor, sink: Tensor, workgroups: int) -> OpCall:
+    """Read every byte of `data` once (the bandwidth yardstick)."""
+    words4 = data.nbytes // 16
+
+    def sizing(spec, live):
+        return Sizing(workgroups=(workgroups, 1, 1), params=struct.pack("<I", words4), bytes_moved=16 * words4)
+
+    return OpCall(label=f"stream_read({data.name})", kernel="stream_read", route="stream_read",
+                  tensors={0: data, 1: sink}, sizing=sizing)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# On the lent GPU host (no registry, no Playwright; see ../shared/gpu-browser/README.md): installs the
+# carried wgpu wheels (.whl/), then runs the checks and benchmarks natively (wgpu on the NVIDIA Vulkan
+# driver) and in Chromium (LAB_CHROMIUM, driven without Playwright), and packs every table and JSON
+# into $OUT/gpu-results.tar.gz plus $OUT/summary.txt.
+#   usage: bash scripts/gpu_host_run.sh [step ...]     (default: every step)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-results/gpu}
+work=results/gpu-run
+mkdir -p "$out" "$work"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  || { echo "wheel install failed"; exit 1; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export LAB_CHROMIUM=${LAB_CHROMIUM:-/opt/gpu-browser/chromium-gpu}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$work/nvidia-smi.csv" 2>&1
+
+step() {
+  local name=$1 limit=$2; shift 2
+  echo "== $name ($(date +%T))" | tee -a "$out/summary.txt"
+  timeout "$limit" python3 -m py_runtime "$@" --json "$work/$name.json" > "$work/$name.txt" 2>&1
+  echo "rc=$? ($(date +%T))" | tee -a "$out/summary.txt"
+  grep -v "^  console" "$work/$name.txt" | tail -n 45 >> "$out/summary.txt"
+}
+
+steps=${*:-"native-check browser-check native-host browser-host native-kernels browser-kernels native-gemv browser-gemv native-prefill browser-prefill"}
+for s in $steps; do
+  case $s in
+    native-check)    step "$s" 150 check --suite q4 --backend native ;;
+    browser-check)   step "$s" 150 check --suite q4 --backend browser --driver plain ;;
+    native-host)     step "$s" 90 bench host --backend native ;;
+    browser-host)    step "$s" 90 bench host --backend browser --driver plain --steps 20 --timeout 80 ;;
+    native-kernels)  step "$s" 140 bench kernels --backend native --preset decode ;;
+    browser-kernels) step "$s" 140 bench kernels --backend browser --driver plain --preset decode --timeout 130 ;;
+    native-gemv)     step "$s" 100 bench kernels --backend native --preset gemv_variants ;;
+    browser-gemv)    step "$s" 100 bench kernels --backend browser --driver plain --preset gemv_variants --timeout 90 ;;
+    native-prefill)  step "$s" 140 bench kernels --backend native --preset prefill ;;
+    browser-prefill) step "$s" 140 bench kernels --backend browser --driver plain --preset prefill --timeout 130 ;;
+    *) echo "unknown step $s" ;;
+  esac
+done
+grep -a "CONSOLE\|Uncaught" results/chromium.log | tail -n 200 > "$work/chromium-console.txt" 2>/dev/null
+tar -czf "$out/gpu-results.tar.gz" -C results gpu-run

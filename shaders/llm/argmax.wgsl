@@ -1,0 +1,109 @@
+$if PASS == 1:
+  // Argmax over a f32 vector, pass 1 of 2: workgroup b reduces elements [b * BLOCK, (b + 1) * BLOCK)
+  // of the first n to one (key, index) pair in block_keys[b], block_index[b].
+$else:
+  // Argmax over a f32 vector, pass 2 of 2: one workgroup reduces the `blocks` pairs of pass 1 and
+  // writes the winning index to result[0] (the only word the host reads back: 4 bytes).
+// Order: values compare through an order-preserving u32 key computed from the bits, so no float
+// comparison (which compilers may assume NaN-free) is involved. Every NaN maps to the largest key
+// (NaN beats +inf, as in numpy.argmax and torch.argmax), -0 and +0 map to the same key, and equal
+// keys go to the LOWEST index. The pair order (larger key, then smaller index) is a total order, so
+// the result does not depend on the reduction's shape.
+const WG: u32 = 256u;
+const ITEMS: u32 = 8u;          // pass 1: elements per invocation; BLOCK = WG * ITEMS = 2048
+
+struct Params {
+  n: u32,
+  blocks: u32,
+}
+
+$if PASS == 1:
+  @group(0) @binding(0) var<storage, read> values: array<f32>;
+  @group(0) @binding(1) var<storage, read_write> block_keys: array<u32>;
+  @group(0) @binding(2) var<storage, read_write> block_index: array<u32>;
+  @group(0) @binding(3) var<uniform> params: Params;
+$else:
+  @group(0) @binding(0) var<storage, read> block_keys: array<u32>;
+  @group(0) @binding(1) var<storage, read> block_index: array<u32>;
+  @group(0) @binding(2) var<storage, read_write> result: array<u32>;
+  @group(0) @binding(3) var<uniform> params: Params;
+
+var<workgroup> keys: array<u32, WG>;
+var<workgroup> indices: array<u32, WG>;
+
+// Identity of the reduction: key 0 is below every value's key (the smallest, -inf's, is 0x007FFFFF).
+const NO_KEY: u32 = 0u;
+const NO_INDEX: u32 = 0xFFFFFFFFu;
+
+$if PASS == 1:
+  fn order_key(v: f32) -> u32 {
+    let bits = bitcast<u32>(v);
+    let magnitude = bits & 0x7FFFFFFFu;
+    if (magnitude > 0x7F800000u) {
+      return 0xFFFFFFFFu;                 // NaN, any sign or payload
+    }
+    if (magnitude == 0u) {
+      return 0x80000000u;                 // -0 and +0
+    }
+    if (bits != magnitude) {
+      return ~bits;                       // negative: larger magnitude, smaller key
+    }
+    return bits | 0x80000000u;
+  }
+
+fn wins(key: u32, index: u32, other_key: u32, other_index: u32) -> bool {
+  return key > other_key || (key == other_key && index < other_index);
+}
+
+// Tree over workgroup memory; the winner ends in keys[0], indices[0]. Call from uniform control flow.
+fn reduce_workgroup(lid: u32, key: u32, index: u32) {
+  keys[lid] = key;
+  indices[lid] = index;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+    if (lid < stride && wins(keys[lid + stride], indices[lid + stride], keys[lid], indices[lid])) {
+      keys[lid] = keys[lid + stride];
+      indices[lid] = indices[lid + stride];
+    }
+    workgroupBarrier();
+  }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  var best_key = NO_KEY;
+  var best_index = NO_INDEX;
+  $if PASS == 1:
+    let block = wid.y * groups.x + wid.x;
+    if (block >= params.blocks) {
+      return;     // uniform: the whole workgroup leaves together
+    }
+    for (var j = 0u; j < ITEMS; j++) {
+      let i = block * WG * ITEMS + j * WG + lid;
+      if (i < params.n) {
+        let key = order_key(values[i]);
+        if (wins(key, i, best_key, best_index)) {
+          best_key = key;
+          best_index = i;
+        }
+      }
+    }
+  $else:
+    for (var b = lid; b < params.blocks; b += WG) {
+      let key = block_keys[b];
+      let index = block_index[b];
+      if (wins(key, index, best_key, best_index)) {
+        best_key = key;
+        best_index = index;
+      }
+    }
+  reduce_workgroup(lid, best_key, best_index);
+  if (lid == 0u) {
+    $if PASS == 1:
+      block_keys[block] = keys[0];
+      block_index[block] = indices[0];
+    $else:
+      result[0] = indices[0];
+  }
+}

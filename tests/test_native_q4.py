@@ -1,0 +1,43 @@
+"""Q4 quantizer and linear routes through the native backend, every output against float64 numpy."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from py_runtime.app import run
+from py_runtime.host.oracle import verify_q4_report
+
+
+def _run(options):
+    artifacts = {}
+
+    async def sink(name, data):
+        artifacts[name] = data
+
+    report = asyncio.run(run("native", {"suite": "q4", **options}, sink))
+    return report, artifacts
+
+
+def test_every_route_at_real_and_awkward_shapes_matches_the_oracle():
+    report, artifacts = _run({})
+    worst = verify_q4_report(report, artifacts.__getitem__)
+    routes = {r for case in report["cases"] for run_ in case["runs"] for r in run_["routes"]}
+    # lavapipe reports subgroups up to 128 wide, so the workgroup-reduction GEMV is the decode route here.
+    assert routes == {"q4_gemv_workgroup", "q4_gemm_tiled", "q4_gemm_bk64", "q4_qkv_fused_bk64", "q4_linear_generic"}
+    assert all(ratio <= 1 for ratio in worst.values())
+    assert any(case["weight_artifacts"] for case in report["cases"])       # the twin was compared
+
+
+@pytest.mark.full
+def test_full_matrix_of_rows_1_7_128_512():
+    report, artifacts = _run({"preset": "full"})
+    verify_q4_report(report, artifacts.__getitem__)
+
+
+def test_unknown_case_and_preset_are_named():
+    with pytest.raises(ValueError, match="unknown q4 case"):
+        _run({"only": ["llama.nope"]})
+    with pytest.raises(ValueError, match="unknown q4 preset"):
+        _run({"preset": "huge"})
