@@ -32,8 +32,8 @@ for s in $steps; do
     browser-host)    step "$s" 90 bench host --backend browser --driver plain --steps 20 --timeout 80 ;;
     native-kernels)  step "$s" 140 bench kernels --backend native --preset decode ;;
     browser-kernels) step "$s" 140 bench kernels --backend browser --driver plain --preset decode --timeout 130 ;;
-    native-gemv)     step "$s" 100 bench kernels --backend native --preset gemv_variants ;;
-    browser-gemv)    step "$s" 100 bench kernels --backend browser --driver plain --preset gemv_variants --timeout 90 ;;
+    native-gemv)     step "$s" 150 bench kernels --backend native --preset gemv_variants ;;
+    browser-gemv)    step "$s" 150 bench kernels --backend browser --driver plain --preset gemv_variants --timeout 140 ;;
     native-prefill)  step "$s" 140 bench kernels --backend native --preset prefill ;;
     browser-prefill) step "$s" 140 bench kernels --backend browser --driver plain --preset prefill --timeout 130 ;;
     *) echo "unknown step $s" ;;

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
-from ..ops.q4 import Q4Weight, q4_linear, q4_quantize, stream_read
+from ..ops.q4 import GEMV_SHAPES, Q4Weight, q4_linear, q4_quantize, stream_read
 from ..ops.synth import fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
@@ -31,11 +31,11 @@ class BenchCase:
     n: int
     rows: int
     route: str | None = None            # None: whatever the guards choose
-    gemv_shape: str = "k32r4"
+    gemv_shape: str = "r4u2"
     group_size: int = 64
 
 
-def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=("k32r4",)) -> list[BenchCase]:
+def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=("r4u2",)) -> list[BenchCase]:
     return [BenchCase(f"{prefix}.{name}", k, n, 1, route, g) for name, k, n in shapes for route in routes
             for g in gemv_shapes]
 
@@ -47,8 +47,7 @@ _QWEN = [("q", 1024, 2048), ("kv", 1024, 1024), ("o", 2048, 1024), ("gate_up", 1
 BENCH_PRESETS = {
     "tiny": [BenchCase("tiny.gemv", 256, 96, 1), BenchCase("tiny.gemm", 256, 96, 9)],
     "decode": _decode("llama", _LLAMA) + _decode("qwen", _QWEN),
-    "gemv_variants": _decode("llama", [s for s in _LLAMA if s[0] in ("q_o", "down", "lm_head")],
-                             gemv_shapes=("k32r1", "k32r4", "k32r8")),
+    "gemv_variants": _decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES) + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES),
     "prefill": [BenchCase(f"llama.{name}.m{m}", k, n, m) for name, k, n in _LLAMA[:5] for m in (128, 512)],
 }
 
@@ -129,7 +128,8 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         weight_bytes = case.n * case.k // 2 + 4 * case.n * case.k // case.group_size
         stream_same = await _stream_gbps(runtime, weight_bytes, repeats, trials, sink_tensor)
         gbps = moved.bytes_moved / ns if ns else float("nan")
-        rows.append({"case": case.name, "kernel": active.kernel, "route": active.route, "k": case.k,
+        rows.append({"case": case.name + (f"[{case.gemv_shape}]" if preset == "gemv_variants" else ""),
+                     "kernel": active.kernel, "route": active.route, "k": case.k,
                      "n": case.n, "rows": case.rows, "bytes": moved.bytes_moved, "flops": moved.flops, "ns": ns,
                      "gbps": gbps, "gflops": moved.flops / ns if ns else float("nan"),
                      "stream_gbps_same_bytes": stream_same, "ratio_same_bytes": gbps / stream_same,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ops.q4 import Q4Weight, q4_linear, q4_linear_qkv, q4_quantize
+from ..ops.q4 import GEMV_SHAPES, Q4Weight, q4_linear, q4_linear_qkv, q4_quantize
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
@@ -35,6 +35,7 @@ class LinearCase:
     n_kv: int | None = None                  # set for a packed QKV weight (n_q + 2 n_kv rows)
     force_route: str | None = None
     stream: int = 0
+    gemv_shape: str | None = None            # pin a GEMV variant (None: the route's choice)
 
     @property
     def n_total(self) -> int:
@@ -57,7 +58,11 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
         LinearCase("awkward.n_odd_gs64", 128, 131, (1, 65), bias=True),
         LinearCase("route.generic", 160, 72, (1, 5), group_size=32, bias=True, force_route="q4_linear_generic"),
     ]
-    return [LinearCase(c.name, c.k, c.n, c.rows, c.group_size, c.bias, c.n_kv, c.force_route, 200 + i)
+    # Every GEMV variant, with K tails shorter than a step (160 = 5 chunks) and N not a multiple of its rows.
+    cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape)
+              for shape in GEMV_SHAPES for k in (160, 2048)]
+    return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
+                       c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape)
             for i, c in enumerate(cases)]
 
 
@@ -94,7 +99,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         calls = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, rows="rows")
     else:
         calls = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, rows="rows", bias=bias,
-                          force_route=case.force_route)
+                          force_route=case.force_route, **({"gemv_shape": case.gemv_shape} if case.gemv_shape else {}))
     for call in calls:
         await plan.add(call)
     plan.record()
@@ -123,6 +128,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         if tensor is not None:
             tensors.release(tensor.name)
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
+            "gemv_shape": case.gemv_shape,
             "stream": case.stream, "force_route": case.force_route, "runs": runs, "weight_artifacts": weight_artifacts}
 
 

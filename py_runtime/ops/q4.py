@@ -23,7 +23,7 @@ from ..plan import OpCall, Sizing
 from ..tensors import Tensor
 from .grid import linear_grid, live_limit
 
-__all__ = ["Q4Weight", "GROUP_SIZES", "BK64_SHAPES", "q4_quantize", "q4_linear", "q4_linear_qkv",
+__all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "BK64_SHAPES", "q4_quantize", "q4_linear", "q4_linear_qkv",
            "gemv_variant", "stream_read"]
 
 GROUP_SIZES = (32, 64, 128)
@@ -31,7 +31,8 @@ BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama
 QKV_SHAPE = (2048, 2048, 512)                                 # K, Nq, Nk = Nv
 IDLE = (0, 0, 0)
 _TILE = 64
-_GEMV_DEFAULT = "k32r4"
+GEMV_SHAPES = ("r8", "r4u2", "r4s2", "r2u2s4", "r1u2s8", "r2s8")     # q4gsw_gemv.yaml's combinations
+_GEMV_DEFAULT = "r4u2"
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,9 @@ def _cost(weight: Q4Weight, m: int, has_bias: bool) -> tuple[int, int]:
 
 
 def gemv_variant(adapter: AdapterReport, shape: str = _GEMV_DEFAULT) -> tuple[str, str]:
-    """(kernel, route) of the decode GEMV this adapter can run."""
+    """(kernel, route) of the decode GEMV this adapter can run, in the given shape."""
+    if shape not in GEMV_SHAPES:
+        raise ValueError(f"unknown GEMV shape {shape!r}; known: {GEMV_SHAPES}")
     sub_max = adapter.info.get("subgroupMaxSize")
     if "subgroups" in adapter.device_features and isinstance(sub_max, int) and 0 < sub_max <= 32:
         return f"q4gsw_gemv_sg_{shape}", "q4_gemv_subgroup"
@@ -142,7 +145,7 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         m = _rows_of(rows, live)
         check_rows(m)
         moved, flops = _cost(weight, 1, has_bias)
-        rows_per_group = spec.workgroup_size[1] * int(spec.params["R"])
+        rows_per_group = spec.workgroup_size[1] // int(spec.params["KSPLIT"]) * int(spec.params["R"])
         active = m == 1
         grid = linear_grid(-(-weight.n // rows_per_group), 1, live_limit(live)) if active else IDLE
         return Sizing(workgroups=grid, params=struct.pack("<6I", weight.k, weight.n, weight.n_total, weight.n_offset,

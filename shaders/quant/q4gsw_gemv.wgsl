@@ -1,19 +1,27 @@
 // Q4 GEMV (one activation row): out[n] = sum_k x[k] * (q[n, k] * scale[k / gs, n]) (+ bias[n]).
 // Weights in the reference layout (see q4gsw_quantize.wgsl), rows n_offset.. of a packed matrix of
 // n_total rows, so one packed QKV weight serves three projections.
-// Workgroup = KL lanes along K x RG row groups. Each thread owns R rows and walks K in chunks of 32
-// values (one vec4<u32> of weights per row): it loads its 32 x values once for all R rows, which
-// cuts activation traffic R-fold. Lanes of a row are then reduced
+//
+// Workgroup = KL lanes x RG warps. The RG warps form RG / KSPLIT row groups of KSPLIT warps each;
+// the KSPLIT warps of a group split K between them (more warps per row for short, wide matrices).
+// A thread owns R rows and walks its share of K in chunks of 32 values (one vec4<u32> per row):
+// per step it first issues every weight and scale load of its R rows and U chunks (no branch in
+// between: rows past N are clamped and discarded), then loads the 32 x values of each chunk once for
+// all R rows. Bytes in flight per thread: R x U x 16.
+// Partial sums are reduced across the KL lanes
 $if SUBGROUP:
-  // with subgroupAdd, then across the row's subgroups through workgroup memory (route guard:
-  // subgroups at most KL wide, so none spans two rows).
-  enable subgroups;
+  // with subgroupAdd (route guard: subgroups at most KL wide, so none spans two rows),
 $else:
-  // through workgroup memory (any adapter).
+  // through workgroup memory,
+// then across the KSPLIT warps of the row group through workgroup memory.
+$if SUBGROUP:
+  enable subgroups;
 const KL: u32 = ${KL}u;
 const RG: u32 = ${RG}u;
 const R: u32 = ${R}u;
-const ROWS: u32 = RG * R;
+const U: u32 = ${U}u;
+const KSPLIT: u32 = ${KSPLIT}u;
+const ROWS: u32 = (RG / KSPLIT) * R;
 
 struct Params {
   k: u32,
@@ -48,25 +56,39 @@ fn dot_chunk(w: vec4<u32>, xs: ptr<function, array<vec4<f32>, 8>>) -> f32 {
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_size) sg_size: u32" if SUBGROUP else ""}) {
   let block = wid.y * groups.x + wid.x;
-  let row0 = block * ROWS + lid.y * R;
+  let group_in_wg = lid.y / KSPLIT;
+  let split = lid.y % KSPLIT;
+  let row0 = block * ROWS + group_in_wg * R;
   let chunks = params.k / 32u;
+  let last_row = params.n - 1u;
   var acc: array<f32, R>;
-  for (var c = lid.x; c < chunks; c += KL) {
-    var xs: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 8u; j++) {
-      xs[j] = x[c * 8u + j];
+  for (var c0 = split * KL + lid.x; c0 < chunks; c0 += KL * KSPLIT * U) {
+    var w: array<vec4<u32>, ${R * U}>;
+    var s: array<f32, ${R * U}>;
+    for (var u = 0u; u < U; u++) {
+      let c = min(c0 + u * KL * KSPLIT, chunks - 1u);
+      let group = (c * 32u) / params.group_size;
+      for (var r = 0u; r < R; r++) {
+        let row = min(row0 + r, last_row) + params.n_offset;
+        w[u * R + r] = weights[row * chunks + c];
+        s[u * R + r] = scales[group * params.n_total + row];
+      }
     }
-    let group = (c * 32u) / params.group_size;
-    for (var r = 0u; r < R; r++) {
-      let n = row0 + r;
-      if (n < params.n) {
-        let row = n + params.n_offset;
-        acc[r] += scales[group * params.n_total + row] * dot_chunk(weights[row * chunks + c], &xs);
+    for (var u = 0u; u < U; u++) {
+      let c = c0 + u * KL * KSPLIT;
+      if (c < chunks) {
+        var xs: array<vec4<f32>, 8>;
+        for (var j = 0u; j < 8u; j++) {
+          xs[j] = x[c * 8u + j];
+        }
+        for (var r = 0u; r < R; r++) {
+          acc[r] += s[u * R + r] * dot_chunk(w[u * R + r], &xs);
+        }
       }
     }
   }
   $if SUBGROUP:
-    // Lane 0 of each subgroup holds its subgroup's sum; lane 0 of the row adds those up.
+    // Lane 0 of each subgroup stores its subgroup's sum.
     for (var r = 0u; r < R; r++) {
       let total = subgroupAdd(acc[r]);
       if (lid.x % sg_size == 0u) {
@@ -74,18 +96,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       }
     }
     workgroupBarrier();
-    if (lid.x == 0u) {
-      for (var r = 0u; r < R; r++) {
-        let n = row0 + r;
-        var total = 0.0;
-        for (var lane = 0u; lane < KL; lane += sg_size) {
-          total += partial[(lid.y * R + r) * KL + lane];
-        }
-        if (n < params.n) {
-          out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
-        }
-      }
-    }
+    let lane_step = sg_size;
   $else:
     for (var r = 0u; r < R; r++) {
       partial[(lid.y * R + r) * KL + lid.x] = acc[r];
@@ -100,12 +111,20 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       }
       workgroupBarrier();
     }
-    if (lid.x == 0u) {
-      for (var r = 0u; r < R; r++) {
-        let n = row0 + r;
-        if (n < params.n) {
-          out[n] = partial[(lid.y * R + r) * KL] + select(0.0, bias[n], params.has_bias != 0u);
+    let lane_step = KL;
+  // Lane 0 of the first warp of each row group adds up its row group's partials.
+  if (lid.x == 0u && split == 0u) {
+    for (var r = 0u; r < R; r++) {
+      let n = row0 + r;
+      var total = 0.0;
+      for (var sp = 0u; sp < KSPLIT; sp++) {
+        for (var lane = 0u; lane < KL; lane += lane_step) {
+          total += partial[((lid.y + sp) * R + r) * KL + lane];
         }
       }
+      if (n < params.n) {
+        out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
+      }
     }
+  }
 }
