@@ -31,11 +31,11 @@ class BenchCase:
     n: int
     rows: int
     route: str | None = None            # None: whatever the guards choose
-    gemv_shape: str = "r4u2"
+    gemv_shape: str | None = None        # None: the route's choice
     group_size: int = 64
 
 
-def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=("r4u2",)) -> list[BenchCase]:
+def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,)) -> list[BenchCase]:
     return [BenchCase(f"{prefix}.{name}", k, n, 1, route, g) for name, k, n in shapes for route in routes
             for g in gemv_shapes]
 
@@ -73,7 +73,7 @@ async def _measure(runtime: Runtime, plan: Plan, trials: int) -> int:
 async def _stream_gbps(runtime: Runtime, nbytes: int, repeats: int, trials: int, sink_tensor) -> float:
     nbytes = max(16, nbytes // 16 * 16)
     data = await runtime.tensors.allocate(f"bench.stream.{nbytes}", (nbytes // 4,), "u32")
-    workgroups = max(1, min(65535, nbytes // (16 * 256 * 4)))
+    workgroups = max(1, min(65535, -(-nbytes // (16 * 256))))     # one vec4 per invocation until the cap
     plan = Plan(runtime, f"bench.stream.{nbytes}")
     for _ in range(repeats):
         await plan.add(stream_read(data=data, sink=sink_tensor, workgroups=workgroups))

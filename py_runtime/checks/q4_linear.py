@@ -99,7 +99,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         calls = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, rows="rows")
     else:
         calls = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, rows="rows", bias=bias,
-                          force_route=case.force_route, **({"gemv_shape": case.gemv_shape} if case.gemv_shape else {}))
+                          force_route=case.force_route, gemv_shape=case.gemv_shape)
     for call in calls:
         await plan.add(call)
     plan.record()

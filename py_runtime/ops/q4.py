@@ -32,7 +32,6 @@ QKV_SHAPE = (2048, 2048, 512)                                 # K, Nq, Nk = Nv
 IDLE = (0, 0, 0)
 _TILE = 64
 GEMV_SHAPES = ("r8", "r4u2", "r4s2", "r2u2s4", "r1u2s8", "r2s8")     # q4gsw_gemv.yaml's combinations
-_GEMV_DEFAULT = "r4u2"
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,18 @@ def _cost(weight: Q4Weight, m: int, has_bias: bool) -> tuple[int, int]:
     return moved, 2 * m * weight.n * weight.k
 
 
-def gemv_variant(adapter: AdapterReport, shape: str = _GEMV_DEFAULT) -> tuple[str, str]:
+def gemv_shape_for(k: int, n: int) -> str:
+    """The GEMV variant for a K x N weight, from `bench kernels --preset gemv_variants` on an H200
+    in Chromium (docs/PERFORMANCE.md): many rows per thread for vocab-sized N, two warps per row
+    group for the wide Llama projections, four for the rest (short rows, few of them)."""
+    if n >= 65536:
+        return "r8"
+    if k >= 2048 and n >= 2048:
+        return "r4s2"
+    return "r2u2s4"
+
+
+def gemv_variant(adapter: AdapterReport, shape: str) -> tuple[str, str]:
     """(kernel, route) of the decode GEMV this adapter can run, in the given shape."""
     if shape not in GEMV_SHAPES:
         raise ValueError(f"unknown GEMV shape {shape!r}; known: {GEMV_SHAPES}")
@@ -126,7 +136,8 @@ def _check_io(x: Tensor, weight: Q4Weight, out: Tensor, bias: Tensor | None, wha
 
 
 def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterReport, rows: int | str,
-              bias: Tensor | None = None, gemv_shape: str = _GEMV_DEFAULT, force_route: str | None = None) -> list[OpCall]:
+              bias: Tensor | None = None, gemv_shape: str | None = None,
+              force_route: str | None = None) -> list[OpCall]:
     """out[:M] = x[:M] @ dequant(weight).T (+ bias). Returns the dispatches to add to a plan (a
     decode one and a prefill one; the one that does not apply idles). `force_route` pins a route
     (tests and benchmarks): only routes whose guards pass can be pinned, and a pinned decode route
@@ -168,7 +179,7 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         return Sizing(workgroups=linear_grid(m * weight.n, spec.invocations, live_limit(live)),
                       params=_linear_params(weight, m, has_bias), bytes_moved=moved, flops=flops)
 
-    decode_kernel, decode_route = gemv_variant(adapter, gemv_shape)
+    decode_kernel, decode_route = gemv_variant(adapter, gemv_shape or gemv_shape_for(weight.k, weight.n))
     prefill_kernel, prefill_route = None, None
     if limits.get("maxComputeWorkgroupStorageSize", 0) >= 2 * _TILE * 32 * 4 and \
             limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 256:

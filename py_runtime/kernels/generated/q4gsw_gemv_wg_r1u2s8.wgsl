@@ -7,8 +7,10 @@
 // the KSPLIT warps of a group split K between them (more warps per row for short, wide matrices).
 // A thread owns R rows and walks its share of K in chunks of 32 values (one vec4<u32> per row):
 // per step it first issues every weight and scale load of its R rows and U chunks (no branch in
-// between: rows past N are clamped and discarded), then loads the 32 x values of each chunk once for
-// all R rows. Bytes in flight per thread: R x U x 16.
+// between: rows past N and chunks past K are clamped and their products discarded), then loads the
+// 32 x values of each chunk once for all R rows. Bytes in flight per thread: R x U x 16. The rows and
+// chunks are unrolled by the template into scalar variables, so nothing is indexed dynamically and
+// every value can live in a register.
 // Partial sums are reduced across the KL lanes
 // through workgroup memory,
 // then across the KSPLIT warps of the row group through workgroup memory.
@@ -37,14 +39,15 @@ struct Params {
 var<workgroup> partial: array<f32, 256>;
 
 // sum over 32 values of (nibble - 8) * x; nibble i of word j is value 8j + i.
-fn dot_chunk(w: vec4<u32>, xs: ptr<function, array<vec4<f32>, 8>>) -> f32 {
-  var s = 0.0;
-  for (var j = 0u; j < 4u; j++) {
-    let word = w[j];
-    let lo = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - 8.0;
-    let hi = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - 8.0;
-    s += dot(lo, (*xs)[2u * j]) + dot(hi, (*xs)[2u * j + 1u]);
-  }
+fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
+             x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>) -> f32 {
+  let lo = vec4<u32>(0u, 4u, 8u, 12u);
+  let hi = vec4<u32>(16u, 20u, 24u, 28u);
+  let m = vec4<u32>(15u);
+  var s = dot(vec4<f32>((vec4<u32>(w.x) >> lo) & m) - 8.0, x0) + dot(vec4<f32>((vec4<u32>(w.x) >> hi) & m) - 8.0, x1);
+  s += dot(vec4<f32>((vec4<u32>(w.y) >> lo) & m) - 8.0, x2) + dot(vec4<f32>((vec4<u32>(w.y) >> hi) & m) - 8.0, x3);
+  s += dot(vec4<f32>((vec4<u32>(w.z) >> lo) & m) - 8.0, x4) + dot(vec4<f32>((vec4<u32>(w.z) >> hi) & m) - 8.0, x5);
+  s += dot(vec4<f32>((vec4<u32>(w.w) >> lo) & m) - 8.0, x6) + dot(vec4<f32>((vec4<u32>(w.w) >> hi) & m) - 8.0, x7);
   return s;
 }
 
@@ -54,38 +57,44 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   let block = wid.y * groups.x + wid.x;
   let group_in_wg = lid.y / KSPLIT;
   let split = lid.y % KSPLIT;
-  let row0 = block * ROWS + group_in_wg * R;
+  let first_row = block * ROWS + group_in_wg * R;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
-  var acc: array<f32, R>;
-  for (var c0 = split * KL + lid.x; c0 < chunks; c0 += KL * KSPLIT * U) {
-    var w: array<vec4<u32>, 2>;
-    var s: array<f32, 2>;
-    for (var u = 0u; u < U; u++) {
-      let c = min(c0 + u * KL * KSPLIT, chunks - 1u);
-      let group = (c * 32u) / params.group_size;
-      for (var r = 0u; r < R; r++) {
-        let row = min(row0 + r, last_row) + params.n_offset;
-        w[u * R + r] = weights[row * chunks + c];
-        s[u * R + r] = scales[group * params.n_total + row];
-      }
-    }
-    for (var u = 0u; u < U; u++) {
-      let c = c0 + u * KL * KSPLIT;
-      if (c < chunks) {
-        var xs: array<vec4<f32>, 8>;
-        for (var j = 0u; j < 8u; j++) {
-          xs[j] = x[c * 8u + j];
-        }
-        for (var r = 0u; r < R; r++) {
-          acc[r] += s[u * R + r] * dot_chunk(w[u * R + r], &xs);
-        }
-      }
-    }
+  let row0 = min(first_row + 0u, last_row) + params.n_offset;
+  var acc0 = 0.0;
+  for (var base = split * KL + lid.x; base < chunks; base += KL * KSPLIT * U) {
+    let c0 = min(base + 0u * KL * KSPLIT, chunks - 1u);
+    let g0 = (c0 * 32u) / params.group_size;
+    let w0_0 = weights[row0 * chunks + c0];
+    let s0_0 = scales[g0 * params.n_total + row0];
+    let c1 = min(base + 1u * KL * KSPLIT, chunks - 1u);
+    let g1 = (c1 * 32u) / params.group_size;
+    let w1_0 = weights[row0 * chunks + c1];
+    let s1_0 = scales[g1 * params.n_total + row0];
+    let keep0 = select(0.0, 1.0, base + 0u * KL * KSPLIT < chunks);
+    let x0_0 = x[c0 * 8u + 0u];
+    let x0_1 = x[c0 * 8u + 1u];
+    let x0_2 = x[c0 * 8u + 2u];
+    let x0_3 = x[c0 * 8u + 3u];
+    let x0_4 = x[c0 * 8u + 4u];
+    let x0_5 = x[c0 * 8u + 5u];
+    let x0_6 = x[c0 * 8u + 6u];
+    let x0_7 = x[c0 * 8u + 7u];
+    acc0 += keep0 * s0_0 * dot_chunk(w0_0, x0_0, x0_1, x0_2, x0_3, x0_4, x0_5,
+                                                x0_6, x0_7);
+    let keep1 = select(0.0, 1.0, base + 1u * KL * KSPLIT < chunks);
+    let x1_0 = x[c1 * 8u + 0u];
+    let x1_1 = x[c1 * 8u + 1u];
+    let x1_2 = x[c1 * 8u + 2u];
+    let x1_3 = x[c1 * 8u + 3u];
+    let x1_4 = x[c1 * 8u + 4u];
+    let x1_5 = x[c1 * 8u + 5u];
+    let x1_6 = x[c1 * 8u + 6u];
+    let x1_7 = x[c1 * 8u + 7u];
+    acc0 += keep1 * s1_0 * dot_chunk(w1_0, x1_0, x1_1, x1_2, x1_3, x1_4, x1_5,
+                                                x1_6, x1_7);
   }
-  for (var r = 0u; r < R; r++) {
-    partial[(lid.y * R + r) * KL + lid.x] = acc[r];
-  }
+  partial[(lid.y * R + 0u) * KL + lid.x] = acc0;
   workgroupBarrier();
   for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
     if (lid.x < stride) {
@@ -100,7 +109,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   // Lane 0 of the first warp of each row group adds up its row group's partials.
   if (lid.x == 0u && split == 0u) {
     for (var r = 0u; r < R; r++) {
-      let n = row0 + r;
+      let n = first_row + r;
       var total = 0.0;
       for (var sp = 0u; sp < KSPLIT; sp++) {
         for (var lane = 0u; lane < KL; lane += lane_step) {
