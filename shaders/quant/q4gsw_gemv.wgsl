@@ -10,6 +10,10 @@
 // 32 x values of each chunk once for all R rows. Bytes in flight per thread: R x U x 16. The rows and
 // chunks are unrolled by the template into scalar variables, so nothing is indexed dynamically and
 // every value can live in a register.
+$if WORD:
+  // This variant's chunk is one u32 word (8 values) instead of a vec4: a warp's weight load covers
+  // 128 contiguous bytes of a row, and its activation loads span 1 KB instead of 4 KB (a quarter of
+  // the L1 wavefronts per weight byte); U words per step keep the bytes in flight.
 // Partial sums are reduced across the KL lanes
 $if SUBGROUP:
   // with subgroupAdd (route guard: subgroups at most KL wide, so none spans two rows),
@@ -35,7 +39,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> weights: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> weights: array<${"u32" if WORD else "vec4<u32>"}>;
 @group(0) @binding(2) var<storage, read> scales: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
@@ -48,6 +52,10 @@ var<workgroup> partial: array<f32, ${KL * RG * R}>;
 // 2^23 + 8 leaves n - 8 exactly.
 fn centered(word: u32, shifts: vec4<u32>) -> vec4<f32> {
   return bitcast<vec4<f32>>(((vec4<u32>(word) >> shifts) & vec4<u32>(15u)) | vec4<u32>(0x4B000000u)) - 8388616.0;
+}
+
+fn dot_word(w: u32, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
+  return dot(centered(w, vec4<u32>(0u, 4u, 8u, 12u)), x0) + dot(centered(w, vec4<u32>(16u, 20u, 24u, 28u)), x1);
 }
 
 fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
@@ -68,7 +76,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   let group_in_wg = lid.y / KSPLIT;
   let split = lid.y % KSPLIT;
   let first_row = block * ROWS + group_in_wg * R;
-  let chunks = params.k / 32u;
+  let chunks = params.k / ${8 if WORD else 32}u;
   let last_row = params.n - 1u;
   $for r in range(R):
     let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
@@ -76,17 +84,23 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   for (var base = split * KL + lid.x; base < chunks; base += KL * KSPLIT * U) {
     $for u in range(U):
       let c${u} = min(base + ${u}u * KL * KSPLIT, chunks - 1u);
-      let g${u} = (c${u} * 32u) / params.group_size;
+      let g${u} = (c${u} * ${8 if WORD else 32}u) / params.group_size;
       $for r in range(R):
         let w${u}_${r} = weights[row${r} * chunks + c${u}];
         let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
     $for u in range(U):
       let keep${u} = select(0.0, 1.0, base + ${u}u * KL * KSPLIT < chunks);
-      $for j in range(8):
-        let x${u}_${j} = x[c${u} * 8u + ${j}u];
-      $for r in range(R):
-        acc${r} += keep${u} * s${u}_${r} * dot_chunk(w${u}_${r}, x${u}_0, x${u}_1, x${u}_2, x${u}_3, x${u}_4, x${u}_5,
-                                                    x${u}_6, x${u}_7);
+      $if WORD:
+        let x${u}_0 = x[c${u} * 2u];
+        let x${u}_1 = x[c${u} * 2u + 1u];
+        $for r in range(R):
+          acc${r} += keep${u} * s${u}_${r} * dot_word(w${u}_${r}, x${u}_0, x${u}_1);
+      $else:
+        $for j in range(8):
+          let x${u}_${j} = x[c${u} * 8u + ${j}u];
+        $for r in range(R):
+          acc${r} += keep${u} * s${u}_${r} * dot_chunk(w${u}_${r}, x${u}_0, x${u}_1, x${u}_2, x${u}_3, x${u}_4, x${u}_5,
+                                                      x${u}_6, x${u}_7);
   }
   $if SUBGROUP:
     // Lane 0 of each subgroup stores its subgroup's sum.

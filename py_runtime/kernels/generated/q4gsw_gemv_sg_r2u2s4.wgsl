@@ -47,6 +47,10 @@ fn centered(word: u32, shifts: vec4<u32>) -> vec4<f32> {
   return bitcast<vec4<f32>>(((vec4<u32>(word) >> shifts) & vec4<u32>(15u)) | vec4<u32>(0x4B000000u)) - 8388616.0;
 }
 
+fn dot_word(w: u32, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
+  return dot(centered(w, vec4<u32>(0u, 4u, 8u, 12u)), x0) + dot(centered(w, vec4<u32>(16u, 20u, 24u, 28u)), x1);
+}
+
 fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
              x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>) -> f32 {
   let lo = vec4<u32>(0u, 4u, 8u, 12u);
