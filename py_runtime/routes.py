@@ -33,6 +33,7 @@ ROUTES = (
     "residual_add_inplace", # a += b
     "embedding_f32",        # f32 table lookup, out-of-range ids -> zeros + status word
     "argmax",               # two-pass argmax (blocks, then one workgroup), lowest index on ties
+    "q4_embedding",         # Q4 embedding lookup, both nibble orders and scale layouts
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset()      # SDPA routes join here as they land
 _BITS = {name: i for i, name in enumerate(ROUTES)}

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ops.q4 import GEMV_SHAPES, Q4Weight, q4_linear, q4_linear_qkv, q4_quantize
+import struct
+
+from ..ops.q4 import GEMV_SHAPES, Q4Weight, q4_embedding, q4_linear, q4_linear_qkv, q4_quantize
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
 from .unary import POISON
 
-__all__ = ["LinearCase", "PRESETS", "WEIGHT_RANGE", "ACT_RANGE", "BIAS_RANGE", "run_q4_checks"]
+__all__ = ["LinearCase", "EmbeddingCase", "EMBEDDING_CASES", "PRESETS", "WEIGHT_RANGE", "ACT_RANGE", "BIAS_RANGE", "run_q4_checks"]
 
 WEIGHT_RANGE = UniformRange(scale_log2=-28, offset=-(2.0 ** -5))      # [-1/32, 1/32): LLM-like weights
 ACT_RANGE = UniformRange(scale_log2=-23, offset=-1.0)                 # [-1, 1)
@@ -64,6 +66,31 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
     return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
                        c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape)
             for i, c in enumerate(cases)]
+
+
+@dataclass(frozen=True)
+class EmbeddingCase:
+    name: str
+    vocab: int
+    dim: int
+    group_size: int
+    nibble_high_first: bool
+    scales_transposed: bool
+    stream: int
+
+
+# The tied Llama lm_head layout at the real size, and the other conventions at Qwen's dim.
+EMBEDDING_CASES = [
+    EmbeddingCase("emb.llama_tied", 128256, 2048, 64, False, True, 900),
+    EmbeddingCase("emb.rowmajor_high_first", 1000, 1024, 32, True, False, 901),
+    EmbeddingCase("emb.rowmajor_low_first", 1000, 1024, 128, False, False, 902),
+    EmbeddingCase("emb.transposed_high_first", 777, 96, 32, True, True, 903),
+]
+
+
+def _embedding_ids(vocab: int) -> list[int]:
+    """Edges, a spread of valid ids, and two out of range (the vocab itself and 0xFFFFFFFF)."""
+    return [0, vocab - 1, vocab, 1, vocab // 2, 0xFFFFFFFF, vocab // 3, 7 % vocab]
 
 
 PRESETS = {
@@ -132,6 +159,43 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             "stream": case.stream, "force_route": case.force_route, "runs": runs, "weight_artifacts": weight_artifacts}
 
 
+async def _run_embedding_case(runtime: Runtime, case: EmbeddingCase, seed: int, sink) -> dict:
+    tensors, device = runtime.tensors, runtime.device
+    prefix = f"q4.{case.name}"
+    ids_list = _embedding_ids(case.vocab)
+    packed = await tensors.allocate(f"{prefix}.packed", (case.vocab * case.dim // 8,), "u32")
+    scales = await tensors.allocate(f"{prefix}.scales", (case.vocab * case.dim // case.group_size,))
+    weight = Q4Weight(packed, scales, case.dim, case.vocab, case.group_size)
+    ids = await tensors.allocate(f"{prefix}.ids", (len(ids_list),), "u32")
+    out = await tensors.allocate(f"{prefix}.out", (len(ids_list), case.dim))
+    status = await tensors.allocate(f"{prefix}.status", (len(ids_list),), "u32")
+    device.write_buffer(ids.buffer, struct.pack(f"<{len(ids_list)}I", *ids_list))
+    plan = Plan(runtime, prefix, live={"tokens": len(ids_list)})
+    await plan.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, case.stream),
+                               scales_row_major=not case.scales_transposed))
+    await plan.add(q4_embedding(ids=ids, weight=weight, out=out, status=status, tokens="tokens",
+                                nibble_high_first=case.nibble_high_first, scales_transposed=case.scales_transposed))
+    plan.record()
+    runs = []
+    for tokens in (len(ids_list), 1):          # a prefill's tokens, then one decode token
+        plan.resize(tokens=tokens)
+        device.write_buffer(out.buffer, POISON * (tokens * case.dim))
+        device.write_buffer(status.buffer, POISON * tokens)
+        execution = await plan.replay()
+        names = [f"{prefix}.out.t{tokens}.f32", f"{prefix}.status.t{tokens}.u32"]
+        if sink:
+            await sink(names[0], await device.read_buffer(out.buffer, 4 * tokens * case.dim))
+            await sink(names[1], await device.read_buffer(status.buffer, 4 * tokens))
+        runs.append({"tokens": tokens, "routes": [r for r in execution.routes if r != "q4_quantize"],
+                     "artifacts": names, "params": list(plan.params_of(1))})
+    plan.release()
+    for tensor in (packed, scales, ids, out, status):
+        tensors.release(tensor.name)
+    return {"name": case.name, "vocab": case.vocab, "dim": case.dim, "group_size": case.group_size,
+            "nibble_high_first": case.nibble_high_first, "scales_transposed": case.scales_transposed,
+            "stream": case.stream, "ids": ids_list, "runs": runs}
+
+
 async def run_q4_checks(runtime: Runtime, *, preset: str = "ci", only: list[str] | None = None, seed: int = 5,
                         sink=None) -> dict:
     if preset not in PRESETS:
@@ -141,6 +205,7 @@ async def run_q4_checks(runtime: Runtime, *, preset: str = "ci", only: list[str]
         known = [c.name for c in PRESETS[preset]]
         raise ValueError(f"unknown q4 case(s) {sorted(set(only) - set(known))}; known: {known}")
     results = [await _run_case(runtime, case, seed, sink) for case in cases]
+    embeddings = [await _run_embedding_case(runtime, case, seed, sink) for case in EMBEDDING_CASES] if not only else []
     return {"suite": "q4", "adapter": runtime.device.adapter.to_json(), "preset": preset, "seed": seed,
             "ranges": {"weight": vars(WEIGHT_RANGE), "act": vars(ACT_RANGE), "bias": vars(BIAS_RANGE)},
-            "cases": results, "passed": None}      # outputs are judged by the host oracle
+            "cases": results, "embeddings": embeddings, "passed": None}   # outputs are judged by the host oracle

@@ -608,7 +608,37 @@ def verify_q4_report(report: dict, read) -> dict:
                                        f"{float(np.max(err / lim)):.2f} at {np.argwhere(bad)[0].tolist()}")
                 ratio = max(ratio, float(np.max(err / lim)))
         worst[case["name"]] = ratio
+    for case in report.get("embeddings", []):
+        _verify_q4_embedding(case, seed, read)
+        worst[case["name"]] = 0.0
     return worst
+
+
+def _verify_q4_embedding(case: dict, seed: int, read) -> None:
+    """Bit-exact: each valid row is f32(q * scale) of the twin, read in the case's nibble order;
+    out-of-range ids give zeros and status 1; the controls survive the resize to one token."""
+    from ..checks.q4_linear import WEIGHT_RANGE
+
+    dim, gs, vocab = case["dim"], case["group_size"], case["vocab"]
+    for run in case["runs"]:
+        tokens = run["tokens"]
+        params = np.frombuffer(bytes(run["params"]), np.uint32).tolist()
+        assert params == [tokens, dim, vocab, gs, int(case["nibble_high_first"]), int(case["scales_transposed"])], \
+            f"{case['name']}: params after resize {params}"
+        assert run["routes"] == ["q4_embedding"], f"{case['name']}: attested {run['routes']}"
+        out = np.frombuffer(read(run["artifacts"][0]), np.float32).reshape(tokens, dim)
+        status = np.frombuffer(read(run["artifacts"][1]), np.uint32)
+        for t, token_id in enumerate(case["ids"][:tokens]):
+            if token_id >= vocab:
+                assert status[t] == 1 and not out[t].any(), f"{case['name']}: id {token_id} not flagged/zeroed"
+                continue
+            levels, scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], dim, token_id, token_id + 1), gs)
+            order = np.arange(dim) ^ 1 if case["nibble_high_first"] else np.arange(dim)
+            q = levels[0, order].astype(np.float32) - np.float32(8)
+            expected = q * np.repeat(scale[0], gs).astype(np.float32)
+            assert status[t] == 0, f"{case['name']}: valid id {token_id} flagged"
+            assert np.array_equal(out[t].view(np.uint32), expected.view(np.uint32)), \
+                f"{case['name']}: row of id {token_id} differs at {np.flatnonzero(out[t] != expected)[:5].tolist()}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..plan import OpCall, Sizing
 from ..tensors import Tensor
 from .grid import linear_grid, live_limit
 
-__all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "BK64_SHAPES", "q4_quantize", "q4_linear", "q4_linear_qkv",
+__all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "q4_embedding", "BK64_SHAPES", "q4_quantize", "q4_linear", "q4_linear_qkv",
            "gemv_variant", "stream_read"]
 
 GROUP_SIZES = (32, 64, 128)
@@ -67,10 +67,12 @@ class Q4Weight:
         return Q4Weight(self.packed, self.scales, self.k, self.n_total, self.group_size, n_offset, n)
 
 
-def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | None = None) -> OpCall:
+def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | None = None,
+                scales_row_major: bool = False) -> OpCall:
     """Quantize into `weight` (its packed and scales tensors) either the f32 tensor `w` [N, K], or
     the synthetic weight `synth` = (UniformRange, seed, stream), generated in place (w[n, k] is
-    element n * K + k of fill_uniform's sequence) so no f32 copy of a large weight ever exists."""
+    element n * K + k of fill_uniform's sequence) so no f32 copy of a large weight ever exists.
+    Scales are [K/gs, N] (the linear layout) unless scales_row_major ([N, K/gs], the embedding layout)."""
     n, k = weight.n_total, weight.k
     if (w is None) == (synth is None):
         raise ValueError("q4_quantize: give exactly one of w (a tensor) or synth (range, seed, stream)")
@@ -82,7 +84,7 @@ def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | Non
 
     def sizing(spec, live) -> Sizing:
         return Sizing(workgroups=linear_grid(groups, spec.invocations, live_limit(live)),
-                      params=struct.pack("<3I", n, k, weight.group_size) + extra,
+                      params=struct.pack("<3I", n, k, weight.group_size) + extra + struct.pack("<I", scales_row_major),
                       bytes_moved=(0 if synth else 4 * n * k) + n * k // 2 + 4 * groups)
 
     tensors = {1: weight.packed, 2: weight.scales}
@@ -108,10 +110,10 @@ def _cost(weight: Q4Weight, m: int, has_bias: bool) -> tuple[int, int]:
 
 def gemv_shape_for(k: int, n: int) -> str:
     """The GEMV variant for a K x N weight, from `bench kernels --preset gemv_variants` on an H200
-    in Chromium (docs/PERFORMANCE.md): many rows per thread for vocab-sized N, two warps per row
-    group for the wide Llama projections, four for the rest (short rows, few of them)."""
+    in Chromium and natively (docs/PERFORMANCE.md): word lanes with many rows per thread for
+    vocab-sized N, two warps per row group for the wide Llama projections, four for the rest."""
     if n >= 65536:
-        return "r8"
+        return "w8u4"
     if k >= 2048 and n >= 2048:
         return "r4s2"
     return "r2u2s4"
@@ -244,6 +246,30 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
                    sizing=fused_sizing)
     decode_only = [c for c in separate if c.route.startswith("q4_gemv")]
     return decode_only + [fused]
+
+
+def q4_embedding(*, ids: Tensor, weight: Q4Weight, out: Tensor, status: Tensor, tokens: int | str,
+                 nibble_high_first: bool = False, scales_transposed: bool = True) -> OpCall:
+    """out[t] = dequant(weight[ids[t]]) for t < tokens (zeros and status[t] = 1 for ids >= vocab).
+    `weight` is [vocab, dim] (k = dim); the two conventions are immutable controls, packed into the
+    params on every sizing so a resize of `tokens` can never drop them."""
+    vocab, dim = weight.n_total, weight.k
+    if ids.dtype != "u32" or status.dtype != "u32" or out.shape[-1] != dim:
+        raise ValueError(f"q4_embedding: ids {ids!r}, status {status!r} must be u32 and out {out!r} rows of {dim}")
+    capacity = min(ids.numel, status.numel, out.numel // dim)
+
+    def sizing(spec, live) -> Sizing:
+        t = _rows_of(tokens, live)
+        if not 0 <= t <= capacity:
+            raise ValueError(f"q4_embedding({out.name}): {t} tokens, but ids/status/out hold {capacity}")
+        n = t * dim
+        return Sizing(workgroups=linear_grid(n, spec.invocations, live_limit(live)) if n else IDLE,
+                      params=struct.pack("<6I", t, dim, vocab, weight.group_size, int(nibble_high_first),
+                                         int(scales_transposed)),
+                      bytes_moved=n // 2 + 4 * n // weight.group_size + 4 * n + 8 * t, flops=n)
+
+    return OpCall(label=f"q4_embedding({out.name})", kernel="q4gsw_embedding", route="q4_embedding",
+                  tensors={0: ids, 1: weight.packed, 2: weight.scales, 3: out, 4: status}, sizing=sizing)
 
 
 def stream_read(*, data: Tensor, sink: Tensor, workgroups: int) -> OpCall:

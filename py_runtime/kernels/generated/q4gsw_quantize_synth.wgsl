@@ -3,7 +3,8 @@
 // (w generated in place from the counter-based hash of fill_uniform.wgsl, w[n, k] = element
 // n * K + k, so model-sized weights never exist in f32: lm_head is 1 GB in f32, 131 MB packed.)
 //   packed [N, K/2] bytes, read as u32 words: nibble i of word j of row n is k = 8j + i (even k in
-//   the low nibble of each byte), stored as q + 8;  scales [K/gs, N] f32 (transposed).
+//   the low nibble of each byte), stored as q + 8;  scales [K/gs, N] f32 (transposed), or [N, K/gs]
+//   when scales_row_major is set (the Q4 embedding layout).
 // scale = max|w| * (2/15) (clamped below); q = the number of thresholds (t - 7.5) * scale, t = 0..14,
 // that w exceeds, minus 8: round to nearest with ties toward -inf. Only exact or correctly rounded
 // operations (abs, max, *, comparisons) are used, so the numpy twin matches bit for bit; a division
@@ -21,6 +22,7 @@ struct Params {
   stream: u32,
   scale_log2: i32,
   offset: f32,
+  scales_row_major: u32,
 }
 
 @group(0) @binding(1) var<storage, read_write> packed: array<u32>;
@@ -54,7 +56,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     amax = max(amax, abs(weight(first + j)));
   }
   let scale = max(amax * TWO_FIFTEENTHS, MIN_SCALE);
-  scales[group * params.n + row] = scale;
+  scales[select(group * params.n + row, row * groups_per_row + group, params.scales_row_major != 0u)] = scale;
   let first_word = (row * params.k + group * params.group_size) / 8u;
   for (var word = 0u; word < params.group_size / 8u; word++) {
     var bits = 0u;
