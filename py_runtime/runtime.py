@@ -41,5 +41,4 @@ class Runtime:
         device = await request_device(self.backend)
         self._attach(device)
         await self.params.allocate()
-        self.tensors._on_release = self.bind_groups.forget_buffer
-        await self.tensors.reallocate(device)
+        await self.tensors.reallocate(device, on_release=self.bind_groups.forget_buffer)

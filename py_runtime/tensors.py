@@ -94,8 +94,10 @@ class TensorPool:
         for name in list(self._tensors):
             self.release(name)
 
-    async def reallocate(self, device: Device) -> None:
-        """After a device loss: fresh (uninitialised) buffers for every tensor, same names and sizes."""
+    async def reallocate(self, device: Device, *, on_release=None) -> None:
+        """After a device loss: fresh (uninitialised) buffers for every tensor, same names and sizes;
+        `on_release` replaces the release hook (the new device's bind-group cache)."""
         self.device = device
+        self._on_release = on_release
         for tensor in self._tensors.values():
             tensor.buffer = await device.create_buffer(label=tensor.name, size=tensor.nbytes, usage=tensor.usage)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ..gpu.device import BufferUsage, DeviceLost, GpuError, KernelCompileError
+from ..gpu.device import BufferUsage, DeviceLost, KernelCompileError
 from ..kernels import Kernel
 from ..ops.linear import linear_f32
 from ..ops.synth import UniformRange, fill_uniform

@@ -37,10 +37,11 @@ def _js_bridge():
 
 
 class _HeapView:
-    """A PyProxy of a memoryview for zero-copy reads by JS; destroyed on exit."""
+    """A PyProxy of a memoryview for zero-copy reads by JS; destroyed on exit. Typed arrays keep
+    their item type (the workgroup counts are read as a Uint32Array); anything else is bytes."""
 
     def __init__(self, data):
-        self.proxy = create_proxy(memoryview(data).cast("B") if not isinstance(data, array) else memoryview(data))
+        self.proxy = create_proxy(memoryview(data) if isinstance(data, array) else memoryview(data).cast("B"))
 
     def __enter__(self):
         return self.proxy
