@@ -34,6 +34,8 @@ for s in $steps; do
     browser-kernels) step "$s" 140 bench kernels --backend browser --driver plain --preset decode --timeout 130 ;;
     native-gemv)     step "$s" 150 bench kernels --backend native --preset gemv_variants ;;
     browser-gemv)    step "$s" 150 bench kernels --backend browser --driver plain --preset gemv_variants --timeout 140 ;;
+    native-vocab)    step "$s" 100 bench kernels --backend native --preset gemv_vocab ;;
+    browser-vocab)   step "$s" 100 bench kernels --backend browser --driver plain --preset gemv_vocab --timeout 90 ;;
     native-prefill)  step "$s" 140 bench kernels --backend native --preset prefill ;;
     browser-prefill) step "$s" 140 bench kernels --backend browser --driver plain --preset prefill --timeout 130 ;;
     *) echo "unknown step $s" ;;

@@ -48,6 +48,9 @@ BENCH_PRESETS = {
     "tiny": [BenchCase("tiny.gemv", 256, 96, 1), BenchCase("tiny.gemm", 256, 96, 9)],
     "decode": _decode("llama", _LLAMA) + _decode("qwen", _QWEN),
     "gemv_variants": _decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES) + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES),
+    "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in
+                   (("llama", 2048, 128256), ("qwen", 1024, 151936))
+                   for g in ("r8", "w8u4", "w4u8", "w16u2", "w16u4", "w8u8")],
     "prefill": [BenchCase(f"llama.{name}.m{m}", k, n, m) for name, k, n in _LLAMA[:5] for m in (128, 512)],
 }
 
@@ -128,7 +131,7 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         weight_bytes = case.n * case.k // 2 + 4 * case.n * case.k // case.group_size
         stream_same = await _stream_gbps(runtime, weight_bytes, repeats, trials, sink_tensor)
         gbps = moved.bytes_moved / ns if ns else float("nan")
-        rows.append({"case": case.name + (f"[{case.gemv_shape}]" if preset == "gemv_variants" else ""),
+        rows.append({"case": case.name + (f"[{case.gemv_shape}]" if case.gemv_shape else ""),
                      "kernel": active.kernel, "route": active.route, "k": case.k,
                      "n": case.n, "rows": case.rows, "bytes": moved.bytes_moved, "flops": moved.flops, "ns": ns,
                      "gbps": gbps, "gflops": moved.flops / ns if ns else float("nan"),

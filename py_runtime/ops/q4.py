@@ -31,7 +31,8 @@ BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama
 QKV_SHAPE = (2048, 2048, 512)                                 # K, Nq, Nk = Nv
 IDLE = (0, 0, 0)
 _TILE = 64
-GEMV_SHAPES = ("r8", "r4u2", "r4s2", "r2u2s4", "r1u2s8", "r2s8", "w8u4", "w4u4s2", "w4u8")   # q4gsw_gemv.yaml
+GEMV_SHAPES = ("r8", "r4u2", "r4s2", "r2u2s4", "r1u2s8", "r2s8", "w8u4", "w4u4s2", "w4u8", "w16u2", "w16u4",
+               "w8u8")     # the combinations in q4gsw_gemv.yaml
 
 
 @dataclass(frozen=True)
