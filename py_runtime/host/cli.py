@@ -64,7 +64,7 @@ def _gen(args) -> int:
 
 def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playwright"):
     """Run one suite natively, or in headless Chromium through the dev server. Returns (report,
-    read) where read(name) gives an artifact the suite handed to its sink; (None, None) on failure.
+    artifacts): {name: bytes} of what the suite handed to its sink; (None, None) on failure.
     driver "plain" needs no Playwright: the page uploads its report (the GPU host has no Playwright)."""
     if backend == "native":
         from ..app import run
@@ -74,7 +74,7 @@ def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playw
         async def sink(name, data):
             artifacts[name] = bytes(data)
 
-        return asyncio.run(run("native", {**options, "artifacts": True}, sink)), artifacts.__getitem__
+        return asyncio.run(run("native", {**options, "artifacts": True}, sink)), artifacts
     from .codegen import repo_root
     from .vendor import ensure_current
 
@@ -92,7 +92,7 @@ def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playw
         if state != "done":
             print(f"browser run {state}: {result}", file=sys.stderr)
             return None, None
-        return result, lambda name: (results / run_id / name).read_bytes()
+        return result, _uploaded(results / run_id)
     from .headless import HeadlessLab
 
     with HeadlessLab(web_root=root / "web", results_root=results) as lab:
@@ -102,7 +102,11 @@ def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playw
         for line in page.console_errors + page.page_errors:
             print(f"  console: {line}", file=sys.stderr)
         return None, None
-    return page.report, lambda name: (results / run_id / name).read_bytes()
+    return page.report, _uploaded(results / run_id)
+
+
+def _uploaded(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else {}
 
 
 def _write_json(report: dict, path: str | None) -> None:
@@ -123,24 +127,31 @@ def _check(args) -> int:
             options["max_workgroups_per_dim"] = args.max_workgroups_per_dim
     else:
         options = {"suite": args.suite, **({"preset": args.preset} if args.suite == "q4" else {})}
-    report, read = _run_suite(args.backend, options, args.timeout, args.driver)
+    report, artifacts = _run_suite(args.backend, options, args.timeout, args.driver)
     if report is None:
         return 1
     _write_json(report, args.json)
     if args.suite == "unary":
         print(format_report(report))
         return 0 if report["passed"] else 1
-    from .oracle import verify_q4_report, verify_runtime_report
+    from .oracle import (verify_decoder_blocks_report, verify_elementwise_report, verify_q4_report,
+                         verify_runtime_report)
 
     try:
         if args.suite == "q4":
-            worst = verify_q4_report(report, read)
+            worst = verify_q4_report(report, artifacts.__getitem__)
             for case in report["cases"]:
                 routes = "; ".join(f"M={r['rows']}: {', '.join(r['routes'])}" for r in case["runs"])
                 print(f"{case['name']:<22} worst err/bound {worst[case['name']]:.4f}   {routes}")
-        else:
-            verify_runtime_report(report, read)
+        elif args.suite == "runtime":
+            verify_runtime_report(report, artifacts.__getitem__)
             print("runtime-core checks: caching, resize, profiler, attestation, errors, device loss: all as expected")
+        elif args.suite == "elementwise":
+            verify_elementwise_report(report, artifacts)
+            print(f"elementwise: {len(report['cases'])} cases, every element within its bound")
+        else:
+            verify_decoder_blocks_report(report, artifacts)
+            print("decoder blocks: every output within its bound, every route attested")
     except AssertionError as failure:
         print(f"FAILED against the host oracle: {failure}", file=sys.stderr)
         return 1
@@ -190,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     gen.set_defaults(func=_gen)
 
     check = sub.add_parser("check", help="run a check suite and judge it against the host oracle")
-    check.add_argument("--suite", choices=["unary", "q4", "runtime"], default="unary")
+    check.add_argument("--suite", choices=["unary", "q4", "runtime", "elementwise", "decoder_blocks"], default="unary")
     check.add_argument("--preset", default="ci", help="q4: ci | full")
     check.add_argument("--backend", choices=["native", "browser"], default="native")
     check.add_argument("--ops", nargs="*", help="operators (default: all)")

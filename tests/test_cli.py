@@ -1,0 +1,30 @@
+"""The CLI end to end on the native backend: exit codes, tables and JSON files."""
+
+from __future__ import annotations
+
+import json
+
+from py_runtime.host.cli import main
+
+
+def test_check_runtime_suite_passes_against_the_oracle(capsys):
+    assert main(["check", "--suite", "runtime"]) == 0
+    assert "PASSED against the float64 host oracle" in capsys.readouterr().out
+
+
+def test_bench_host_prints_a_table_and_writes_json(tmp_path, capsys):
+    target = tmp_path / "host.json"
+    assert main(["bench", "host", "--backend", "native", "--dispatches", "9", "--steps", "2",
+                 "--json", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "host us/dispatch" in out and "bit-identical to naive: True" in out
+    assert json.loads(target.read_text())["dispatches"] == 9
+
+
+def test_bench_kernels_tiny_preset_reports_ratios(tmp_path, capsys):
+    target = tmp_path / "kernels.json"
+    assert main(["bench", "kernels", "--backend", "native", "--preset", "tiny", "--repeats", "2", "--trials", "1",
+                 "--json", str(target)]) == 0
+    report = json.loads(target.read_text())
+    assert [r["case"] for r in report["rows"]] == ["tiny.gemv", "tiny.gemm"]
+    assert all(r["ns"] > 0 and r["ratio_same_bytes"] > 0 for r in report["rows"])
