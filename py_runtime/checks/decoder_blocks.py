@@ -12,7 +12,7 @@ Inputs come from the GPU's counter-based generator, so the host oracle rebuilds 
 synth_values_np; outputs (plus one guard row past the live rows, poisoned before every step) go
 to the sink. In the page this module checks structure only (unwritten elements, guard rows,
 embedding status words, routes) and argmax exactly; every number is checked by the host oracle
-(py_runtime/host/oracle.py, verify_decoder_blocks_report) on both backends.
+(py_runtime/host/oracle/, verify_decoder_blocks_report) on both backends.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Every tensor (input or output) is a view over a larger buffer poisoned before th
 past the tensor's data (a partial last word of a packed dtype, then GUARD_BYTES) must still hold the
 poison afterwards, and output elements still holding it were never written. The runtime checks
 only that structure (pure Python, no numpy in the page); each tensor's whole buffer goes to the
-sink and the host oracle (host/oracle.py, verify_elementwise_report) checks every element against
+sink and the host oracle (host/oracle/, verify_elementwise_report) checks every element against
 float64 numpy and the generators' numpy twins.
 """
 

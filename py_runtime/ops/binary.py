@@ -8,7 +8,7 @@ Accuracy (WGSL spec, f32): + - * are correctly rounded (the result is the exact 
 representable, else one of its two f32 neighbours: WGSL fixes no rounding mode); min/max are exact;
 x / y is within 2.5 ULP for |y| in [2^-126, 2^126]; floor is exact, so floor_divide = floor(a / b)
 inherits the division's error; pow(x, y) is inherited from exp2(y * log2(x)) and only defined for
-x > 0. host/oracle.py turns these into per-element bounds.
+x > 0. host/oracle/ turns these into per-element bounds.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ ROUTE = "binary"
 
 @dataclass(frozen=True, kw_only=True)
 class BinaryTolerance:
-    kind: str           # how host/oracle.py bounds each element (see binary_bounds there)
+    kind: str           # how host/oracle/ bounds each element (see binary_bounds there)
     why: str
 
 

@@ -9,7 +9,7 @@ Routes:
                       device feature 'subgroups'. Naga (wgpu-native) and Tint (Chromium) disagree
                       on `enable subgroups;`, so each compiler gets its own expansion of the family.
 
-Accuracy (what the host oracle allows, host/oracle.py rms_norm_relative_bound; u = 2^-24): each
+Accuracy (what the host oracle allows, host/oracle/decoder_blocks.py rms_norm_relative_bound; u = 2^-24): each
 square is rounded once and goes through at most h - 1 additions, so the row's sum of squares is
 within gamma_h = h u / (1 - h u) relative whatever the summation order; the division by d
 (2.5 ULP = 5u), the add of eps (u) and eps's own rounding to f32 (u) add 7u; the square root

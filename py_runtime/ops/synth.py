@@ -1,7 +1,7 @@
 """Synthetic data generated on the GPU from (seed, stream, index), with a pure-Python twin.
 
 The generator is counter-based, so any element can be reproduced on its own: the page checks a
-sample without regenerating whole tensors, and the host oracle (numpy twin in host/oracle.py)
+sample without regenerating whole tensors, and the host oracle (numpy twin in host/oracle/)
 reproduces every value bit for bit.
 """
 

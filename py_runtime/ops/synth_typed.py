@@ -1,7 +1,7 @@
 """Synthetic i32, bool and f16 data on the GPU: the fill_uniform family's other variants.
 
 Same counter-based hash as fill_uniform (ops/synth.py), integer arithmetic only, so the pure-Python
-twins here and the numpy twins in host/oracle.py reproduce every bit:
+twins here and the numpy twins in host/oracle/ reproduce every bit:
 
   fill_i32   value = low + (h % span) (wrapping in u32, span 0 = 2**32: every i32)
   fill_bool  value = h >> 31, one byte per element, four to a u32 word

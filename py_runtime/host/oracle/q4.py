@@ -1,0 +1,162 @@
+"""The Q4 quantizer twin, the Q4 linear reference and the verifier of the q4 checks."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ...ops.synth import UniformRange
+from .synth import synth_rows_np, synth_values_np
+
+
+# ---- Q4 group-wise symmetric weights -------------------------------------------------------------
+
+_TWO_FIFTEENTHS = np.float32(2 / 15)
+_MIN_SCALE = np.float32(1e-10)
+_THRESHOLD_STEPS = (np.arange(15, dtype=np.float32) - np.float32(7.5))
+
+def q4_levels_np(w: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The quantizer's twin: (levels q + 8 as uint8 [N, K], scales f32 [N, K/gs]) with the kernel's
+    exact arithmetic: scale = max(amax * f32(2/15), 1e-10); level = #{t : w > f32((t - 7.5) * scale)}."""
+    n, k = w.shape
+    groups = w.reshape(n, k // group_size, group_size)
+    scale = np.maximum(np.max(np.abs(groups), axis=2) * _TWO_FIFTEENTHS, _MIN_SCALE).astype(np.float32)
+    thresholds = (_THRESHOLD_STEPS[None, None, :] * scale[:, :, None]).astype(np.float32)    # [N, G, 15]
+    levels = np.zeros(groups.shape, np.uint8)
+    for t in range(15):
+        levels += groups > thresholds[:, :, t:t + 1]
+    return levels.reshape(n, k), scale
+
+
+def q4_pack_np(levels: np.ndarray) -> np.ndarray:
+    """Levels [N, K] -> u32 words [N, K/8]: nibble i of word j is k = 8j + i."""
+    n, k = levels.shape
+    nibbles = levels.reshape(n, k // 8, 8).astype(np.uint32)
+    return np.bitwise_or.reduce(nibbles << (np.arange(8, dtype=np.uint32) * 4), axis=2)
+
+
+def q4_linear_reference(x: np.ndarray, *, k: int, n_total: int, group_size: int, seed: int, stream: int,
+                        value_range: UniformRange, chunk_rows: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """float64 x @ dequant(W).T for the synthetic quantized weight, and the f32 error bound
+    (K + 4) u * sum_k |x q s| (u = 2^-24): sequential f32 sums, the q*s product and the scale product."""
+    m = x.shape[0]
+    x64 = x.astype(np.float64)
+    exact = np.empty((m, n_total))
+    magnitude = np.empty((m, n_total))
+    for row0 in range(0, n_total, chunk_rows):
+        row1 = min(n_total, row0 + chunk_rows)
+        levels, scale = q4_levels_np(synth_rows_np(value_range, seed, stream, k, row0, row1), group_size)
+        dequant = (levels.astype(np.float64) - 8) * np.repeat(scale.astype(np.float64), group_size, axis=1)
+        exact[:, row0:row1] = x64 @ dequant.T
+        magnitude[:, row0:row1] = np.abs(x64) @ np.abs(dequant).T
+    u = 2.0 ** -24
+    return exact, (k + 4) * u / (1 - (k + 4) * u) * magnitude
+
+
+def expected_q4_routes(case: dict, rows: int, adapter: dict) -> list[str]:
+    """What attestation must show, from the route rules in ops/q4.py's docstring (restated here so the
+    test checks the guards, not their implementation)."""
+    if case["force_route"]:
+        return [case["force_route"]]
+    info, limits = adapter["info"], adapter["limits"]
+    sub_max = info.get("subgroupMaxSize")
+    gemv = "q4_gemv_subgroup" if ("subgroups" in adapter["device_features"] and isinstance(sub_max, int)
+                                  and 0 < sub_max <= 32) else "q4_gemv_workgroup"
+    if rows == 1:
+        return [gemv]
+    if case["n_kv"]:
+        if (case["k"], case["n"], case["n_kv"], case["group_size"]) == (2048, 2048, 512, 64):
+            return ["q4_qkv_fused_bk64"]
+        return ["q4_gemm_tiled"]
+    bk64 = ((case["k"], case["n"]) in {(2048, 8192), (8192, 2048), (2048, 2048)} and case["group_size"] == 64
+            and not case["bias"] and limits.get("maxComputeWorkgroupStorageSize", 0) >= 32768)
+    return ["q4_gemm_bk64" if bk64 else "q4_gemm_tiled"]
+
+
+@functools.lru_cache(maxsize=64)
+def _q4_case_reference(seed: int, stream: int, k: int, n_total: int, group_size: int, rows: int):
+    """Cached per case: the native and the browser runs of one pytest session share the oracle."""
+    from ...checks.q4_linear import ACT_RANGE, WEIGHT_RANGE
+
+    x = synth_values_np(ACT_RANGE, seed, stream + 1000, rows * k).reshape(rows, k)
+    return q4_linear_reference(x, k=k, n_total=n_total, group_size=group_size, seed=seed, stream=stream,
+                               value_range=WEIGHT_RANGE)
+
+
+def verify_q4_report(report: dict, read) -> dict:
+    """Every output element of every case and row count against the oracle; the twin against the GPU
+    quantizer where the weights were uploaded; the routes against attestation. `read(name)` gives an
+    artifact's bytes. Returns worst error/bound per case."""
+    from ...checks.q4_linear import BIAS_RANGE, WEIGHT_RANGE
+
+    seed = report["seed"]
+    poison = np.frombuffer(bytes.fromhex("addbba7f"), np.uint32)[0]
+    worst = {}
+    for case in report["cases"]:
+        k, gs, n_total = case["k"], case["group_size"], case["n"] + 2 * (case["n_kv"] or 0)
+        stream = case["stream"]
+        if case["weight_artifacts"]:
+            levels, scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, stream, k, 0, n_total), gs)
+            packed = np.frombuffer(read(case["weight_artifacts"][0]), np.uint32)[:n_total * k // 8]
+            scales = np.frombuffer(read(case["weight_artifacts"][1]), np.float32)[:n_total * k // gs]
+            assert np.array_equal(packed, q4_pack_np(levels).reshape(-1)), f"{case['name']}: packed weights differ from the twin"
+            assert np.array_equal(scales.view(np.uint32), scale.T.reshape(-1).view(np.uint32)), \
+                f"{case['name']}: scales differ from the twin"
+        rows_max = max(run["rows"] for run in case["runs"])
+        exact, bound = _q4_case_reference(seed, stream, k, n_total, gs, rows_max)
+        if case["bias"]:
+            b = synth_values_np(BIAS_RANGE, seed, stream + 2000, case["n"]).astype(np.float64)
+            exact = exact + b
+            bound = bound + np.abs(b) * 2.0 ** -23
+        splits = [(0, case["n"])] if not case["n_kv"] else [(0, case["n"]), (case["n"], case["n_kv"]),
+                                                            (case["n"] + case["n_kv"], case["n_kv"])]
+        ratio = 0.0
+        for run in case["runs"]:
+            m = run["rows"]
+            assert run["routes"] == expected_q4_routes(case, m, report["adapter"]) or \
+                sorted(set(run["routes"])) == expected_q4_routes(case, m, report["adapter"]), \
+                f"{case['name']} rows {m}: attested {run['routes']}, expected {expected_q4_routes(case, m, report['adapter'])}"
+            for (col0, width), name in zip(splits, run["artifacts"]):
+                data = read(name)
+                words = np.frombuffer(data, np.uint32)
+                assert not np.any(words == poison), f"{name}: {int(np.sum(words == poison))} outputs never written"
+                gpu = np.frombuffer(data, np.float32).reshape(m, width).astype(np.float64)
+                err = np.abs(gpu - exact[:m, col0:col0 + width])
+                lim = bound[:m, col0:col0 + width]
+                bad = ~(err <= lim)
+                assert not bad.any(), (f"{name}: {int(bad.sum())} outside the bound, worst err/bound "
+                                       f"{float(np.max(err / lim)):.2f} at {np.argwhere(bad)[0].tolist()}")
+                ratio = max(ratio, float(np.max(err / lim)))
+        worst[case["name"]] = ratio
+    for case in report.get("embeddings", []):
+        _verify_q4_embedding(case, seed, read)
+        worst[case["name"]] = 0.0
+    return worst
+
+
+def _verify_q4_embedding(case: dict, seed: int, read) -> None:
+    """Bit-exact: each valid row is f32(q * scale) of the twin, read in the case's nibble order;
+    out-of-range ids give zeros and status 1; the controls survive the resize to one token."""
+    from ...checks.q4_linear import WEIGHT_RANGE
+
+    dim, gs, vocab = case["dim"], case["group_size"], case["vocab"]
+    for run in case["runs"]:
+        tokens = run["tokens"]
+        params = np.frombuffer(bytes(run["params"]), np.uint32).tolist()
+        assert params == [tokens, dim, vocab, gs, int(case["nibble_high_first"]), int(case["scales_transposed"])], \
+            f"{case['name']}: params after resize {params}"
+        assert run["routes"] == ["q4_embedding"], f"{case['name']}: attested {run['routes']}"
+        out = np.frombuffer(read(run["artifacts"][0]), np.float32).reshape(tokens, dim)
+        status = np.frombuffer(read(run["artifacts"][1]), np.uint32)
+        for t, token_id in enumerate(case["ids"][:tokens]):
+            if token_id >= vocab:
+                assert status[t] == 1 and not out[t].any(), f"{case['name']}: id {token_id} not flagged/zeroed"
+                continue
+            levels, scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], dim, token_id, token_id + 1), gs)
+            order = np.arange(dim) ^ 1 if case["nibble_high_first"] else np.arange(dim)
+            q = levels[0, order].astype(np.float32) - np.float32(8)
+            expected = q * np.repeat(scale[0], gs).astype(np.float32)
+            assert status[t] == 0, f"{case['name']}: valid id {token_id} flagged"
+            assert np.array_equal(out[t].view(np.uint32), expected.view(np.uint32)), \
+                f"{case['name']}: row of id {token_id} differs at {np.flatnonzero(out[t] != expected)[:5].tolist()}"
