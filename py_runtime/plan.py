@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 from .gpu.device import Dispatch, Handle
@@ -147,6 +147,7 @@ class Plan:
             raise PlanError(f"plan {self.label!r} has no dispatches")
         self._recorded = self.runtime.device.record(self.dispatches(), label=self.label)
         self.workgroups = array("I", [c for e in self._entries for c in e.sizing.workgroups])
+        self._attest()
 
     def dispatches(self) -> list[Dispatch]:
         """The plan as plain dispatches at the current sizes (for naive encoding and debugging)."""
@@ -170,6 +171,8 @@ class Plan:
                 self.runtime.params.write(entry.slot, sizing.params)
             self.workgroups[3 * i:3 * i + 3] = array("I", sizing.workgroups)
             entry.sizing = sizing
+        if self._recorded is not None:
+            self._attest()
 
     def params_of(self, index: int) -> bytes:
         """The params bytes dispatch `index` will see (for tests and debugging)."""
@@ -192,14 +195,18 @@ class Plan:
         stamps = await device.replay(self._recorded, self.workgroups, timestamps=profile,
                                      upload=self.runtime.params.take_upload(), wait=wait or profile)
         host_ns = time.perf_counter_ns() - started
+        if not stamps:
+            return replace(self._attested, host_ns=host_ns)
+        rows = tuple(ProfileRow(e.call.label, e.call.kernel, e.call.route, e.sizing.workgroups,
+                                e.sizing.bytes_moved, e.sizing.flops, ns)
+                     for e, ns in zip(self._entries, dispatch_durations(stamps)) if _runs(e.sizing.workgroups))
+        return replace(self._attested, host_ns=host_ns, rows=rows, quantized=looks_quantized(stamps))
+
+    def _attest(self) -> None:
+        """Routes only change when sizes do: derive the attestation at record and resize, not per step."""
         routes = self.routes
-        rows = ()
-        if stamps:
-            rows = tuple(ProfileRow(e.call.label, e.call.kernel, e.call.route, e.sizing.workgroups,
-                                    e.sizing.bytes_moved, e.sizing.flops, ns)
-                         for e, ns in zip(self._entries, dispatch_durations(stamps)) if _runs(e.sizing.workgroups))
-        return Execution(routes=routes, route_mask=route_mask(routes), attention_conflicts=attention_conflicts(routes),
-                         host_ns=host_ns, rows=rows, quantized=looks_quantized(stamps) if stamps else None)
+        self._attested = Execution(routes=routes, route_mask=route_mask(routes),
+                                   attention_conflicts=attention_conflicts(routes), host_ns=0)
 
     async def rebuild(self) -> None:
         """Re-create every dispatch on the runtime's current device (after Runtime.rebuild)."""

@@ -71,9 +71,19 @@ async def run_host_cost(runtime: Runtime, *, dispatches: int = 230, steps: int =
     results = {}
     for name, step in (("naive", naive), ("replay", replay)):
         await _host_time(device, warmup, step)
+        device.take_replay_stats()
         host_ns = await _host_time(device, steps, step)
         results[name] = {"steps": steps, "host_us_per_step": host_ns / steps / 1e3,
                          "host_us_per_dispatch": host_ns / steps / dispatches / 1e3}
+    # Where a replayed step's host time goes, where the backend can tell (the browser's JS half).
+    stats = device.take_replay_stats()
+    breakdown = None
+    if stats and stats["steps"]:
+        encode_us = 1e3 * stats["encode_ms"] / stats["steps"]
+        submit_us = 1e3 * stats["submit_ms"] / stats["steps"]
+        breakdown = {"encode_us_per_step": encode_us, "submit_us_per_step": submit_us,
+                     "rest_us_per_step": results["replay"]["host_us_per_step"] - encode_us - submit_us,
+                     "timer_step_us": stats["timer_step_us"], "steps": stats["steps"]}
     started = time.perf_counter_ns()
     for _ in range(steps):
         await chain.replay()
@@ -96,6 +106,7 @@ async def run_host_cost(runtime: Runtime, *, dispatches: int = 230, steps: int =
         "speedup": results["naive"]["host_us_per_step"] / results["replay"]["host_us_per_step"],
         "replay_waited_us_per_step": waited / steps / 1e3,
         "gpu_us_per_step_profiled": gpu_ns / 1e3 if gpu_ns is not None else None,
+        "replay_breakdown": breakdown,
         "bit_identical": naive_out == replay_out,
         "passed": naive_out == replay_out,
     }

@@ -88,7 +88,9 @@ async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevic
 class BrowserDevice(Device):
     def __init__(self, device, adapter: AdapterReport):
         self._device = device
-        self._state = _js_bridge().trackDevice(device)
+        self._bridge = _js_bridge()
+        self._state = self._bridge.trackDevice(device)
+        self._counts_views: dict[int, tuple] = {}     # plan uid -> (its counts array, a heap view of it)
         self.adapter = adapter
 
     @property
@@ -122,22 +124,22 @@ class BrowserDevice(Device):
         size = max(4, (size + 3) // 4 * 4)
         descriptor = to_js({"label": label, "size": size, "usage": usage})
         raw = await self._scoped(f"create_buffer({label!r}, {size} bytes)",
-                                 lambda: _js_bridge().createBuffer(self._device, descriptor))
+                                 lambda: self._bridge.createBuffer(self._device, descriptor))
         return Handle("buffer", label, size, raw)
 
     def write_buffer(self, buffer, data, offset=0):
         self._check_alive()
         with _HeapView(data) as view:
-            _js_bridge().writeBuffer(self._device, buffer.raw, offset, view)
+            self._bridge.writeBuffer(self._device, buffer.raw, offset, view)
 
     async def read_buffer(self, buffer, size=None, offset=0):
         size = buffer.size - offset if size is None else size
         return (await self._scoped(f"read_buffer({buffer.label!r})",
-                                   lambda: _js_bridge().readBuffer(self._device, buffer.raw, offset, size))).to_bytes()
+                                   lambda: self._bridge.readBuffer(self._device, buffer.raw, offset, size))).to_bytes()
 
     async def create_compute_pipeline(self, *, kernel, constants=None):
         self._check_alive()
-        result = await _js_bridge().createPipeline(
+        result = await self._bridge.createPipeline(
             self._device, kernel.name, kernel.code, kernel.entry_point,
             to_js(constants) if constants else None)
         messages = [(int(m[0]), int(m[1]), str(m[2])) for m in result.messages]
@@ -156,7 +158,7 @@ class BrowserDevice(Device):
             rows.append([binding, buffer.raw, offset, size])
         entries = to_js(rows)
         raw = await self._scoped(f"create_bind_group({label})",
-                                 lambda: _js_bridge().createBindGroup(self._device, label, pipeline.raw, entries))
+                                 lambda: self._bridge.createBindGroup(self._device, label, pipeline.raw, entries))
         return Handle("bind_group", label, 0, raw)
 
     async def submit(self, dispatches, *, timestamps=False, wait=True):
@@ -165,7 +167,7 @@ class BrowserDevice(Device):
             pairs = to_js([[d.pipeline.raw, d.bind_group.raw] for d in dispatches])
             counts = to_js([c for d in dispatches for c in d.workgroups])
             raw = await self._scoped(f"submit({', '.join(d.label for d in dispatches[:4])})",
-                                     lambda: _js_bridge().submitOnce(self._device, pairs, counts, True))
+                                     lambda: self._bridge.submitOnce(self._device, pairs, counts, True))
             return list(struct.unpack(f"<{2 * len(dispatches)}Q", raw.to_bytes()))
         # The naive baseline: every call crosses from Python to JS. Scoped only when waiting, like replay.
         device = self._device
@@ -189,34 +191,62 @@ class BrowserDevice(Device):
     def record(self, dispatches, *, label):
         self._check_alive()
         pairs = to_js([[d.pipeline.raw, d.bind_group.raw] for d in dispatches])
-        plan = _js_bridge().record(self._device, pairs, "timestamp-query" in self.adapter.device_features)
+        plan = self._bridge.record(self._device, pairs, "timestamp-query" in self.adapter.device_features)
         return Handle("plan", label, len(dispatches), plan)
+
+    def _counts_view(self, plan, workgroups):
+        """A heap view of the plan's workgroup counts, made once per counts array: a PyProxy costs
+        tens of microseconds in Pyodide, a noticeable share of a whole step's host time. (Resizes
+        assign same-length slices, which an exported array allows.)"""
+        cached = self._counts_views.get(plan.uid)
+        if cached is None or cached[0] is not workgroups:
+            if cached is not None:
+                cached[1].destroy()
+            cached = (workgroups, create_proxy(memoryview(workgroups)))
+            self._counts_views[plan.uid] = cached
+        return cached[1]
 
     async def replay(self, plan, workgroups, *, timestamps=False, upload=None, wait=True):
         what = f"replay({plan.label})"
         buffer, offset, data = upload if upload else (None, 0, None)
-        with _HeapView(workgroups) as counts, _HeapView(data if data is not None else b"") as view:
-            if not (timestamps or wait):
-                # The per-token path: one synchronous call; errors surface on the next check.
-                self._check_alive(what)
-                _js_bridge().replayNow(self._device, plan.raw, counts, buffer.raw if buffer else None, offset,
-                                       view if data is not None else None)
-                return None
-            raw = await self._scoped(what, lambda: _js_bridge().replayChecked(
-                self._device, plan.raw, counts, bool(timestamps), buffer.raw if buffer else None, offset,
-                view if data is not None else None))
+        bridge = self._bridge
+        counts = self._counts_view(plan, workgroups)
+        if not (timestamps or wait):
+            # The per-token path: one synchronous call; errors surface on the next check.
+            self._check_alive(what)
+            if data is None:
+                bridge.replayNow(self._device, plan.raw, counts, None, 0, None)
+            else:
+                with _HeapView(data) as view:
+                    bridge.replayNow(self._device, plan.raw, counts, buffer.raw, offset, view)
+            return None
+        if data is None:
+            raw = await self._scoped(what, lambda: bridge.replayChecked(
+                self._device, plan.raw, counts, bool(timestamps), None, 0, None))
+        else:
+            with _HeapView(data) as view:
+                raw = await self._scoped(what, lambda: bridge.replayChecked(
+                    self._device, plan.raw, counts, bool(timestamps), buffer.raw, offset, view))
         if not timestamps:
             return None
         return list(struct.unpack(f"<{2 * plan.size}Q", raw.to_bytes()))
 
+    def take_replay_stats(self):
+        stats = self._bridge.takeReplayStats()
+        return {"encode_ms": float(stats.encodeMs), "submit_ms": float(stats.submitMs), "steps": int(stats.steps),
+                "timer_step_us": float(stats.resolutionProbeUs)}
+
     async def on_submitted_work_done(self):
-        await self._scoped("on_submitted_work_done", lambda: _js_bridge().workDone(self._device))
+        await self._scoped("on_submitted_work_done", lambda: self._bridge.workDone(self._device))
 
     def destroy(self, handle):
         if handle.kind == "buffer":
             handle.raw.destroy()
         elif handle.kind == "plan":
-            _js_bridge().release(handle.raw)
+            self._bridge.release(handle.raw)
+            cached = self._counts_views.pop(handle.uid, None)
+            if cached is not None:
+                cached[1].destroy()
 
     def destroy_device(self):
         self._device.destroy()

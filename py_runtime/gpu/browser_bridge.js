@@ -13,6 +13,16 @@ function withPyBuffer(pyBuffer, use, type = "u8") {
   }
 }
 
+let replayStats = { encodeMs: 0, submitMs: 0, steps: 0 };
+
+// The smallest nonzero step of performance.now, in microseconds (how much to trust the stats).
+function timerStepUs() {
+  const start = performance.now();
+  let next = start;
+  while (next === start) next = performance.now();
+  return (next - start) * 1000;
+}
+
 // Every wait on the GPU process is bounded: a hung device becomes an error naming the wait.
 const GPU_WAIT_SECONDS = 60;
 function bounded(promise, what) {
@@ -172,9 +182,22 @@ return {
   // encoder and one submit. No error scope (its pop is a round trip to the GPU process, longer than
   // encoding 230 dispatches): errors arrive as uncaptured errors, which Python checks on every call.
   replayNow(device, plan, countsPy, uploadBuffer, uploadOffset, uploadPy) {
+    const t0 = performance.now();
     if (uploadPy) withPyBuffer(uploadPy, (bytes) => device.queue.writeBuffer(uploadBuffer, uploadOffset, bytes));
     const commands = withPyBuffer(countsPy, (counts) => encode(device, plan.pairs, counts, null), "u32");
+    const t1 = performance.now();
     device.queue.submit([commands]);
+    replayStats.encodeMs += t1 - t0;
+    replayStats.submitMs += performance.now() - t1;
+    replayStats.steps += 1;
+  },
+
+  // Where the unscoped replays' host time went (performance.now: 5 us steps when the page is
+  // cross-origin isolated, as the dev server makes it); read and reset.
+  takeReplayStats() {
+    const out = { ...replayStats, resolutionProbeUs: timerStepUs() };
+    replayStats = { encodeMs: 0, submitMs: 0, steps: 0 };
+    return out;
   },
 
   // One step inside error scopes (first replays, profiling); resolves when the GPU is done, with a

@@ -171,6 +171,11 @@ class Device:
         submits and (unless wait=False) waits; timestamps as in `submit` (they imply waiting)."""
         raise NotImplementedError
 
+    def take_replay_stats(self) -> dict | None:
+        """Our addition: where unscoped replays spent host time since the last call (encode and
+        submit, in ms, as the backend measures it), or None where the backend does not measure."""
+        return None
+
     async def on_submitted_work_done(self) -> None:
         """GPUQueue.onSubmittedWorkDone."""
         raise NotImplementedError

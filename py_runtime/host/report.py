@@ -47,7 +47,15 @@ def format_host_cost(report: dict) -> str:
         f"speed-up (naive/replay): {report['speedup']:.2f}x; replay output bit-identical to naive: {report['bit_identical']}",
         f"replay with GPU wait: {report['replay_waited_us_per_step']:.1f} us/step; "
         f"GPU time (timestamps, one pass per dispatch): {f'{gpu:.1f} us/step' if gpu is not None else 'n/a'}",
+        _breakdown_line(report.get("replay_breakdown")),
     ])
+
+
+def _breakdown_line(b: dict | None) -> str:
+    if not b:
+        return "replay breakdown: not measured on this backend"
+    return (f"replay step breakdown (JS timer step {b['timer_step_us']:.0f} us): encode {b['encode_us_per_step']:.1f} us, "
+            f"queue.submit {b['submit_us_per_step']:.1f} us, Python and FFI {b['rest_us_per_step']:.1f} us")
 
 
 def format_kernel_bench(report: dict) -> str:
