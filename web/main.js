@@ -75,7 +75,8 @@ async function main() {
 
   setStage(`loading Pyodide ${manifest.pyodide.version}`);
   const pyodide = await withTimeout(loadPyodide({ indexURL: absolute(manifest.pyodide.index_url) }), 90, "loadPyodide");
-  lab.pyodide = pyodide;      // for interactive use from the console (and profiling scripts)
+  // For interactive use from the console and profiling scripts; not enumerable, so window.__lab stays JSON.
+  Object.defineProperty(lab, "pyodide", { value: pyodide, enumerable: false });
 
   // loadPackage reports a failed download only through errorCallback and still resolves.
   setStage("loading micropip");
