@@ -100,6 +100,8 @@ class BrowserDevice(Device):
 
     def _check_alive(self, what: str = "an earlier unscoped call"):
         """Raise for a lost device, or for uncaptured errors that arrived since the last check."""
+        if not self._state.problems:        # one property read on the per-step path
+            return
         lost = self.lost
         if lost:
             raise DeviceLost(*lost)
@@ -107,6 +109,7 @@ class BrowserDevice(Device):
         if errors.length:
             messages = [str(m) for m in errors]
             errors.length = 0
+            self._state.problems = 0
             raise GpuValidationError(what, "; ".join(messages))
 
     async def _scoped(self, what: str, call):
@@ -207,19 +210,19 @@ class BrowserDevice(Device):
         return cached[1]
 
     async def replay(self, plan, workgroups, *, timestamps=False, upload=None, wait=True):
-        what = f"replay({plan.label})"
         buffer, offset, data = upload if upload else (None, 0, None)
         bridge = self._bridge
         counts = self._counts_view(plan, workgroups)
         if not (timestamps or wait):
             # The per-token path: one synchronous call; errors surface on the next check.
-            self._check_alive(what)
+            self._check_alive(plan.label)
             if data is None:
                 bridge.replayNow(self._device, plan.raw, counts, None, 0, None)
             else:
                 with _HeapView(data) as view:
                     bridge.replayNow(self._device, plan.raw, counts, buffer.raw, offset, view)
             return None
+        what = f"replay({plan.label})"
         if data is None:
             raw = await self._scoped(what, lambda: bridge.replayChecked(
                 self._device, plan.raw, counts, bool(timestamps), None, 0, None))

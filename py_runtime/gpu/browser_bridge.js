@@ -110,10 +110,17 @@ async function scoped(device, work) {
 return {
   // Device state observable synchronously from Python: state.lost becomes {reason, message} when
   // GPUDevice.lost resolves; state.errors collects uncaptured errors (those of unscoped replays).
+  // state.problems counts both, so the per-step check is a single property read.
   trackDevice(device) {
-    const state = { lost: null, errors: [] };
-    device.lost.then((info) => { state.lost = { reason: String(info.reason), message: String(info.message) }; });
-    device.addEventListener("uncapturederror", (event) => state.errors.push(String(event.error.message)));
+    const state = { lost: null, errors: [], problems: 0 };
+    device.lost.then((info) => {
+      state.lost = { reason: String(info.reason), message: String(info.message) };
+      state.problems += 1;
+    });
+    device.addEventListener("uncapturederror", (event) => {
+      state.errors.push(String(event.error.message));
+      state.problems += 1;
+    });
     return state;
   },
 
