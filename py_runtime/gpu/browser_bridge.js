@@ -71,11 +71,16 @@ function encode(device, pairs, counts, stamps) {
     encoder.resolveQuerySet(stamps.querySet, 0, stamps.count, stamps.resolved, 0);
     encoder.copyBufferToBuffer(stamps.resolved, 0, stamps.staging, 0, 8 * stamps.count);
   } else {
+    // One pass: state persists between dispatches, so repeated pipelines and bind groups are not
+    // set again (each call costs host time in Dawn's wire client); idle alternatives are skipped.
     const pass = encoder.beginComputePass();
+    let pipeline = null, bindGroup = null;
     for (let i = 0; i < pairs.length; i++) {
-      pass.setPipeline(pairs[i][0]);
-      pass.setBindGroup(0, pairs[i][1]);
-      pass.dispatchWorkgroups(counts[3 * i], counts[3 * i + 1], counts[3 * i + 2]);
+      const x = counts[3 * i], y = counts[3 * i + 1], z = counts[3 * i + 2];
+      if (x * y * z === 0) continue;
+      if (pairs[i][0] !== pipeline) pass.setPipeline((pipeline = pairs[i][0]));
+      if (pairs[i][1] !== bindGroup) pass.setBindGroup(0, (bindGroup = pairs[i][1]));
+      pass.dispatchWorkgroups(x, y, z);
     }
     pass.end();
   }
