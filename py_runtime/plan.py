@@ -25,7 +25,7 @@ from .profiling import dispatch_durations, looks_quantized
 from .routes import attention_conflicts, route_bit, route_mask
 from .tensors import Tensor
 
-__all__ = ["OpCall", "Sizing", "Plan", "Execution", "ProfileRow", "PlanError"]
+__all__ = ["OpCall", "Sizing", "Plan", "Execution", "ProfileRow", "PlanError", "runs_at"]
 
 
 class PlanError(RuntimeError):
@@ -89,7 +89,7 @@ class Execution:
     quantized: bool | None = None
 
 
-def _runs(workgroups) -> bool:
+def runs_at(workgroups) -> bool:
     """An alternative route idles with zero workgroups (a valid, empty dispatch)."""
     return workgroups[0] * workgroups[1] * workgroups[2] > 0
 
@@ -182,7 +182,7 @@ class Plan:
     @property
     def routes(self) -> tuple[str, ...]:
         """Routes of the dispatches that run at the current sizes (idle alternatives excluded)."""
-        return tuple(dict.fromkeys(e.call.route for e in self._entries if _runs(e.sizing.workgroups)))
+        return tuple(dict.fromkeys(e.call.route for e in self._entries if runs_at(e.sizing.workgroups)))
 
     async def replay(self, *, profile: bool = False, wait: bool = True) -> Execution:
         """One step. wait=False returns once the work is submitted (host cost only); profiling waits."""
@@ -199,7 +199,7 @@ class Plan:
             return replace(self._attested, host_ns=host_ns)
         rows = tuple(ProfileRow(e.call.label, e.call.kernel, e.call.route, e.sizing.workgroups,
                                 e.sizing.bytes_moved, e.sizing.flops, ns)
-                     for e, ns in zip(self._entries, dispatch_durations(stamps)) if _runs(e.sizing.workgroups))
+                     for e, ns in zip(self._entries, dispatch_durations(stamps)) if runs_at(e.sizing.workgroups))
         return replace(self._attested, host_ns=host_ns, rows=rows, quantized=looks_quantized(stamps))
 
     def _attest(self) -> None:

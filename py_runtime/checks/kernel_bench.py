@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..gpu.device import GpuOutOfMemory
 from ..ops.q4 import GEMV_SHAPES, Q4Weight, q4_linear, q4_quantize, stream_read
 from ..ops.synth import fill_uniform
-from ..plan import Plan
+from ..plan import Plan, runs_at
 from ..runtime import Runtime
 from .q4_linear import ACT_RANGE, WEIGHT_RANGE
 
@@ -60,7 +60,7 @@ async def _active_call(runtime: Runtime, calls, live):
     for call in calls:
         spec, _ = await runtime.pipelines.get(call.kernel)
         sizing = call.sizing(spec, live)
-        if all(sizing.workgroups):
+        if runs_at(sizing.workgroups):
             return call, sizing
     raise ValueError(f"no active dispatch among {[c.route for c in calls]}")
 

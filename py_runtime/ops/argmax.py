@@ -16,7 +16,7 @@ import struct
 
 from ..plan import OpCall, Sizing
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit
+from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["BLOCK", "argmax", "argmax_blocks_needed"]
 
@@ -38,7 +38,7 @@ def argmax(*, values: Tensor, block_keys: Tensor, block_index: Tensor, result: T
     blocks_capacity = min(block_keys.numel, block_index.numel)
 
     def counts(live) -> tuple[int, int]:
-        n = live[length] if isinstance(length, str) else length
+        n = live_value(length, live, "argmax")
         if not 1 <= n <= values.numel:
             raise ValueError(f"argmax({values.name}): length {n} outside 1..{values.numel}")
         blocks = argmax_blocks_needed(n)

@@ -14,7 +14,7 @@ import struct
 
 from ..plan import OpCall, Sizing
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit
+from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["embedding_f32"]
 
@@ -29,7 +29,7 @@ def embedding_f32(*, ids: Tensor, table: Tensor, out: Tensor, status: Tensor, to
     capacity = min(ids.numel, status.numel, out.numel // d)
 
     def sizing(spec, live) -> Sizing:
-        t = live[tokens] if isinstance(tokens, str) else tokens
+        t = live_value(tokens, live, "embedding_f32")
         if not 0 <= t <= capacity:
             raise ValueError(f"embedding_f32({out.name}): {t} tokens, but ids/status/out hold {capacity}")
         n = t * d

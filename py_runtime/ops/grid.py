@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["linear_grid", "resolve_length", "live_limit", "MAX_PER_DIM_KEY"]
+__all__ = ["linear_grid", "live_value", "resolve_length", "live_limit", "MAX_PER_DIM_KEY"]
 
 # Plans carry the device limit among their live values, so sizing functions stay pure.
 MAX_PER_DIM_KEY = "max_workgroups_per_dim"
@@ -30,12 +30,18 @@ def live_limit(live) -> int:
     return int(live.get(MAX_PER_DIM_KEY, 65535))
 
 
+def live_value(value, live, op: str = "op") -> int:
+    """A size an op was given: a fixed int, or the name of one of the plan's live sizes."""
+    if not isinstance(value, str):
+        return value
+    if value not in live:
+        raise KeyError(f"{op}: live size {value!r} is not set on the plan (it has {sorted(live)})")
+    return live[value]
+
+
 def resolve_length(length, live, tensor, kernel: str) -> int:
     """An op's element count: a fixed int, or the name of a live size; checked against the tensor."""
-    if isinstance(length, str):
-        if length not in live:
-            raise KeyError(f"{kernel}: live size {length!r} is not set on the plan (it has {sorted(live)})")
-        length = live[length]
+    length = live_value(length, live, kernel)
     if length < 0 or length > tensor.numel:
         raise ValueError(f"{kernel}: length {length} outside tensor {tensor.name!r} of {tensor.numel} elements")
     return int(length)

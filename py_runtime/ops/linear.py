@@ -10,7 +10,7 @@ import struct
 
 from ..plan import OpCall, Sizing
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit
+from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["linear_f32"]
 
@@ -24,7 +24,7 @@ def linear_f32(*, x: Tensor, w: Tensor, out: Tensor, bias: Tensor | None = None,
     capacity = min(x.numel // k, out.numel // n)
 
     def sizing(spec, live) -> Sizing:
-        m = live[rows] if isinstance(rows, str) else rows
+        m = live_value(rows, live, "linear_f32")
         if not 0 <= m <= capacity:
             raise ValueError(f"linear_f32({out.name}): {m} rows, but x/out hold {capacity}")
         return Sizing(workgroups=linear_grid(m * n, spec.invocations, live_limit(live)),

@@ -28,7 +28,7 @@ import struct
 
 from ..plan import OpCall, Sizing
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit
+from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["rms_norm", "rms_norm_kernel", "subgroups_available", "ROUTES"]
 
@@ -66,7 +66,7 @@ def rms_norm(*, x: Tensor, weight: Tensor, out: Tensor, tokens: int | str, eps: 
     eps32 = struct.unpack("<f", struct.pack("<f", eps))[0]
 
     def sizing(spec, live) -> Sizing:
-        t = live[tokens] if isinstance(tokens, str) else tokens
+        t = live_value(tokens, live, "rms_norm")
         rows = t * heads
         if not 0 <= rows <= capacity:
             raise ValueError(f"rms_norm({out.name}): {t} tokens x {heads} heads = {rows} rows, "

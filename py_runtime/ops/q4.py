@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ..gpu.device import AdapterReport
 from ..plan import OpCall, Sizing
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit
+from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "q4_embedding", "BK64_SHAPES", "q4_quantize", "q4_linear", "q4_linear_qkv",
            "gemv_variant", "stream_read"]
@@ -95,10 +95,6 @@ def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | Non
                   route="q4_quantize", tensors=tensors, sizing=sizing)
 
 
-def _rows_of(rows, live) -> int:
-    return live[rows] if isinstance(rows, str) else rows
-
-
 def _linear_params(weight: Q4Weight, m: int, has_bias: bool) -> bytes:
     return struct.pack("<7I", m, weight.k, weight.n, weight.n_total, weight.n_offset, weight.group_size, int(has_bias))
 
@@ -156,7 +152,7 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
             raise ValueError(f"{label}: {m} rows, but x/out hold {capacity}")
 
     def decode_sizing(spec, live):
-        m = _rows_of(rows, live)
+        m = live_value(rows, live, label)
         check_rows(m)
         moved, flops = _cost(weight, 1, has_bias)
         rows_per_group = spec.workgroup_size[1] // int(spec.params["KSPLIT"]) * int(spec.params["R"])
@@ -167,7 +163,7 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
                       bytes_moved=moved if active else 0, flops=flops if active else 0)
 
     def gemm_sizing(spec, live):
-        m = _rows_of(rows, live)
+        m = live_value(rows, live, label)
         check_rows(m)
         moved, flops = _cost(weight, m, has_bias)
         active = m > 1
@@ -176,7 +172,7 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
                       bytes_moved=moved if active else 0, flops=flops if active else 0)
 
     def generic_sizing(spec, live):
-        m = _rows_of(rows, live)
+        m = live_value(rows, live, label)
         check_rows(m)
         moved, flops = _cost(weight, m, has_bias)
         return Sizing(workgroups=linear_grid(m * weight.n, spec.invocations, live_limit(live)),
@@ -233,7 +229,7 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     capacity = min(x.numel // weight.k, q_out.numel // n_q, k_out.numel // n_kv, v_out.numel // n_kv)
 
     def fused_sizing(spec, live):
-        m = _rows_of(rows, live)
+        m = live_value(rows, live, "q4_linear_qkv")
         if not 0 <= m <= capacity:
             raise ValueError(f"q4_linear_qkv: {m} rows, but x/outputs hold {capacity}")
         moved, flops = _cost(weight, m, False)
@@ -260,7 +256,7 @@ def q4_embedding(*, ids: Tensor, weight: Q4Weight, out: Tensor, status: Tensor, 
     capacity = min(ids.numel, status.numel, out.numel // dim)
 
     def sizing(spec, live) -> Sizing:
-        t = _rows_of(tokens, live)
+        t = live_value(tokens, live, "q4_embedding")
         if not 0 <= t <= capacity:
             raise ValueError(f"q4_embedding({out.name}): {t} tokens, but ids/status/out hold {capacity}")
         n = t * dim

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..plan import OpCall, Sizing
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit
+from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["Llama3Scaling", "LLAMA3_SCALING", "inverse_frequencies", "cos_sin_table", "rope", "LAYOUTS"]
 
@@ -94,8 +94,8 @@ def rope(*, src: Tensor, dst: Tensor, table: Tensor, heads: int, head_dim: int, 
     capacity = min(src.numel, dst.numel) // row
 
     def sizing(spec, live) -> Sizing:
-        t = live[tokens] if isinstance(tokens, str) else tokens
-        start = live[pos] if isinstance(pos, str) else pos
+        t = live_value(tokens, live, "rope")
+        start = live_value(pos, live, "rope")
         if not 0 <= t <= capacity:
             raise ValueError(f"rope({dst.name}): {t} tokens, but src/dst hold {capacity}")
         if start < 0 or start + t > table_rows:

@@ -14,7 +14,7 @@ import struct
 
 from ..plan import OpCall, Sizing
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit
+from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["swiglu", "residual_add"]
 
@@ -23,7 +23,7 @@ def _row_sizing(name: str, width: int, tokens, tensors: tuple[Tensor, ...], *, r
     capacity = min(t.numel for t in tensors) // width
 
     def sizing(spec, live) -> Sizing:
-        t = live[tokens] if isinstance(tokens, str) else tokens
+        t = live_value(tokens, live, name)
         if not 0 <= t <= capacity:
             raise ValueError(f"{name}: {t} rows of {width}, but the tensors hold {capacity}")
         n = t * width
