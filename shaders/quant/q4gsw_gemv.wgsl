@@ -14,6 +14,11 @@ $if WORD:
   // This variant's chunk is one u32 word (8 values) instead of a vec4: a warp's weight load covers
   // 128 contiguous bytes of a row, and its activation loads span 1 KB instead of 4 KB (a quarter of
   // the L1 wavefronts per weight byte); U words per step keep the bytes in flight.
+$if I8:
+  // This variant takes int8 activations (quant/q8_activations.wgsl: per group of GS values a scale and
+  // 8 * the sum of the group's int8 values, 8 values per (even, odd) pair of words). A lane owns whole
+  // groups: per weight word two masks and two dot4I8Packed (4 multiply-adds each, exact in i32), and
+  // one conversion to float per group: sum = s_w * s_x * (dot(n, q) - 8 * sum(q)).
 // Partial sums are reduced across the KL lanes
 $if SUBGROUP:
   // with subgroupAdd (route guard: subgroups at most KL wide, so none spans two rows),
@@ -38,7 +43,12 @@ struct Params {
   has_bias: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
+$if I8:
+  const GS: u32 = ${GS}u;
+  @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
+  @group(0) @binding(6) var<storage, read> xstats: array<vec2<f32>>;     // (scale, 8 * sum of q) per group
+$else:
+  @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> weights: array<${"u32" if WORD else "vec4<u32>"}>;
 @group(0) @binding(2) var<storage, read> scales: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
@@ -58,6 +68,34 @@ fn dot_word(w: u32, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
   return dot(centered(w, vec4<u32>(0u, 4u, 8u, 12u)), x0) + dot(centered(w, vec4<u32>(16u, 20u, 24u, 28u)), x1);
 }
 
+$if MASK:
+  // The MASK variants spend fewer integer instructions (the scarcer ALU on NVIDIA): nibble i of a half
+  // word is masked in place, no shift, so 0x4B000000 | (w & 0xF << 4i) is the f32 2^23 + n * 16^i and
+  // subtracting 2^23 leaves n * 16^i exactly; the activations come pre-scaled by 16^-i (exact, shared by
+  // every row of the thread). The -8 offset is applied once per word as -8 * sum(x), also shared.
+  // Rounding then acts on sum |x| (n + 8) instead of sum |x| |n - 8|: the oracle's bound covers both.
+  const NIBBLE_MASKS = vec4<u32>(0xFu, 0xF0u, 0xF00u, 0xF000u);
+  const NIBBLE_WEIGHTS = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);
+
+  fn masked_half(half: u32) -> vec4<f32> {
+    return bitcast<vec4<f32>>((vec4<u32>(half) & NIBBLE_MASKS) | vec4<u32>(0x4B000000u)) - 8388608.0;
+  }
+
+  // sum over 8 values of nibble * x, with x0, x1 pre-scaled by NIBBLE_WEIGHTS.
+  fn dot_word_masked(w: u32, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
+    return dot(masked_half(w), x0) + dot(masked_half(w >> 16u), x1);
+  }
+
+$if I8:
+  // 32 nibbles . 32 int8 activations, exactly. A weight word's low nibbles are its even values, the high
+  // nibbles its odd ones; the activation words come in the same (even, odd) pairs: a = words 0-1, b = 2-3.
+  fn dot_i8(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
+    let lo = w & vec4<u32>(0x0F0F0F0Fu);
+    let hi = (w >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu);
+    return dot4I8Packed(lo.x, a.x) + dot4I8Packed(hi.x, a.y) + dot4I8Packed(lo.y, a.z) + dot4I8Packed(hi.y, a.w)
+         + dot4I8Packed(lo.z, b.x) + dot4I8Packed(hi.z, b.y) + dot4I8Packed(lo.w, b.z) + dot4I8Packed(hi.w, b.w);
+  }
+
 fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
              x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>) -> f32 {
   let lo = vec4<u32>(0u, 4u, 8u, 12u);
@@ -76,32 +114,76 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   let group_in_wg = lid.y / KSPLIT;
   let split = lid.y % KSPLIT;
   let first_row = block * ROWS + group_in_wg * R;
-  let chunks = params.k / ${8 if WORD else 32}u;
+  $if not I8:
+    let chunks = params.k / ${8 if WORD else 32}u;
   let last_row = params.n - 1u;
   $for r in range(R):
     let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
     var acc${r} = 0.0;
-  for (var base = split * KL + lid.x; base < chunks; base += KL * KSPLIT * U) {
-    $for u in range(U):
-      let c${u} = min(base + ${u}u * KL * KSPLIT, chunks - 1u);
-      let g${u} = (c${u} * ${8 if WORD else 32}u) / params.group_size;
-      $for r in range(R):
-        let w${u}_${r} = weights[row${r} * chunks + c${u}];
-        let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
-    $for u in range(U):
-      let keep${u} = select(0.0, 1.0, base + ${u}u * KL * KSPLIT < chunks);
-      $if WORD:
-        let x${u}_0 = x[c${u} * 2u];
-        let x${u}_1 = x[c${u} * 2u + 1u];
+  $if I8:
+    let groups_k = params.k / GS;
+    let row_words4 = params.k / 32u;
+    for (var base = split * KL + lid.x; base < groups_k; base += KL * KSPLIT * U) {
+      $for u in range(U):
+        let g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
         $for r in range(R):
-          acc${r} += keep${u} * s${u}_${r} * dot_word(w${u}_${r}, x${u}_0, x${u}_1);
-      $else:
-        $for j in range(8):
-          let x${u}_${j} = x[c${u} * 8u + ${j}u];
+          $for v in range(GS // 32):
+            let w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
+          let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+      $for u in range(U):
+        // A discarded (clamped) group gets zero stats, so its products vanish.
+        let st${u} = select(vec2<f32>(0.0), xstats[g${u}], base + ${u}u * KL * KSPLIT < groups_k);
+        $for v in range(GS // 32):
+          let xa${u}_${v} = xq[g${u} * ${GS // 16}u + ${2 * v}u];
+          let xb${u}_${v} = xq[g${u} * ${GS // 16}u + ${2 * v + 1}u];
         $for r in range(R):
-          acc${r} += keep${u} * s${u}_${r} * dot_chunk(w${u}_${r}, x${u}_0, x${u}_1, x${u}_2, x${u}_3, x${u}_4, x${u}_5,
-                                                      x${u}_6, x${u}_7);
-  }
+          var d${u}_${r}: i32 = 0;
+          $for v in range(GS // 32):
+            d${u}_${r} += dot_i8(w${u}_${r}_${v}, xa${u}_${v}, xb${u}_${v});
+          acc${r} += s${u}_${r} * st${u}.x * (f32(d${u}_${r}) - st${u}.y);
+    }
+  $else:
+    for (var base = split * KL + lid.x; base < chunks; base += KL * KSPLIT * U) {
+      $for u in range(U):
+        let c${u} = min(base + ${u}u * KL * KSPLIT, chunks - 1u);
+        let g${u} = (c${u} * ${8 if WORD else 32}u) / params.group_size;
+        $for r in range(R):
+          let w${u}_${r} = weights[row${r} * chunks + c${u}];
+          let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+      $for u in range(U):
+        let keep${u} = select(0.0, 1.0, base + ${u}u * KL * KSPLIT < chunks);
+        $if WORD and MASK:
+          // keep folds into the shared activations: a discarded chunk's words all dot to zero.
+          let x${u}_0 = keep${u} * x[c${u} * 2u];
+          let x${u}_1 = keep${u} * x[c${u} * 2u + 1u];
+          let xs${u}_0 = x${u}_0 * NIBBLE_WEIGHTS;
+          let xs${u}_1 = x${u}_1 * NIBBLE_WEIGHTS;
+          let offset${u} = 8.0 * (dot(x${u}_0, vec4<f32>(1.0)) + dot(x${u}_1, vec4<f32>(1.0)));
+          $for r in range(R):
+            acc${r} += s${u}_${r} * (dot_word_masked(w${u}_${r}, xs${u}_0, xs${u}_1) - offset${u});
+        $elif WORD:
+          let x${u}_0 = x[c${u} * 2u];
+          let x${u}_1 = x[c${u} * 2u + 1u];
+          $for r in range(R):
+            acc${r} += keep${u} * s${u}_${r} * dot_word(w${u}_${r}, x${u}_0, x${u}_1);
+        $elif MASK:
+          $for j in range(8):
+            let x${u}_${j} = keep${u} * x[c${u} * 8u + ${j}u];
+            let xs${u}_${j} = x${u}_${j} * NIBBLE_WEIGHTS;
+          let offset${u} = 8.0 * (dot(x${u}_0 + x${u}_1 + x${u}_2 + x${u}_3, vec4<f32>(1.0))
+                           + dot(x${u}_4 + x${u}_5 + x${u}_6 + x${u}_7, vec4<f32>(1.0)));
+          $for r in range(R):
+            acc${r} += s${u}_${r} * (dot_word_masked(w${u}_${r}.x, xs${u}_0, xs${u}_1)
+                                  + dot_word_masked(w${u}_${r}.y, xs${u}_2, xs${u}_3)
+                                  + dot_word_masked(w${u}_${r}.z, xs${u}_4, xs${u}_5)
+                                  + dot_word_masked(w${u}_${r}.w, xs${u}_6, xs${u}_7) - offset${u});
+        $else:
+          $for j in range(8):
+            let x${u}_${j} = x[c${u} * 8u + ${j}u];
+          $for r in range(R):
+            acc${r} += keep${u} * s${u}_${r} * dot_chunk(w${u}_${r}, x${u}_0, x${u}_1, x${u}_2, x${u}_3, x${u}_4, x${u}_5,
+                                                        x${u}_6, x${u}_7);
+    }
   $if SUBGROUP:
     // Lane 0 of each subgroup stores its subgroup's sum.
     $for r in range(R):

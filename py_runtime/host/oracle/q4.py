@@ -39,7 +39,9 @@ def q4_pack_np(levels: np.ndarray) -> np.ndarray:
 def q4_linear_reference(x: np.ndarray, *, k: int, n_total: int, group_size: int, seed: int, stream: int,
                         value_range: UniformRange, chunk_rows: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """float64 x @ dequant(W).T for the synthetic quantized weight, and the f32 error bound
-    (K + 4) u * sum_k |x q s| (u = 2^-24): sequential f32 sums, the q*s product and the scale product."""
+    (K + 4) u * sum_k |x| (n + 8) s (u = 2^-24, n = q + 8 the stored nibble): sequential f32 sums, the
+    nibble and scale products. Kernels that centre each nibble round terms of size |x (n - 8) s|; the
+    MASK GEMV variants compute sum(n x) - 8 sum(x), whose terms are |x| n s and 8 |x| s: (n + 8) covers both."""
     m = x.shape[0]
     x64 = x.astype(np.float64)
     exact = np.empty((m, n_total))
@@ -49,7 +51,8 @@ def q4_linear_reference(x: np.ndarray, *, k: int, n_total: int, group_size: int,
         levels, scale = q4_levels_np(synth_rows_np(value_range, seed, stream, k, row0, row1), group_size)
         dequant = (levels.astype(np.float64) - 8) * np.repeat(scale.astype(np.float64), group_size, axis=1)
         exact[:, row0:row1] = x64 @ dequant.T
-        magnitude[:, row0:row1] = np.abs(x64) @ np.abs(dequant).T
+        magnitude[:, row0:row1] = np.abs(x64) @ ((levels.astype(np.float64) + 8)
+                                                 * np.repeat(scale.astype(np.float64), group_size, axis=1)).T
     u = 2.0 ** -24
     return exact, (k + 4) * u / (1 - (k + 4) * u) * magnitude
 
@@ -64,7 +67,7 @@ def expected_q4_routes(case: dict, rows: int, adapter: dict) -> list[str]:
     gemv = "q4_gemv_subgroup" if ("subgroups" in adapter["device_features"] and isinstance(sub_max, int)
                                   and 0 < sub_max <= 32) else "q4_gemv_workgroup"
     if rows == 1:
-        return [gemv]
+        return ["q8_activations", "q4_gemv_int8"] if case.get("int8") else [gemv]
     if case["n_kv"]:
         if (case["k"], case["n"], case["n_kv"], case["group_size"]) == (2048, 2048, 512, 64):
             return ["q4_qkv_fused_bk64"]
@@ -114,6 +117,9 @@ def verify_q4_report(report: dict, read) -> dict:
         ratio = 0.0
         for run in case["runs"]:
             m = run["rows"]
+            if case.get("int8") and m == 1:
+                ratio = max(ratio, _verify_int8_decode(case, run, seed, read))
+                continue
             assert run["routes"] == expected_q4_routes(case, m, report["adapter"]) or \
                 sorted(set(run["routes"])) == expected_q4_routes(case, m, report["adapter"]), \
                 f"{case['name']} rows {m}: attested {run['routes']}, expected {expected_q4_routes(case, m, report['adapter'])}"
@@ -133,6 +139,57 @@ def verify_q4_report(report: dict, read) -> dict:
         _verify_q4_embedding(case, seed, read)
         worst[case["name"]] = 0.0
     return worst
+
+
+def unpack_int8_activations(words: np.ndarray, k: int) -> np.ndarray:
+    """q8_activations' layout back to values in k order: per 8 values an even word, then an odd one."""
+    q = words[:k // 4].view(np.int8).reshape(k // 8, 2, 4)
+    out = np.empty((k // 8, 8), np.int64)
+    out[:, 0::2], out[:, 1::2] = q[:, 0], q[:, 1]
+    return out.reshape(k)
+
+
+def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
+    """The int8 decode, judged in two steps. (1) The quantized row is a valid quantization of x: per
+    group scale = max|x| / 127 (to 4 ulp: a division on the GPU), |q| <= 127, |x - q scale| <= scale
+    (1/2 + 1e-4) (the reciprocal's and the scale's rounding), stats carry 8 * sum(q) exactly.
+    (2) The output is the Q4 weight times those int8 values: the group dots are exact integers, then
+    two f32 products per group and K/gs + 8 sequential f32 sums (lanes, reduction, bias):
+    bound (K/gs + 8) u sum_g |s_w s_x d_g| (+ the bias's rounding). Returns the worst error/bound."""
+    from ...checks.q4_linear import ACT_RANGE, BIAS_RANGE, WEIGHT_RANGE
+
+    k, gs, n = case["k"], case["group_size"], case["n"]
+    groups = k // gs
+    out_name, xq_name, stats_name = run["artifacts"]
+    assert run["routes"] == ["q8_activations", "q4_gemv_int8"], f"{case['name']}: attested {run['routes']}"
+    x = synth_values_np(ACT_RANGE, seed, case["stream"] + 1000, k).astype(np.float64)
+    q = unpack_int8_activations(np.frombuffer(read(xq_name), np.uint32), k)
+    stats = np.frombuffer(read(stats_name), np.float32)[:2 * groups].reshape(groups, 2).astype(np.float64)
+    scale, eight_sums = stats[:, 0], stats[:, 1]
+    peak = np.abs(x).reshape(groups, gs).max(axis=1)
+    assert np.all(np.abs(scale - peak / 127) <= 4 * 2.0 ** -24 * peak / 127), f"{case['name']}: activation scales"
+    assert np.all(np.abs(q) <= 127), f"{case['name']}: int8 values out of range"
+    per_value = np.repeat(scale, gs)
+    assert np.all(np.abs(x - q * per_value) <= per_value * (0.5 + 1e-4)), f"{case['name']}: x is not rounded to q"
+    assert np.array_equal(eight_sums, 8.0 * q.reshape(groups, gs).sum(axis=1)), f"{case['name']}: group sums"
+
+    levels, w_scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], k, 0, n), gs)
+    dots = np.einsum("ngk,gk->ng", levels.reshape(n, groups, gs).astype(np.int64) - 8, q.reshape(groups, gs))
+    terms = dots * w_scale.astype(np.float64) * scale            # [n, groups]
+    exact, magnitude = terms.sum(axis=1), np.abs(terms).sum(axis=1)
+    u = 2.0 ** -24
+    bound = (groups + 8) * u / (1 - (groups + 8) * u) * magnitude
+    if case["bias"]:
+        b = synth_values_np(BIAS_RANGE, seed, case["stream"] + 2000, n).astype(np.float64)
+        exact, bound = exact + b, bound + np.abs(b) * 2.0 ** -23
+    data = read(out_name)
+    poison = np.frombuffer(bytes.fromhex("addbba7f"), np.uint32)[0]
+    assert not np.any(np.frombuffer(data, np.uint32) == poison), f"{out_name}: outputs never written"
+    err = np.abs(np.frombuffer(data, np.float32).astype(np.float64) - exact)
+    bad = ~(err <= bound)
+    assert not bad.any(), (f"{out_name}: {int(bad.sum())} outside the int8 bound, worst err/bound "
+                           f"{float(np.max(err / bound)):.2f} at {np.argwhere(bad)[0].tolist()}")
+    return float(np.max(err / bound))
 
 
 def _verify_q4_embedding(case: dict, seed: int, read) -> None:
