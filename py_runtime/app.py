@@ -7,7 +7,7 @@ in a test, files from the CLI).
 from __future__ import annotations
 
 from .checks.host_cost import run_host_cost
-from .checks.kernel_bench import run_kernel_bench
+from .checks.kernel_bench import CHAIN_BYTES, run_kernel_bench
 from .checks.q4_linear import run_q4_checks
 from .checks.runtime_core import run_runtime_checks
 from .checks.unary import CheckOptions, run_unary_check
@@ -34,11 +34,13 @@ async def run(backend: str, options: dict | None = None, sink=None) -> dict:
         return await run_q4_checks(await Runtime.create(backend), preset=options.get("preset", "ci"),
                                    only=options.get("only"), seed=options.get("seed", 5), sink=sink)
     if suite == "kernel_bench":
-        unknown = sorted(set(options) - {"preset", "repeats", "trials", "artifacts"})
+        known = ["preset", "repeats", "trials", "chain_bytes"]
+        unknown = sorted(set(options) - {*known, "artifacts"})
         if unknown:
-            raise ValueError(f"unknown option(s) {unknown} for suite 'kernel_bench'; known: ['preset', 'repeats', 'trials']")
+            raise ValueError(f"unknown option(s) {unknown} for suite 'kernel_bench'; known: {known}")
         return await run_kernel_bench(await Runtime.create(backend), preset=options.get("preset", "decode"),
-                                      repeats=options.get("repeats", 10), trials=options.get("trials", 5))
+                                      repeats=options.get("repeats", 10), trials=options.get("trials", 5),
+                                      chain_bytes=options.get("chain_bytes", CHAIN_BYTES))
     if suite == "host_cost":
         unknown = sorted(set(options) - {"dispatches", "steps", "artifacts"})
         if unknown:

@@ -87,6 +87,7 @@ class Execution:
     host_ns: int                        # host time of the replay call, GPU wait included
     rows: tuple[ProfileRow, ...] = ()   # per dispatch, when profiled
     quantized: bool | None = None
+    span_ns: int | None = None          # the whole plan in one pass, when profiled with profile="span"
 
 
 def runs_at(workgroups) -> bool:
@@ -184,8 +185,12 @@ class Plan:
         """Routes of the dispatches that run at the current sizes (idle alternatives excluded)."""
         return tuple(dict.fromkeys(e.call.route for e in self._entries if runs_at(e.sizing.workgroups)))
 
-    async def replay(self, *, profile: bool = False, wait: bool = True) -> Execution:
-        """One step. wait=False returns once the work is submitted (host cost only); profiling waits."""
+    async def replay(self, *, profile: bool | str = False, wait: bool = True) -> Execution:
+        """One step. wait=False returns once the work is submitted (host cost only); profiling waits.
+        profile=True: one pass per dispatch, a ProfileRow each; profile="span": the plan's own single
+        pass between two timestamps (dispatches run back to back, as unprofiled), as span_ns."""
+        if profile not in (False, True, "span"):
+            raise PlanError(f"profile must be False, True or 'span', not {profile!r}")
         if self._recorded is None:
             raise PlanError(f"plan {self.label!r} is not recorded; call record() after the last add()")
         device = self.runtime.device
@@ -197,6 +202,9 @@ class Plan:
         host_ns = time.perf_counter_ns() - started
         if not stamps:
             return replace(self._attested, host_ns=host_ns)
+        if profile == "span":
+            return replace(self._attested, host_ns=host_ns, span_ns=stamps[1] - stamps[0],
+                           quantized=looks_quantized(stamps))
         rows = tuple(ProfileRow(e.call.label, e.call.kernel, e.call.route, e.sizing.workgroups,
                                 e.sizing.bytes_moved, e.sizing.flops, ns)
                      for e, ns in zip(self._entries, dispatch_durations(stamps)) if runs_at(e.sizing.workgroups))

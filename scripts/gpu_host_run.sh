@@ -36,6 +36,10 @@ for s in $steps; do
     browser-gemv)    step "$s" 150 bench kernels --backend browser --driver plain --preset gemv_variants --timeout 140 ;;
     native-vocab)    step "$s" 100 bench kernels --backend native --preset gemv_vocab ;;
     browser-vocab)   step "$s" 100 bench kernels --backend browser --driver plain --preset gemv_vocab --timeout 90 ;;
+    native-next)     step "$s" 280 bench kernels --backend native --preset gemv_next --trials 3 ;;
+    browser-next)    step "$s" 280 bench kernels --backend browser --driver plain --preset gemv_next --trials 3 --timeout 270 ;;
+    native-int8)     step "$s" 200 bench kernels --backend native --preset decode_int8 ;;
+    browser-int8)    step "$s" 200 bench kernels --backend browser --driver plain --preset decode_int8 --timeout 190 ;;
     native-prefill)  step "$s" 140 bench kernels --backend native --preset prefill ;;
     browser-prefill) step "$s" 140 bench kernels --backend browser --driver plain --preset prefill --timeout 130 ;;
     *) echo "unknown step $s" ;;

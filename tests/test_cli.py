@@ -24,7 +24,13 @@ def test_bench_host_prints_a_table_and_writes_json(tmp_path, capsys):
 def test_bench_kernels_tiny_preset_reports_ratios(tmp_path, capsys):
     target = tmp_path / "kernels.json"
     assert main(["bench", "kernels", "--backend", "native", "--preset", "tiny", "--repeats", "2", "--trials", "1",
-                 "--json", str(target)]) == 0
+                 "--chain-mb", "0.5", "--json", str(target)]) == 0
     report = json.loads(target.read_text())
-    assert [r["case"] for r in report["rows"]] == ["tiny.gemv", "tiny.gemm"]
+    assert [r["case"] for r in report["rows"]] == ["tiny.gemv", "tiny.gemv.int8", "tiny.gemm"]
     assert all(r["ns"] > 0 and r["ratio_same_bytes"] > 0 for r in report["rows"])
+    assert [r["route"] for r in report["rows"]] == ["q4_gemv_workgroup", "q4_gemv_int8", "q4_gemm_tiled"]
+    decode = [r for r in report["rows"] if r["rows"] == 1]
+    # The decode chain: enough copies for half a MiB, timed in one pass, next to the same-bytes stream.
+    assert all(r["chain_copies"] > 1 and r["chain_ns"] > 0 and r["chain_stream_ns"] > 0 for r in decode)
+    assert decode[1]["chain_quantize_ns"] > 0 and decode[0]["chain_quantize_ns"] is None
+    assert "decode chain" in capsys.readouterr().out

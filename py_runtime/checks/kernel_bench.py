@@ -2,8 +2,13 @@
 as a fraction of a streaming read measured in the same run (of the same byte count, and of a
 large buffer). Runs unchanged in the page and natively; prints nothing itself.
 
-Each measured plan repeats its dispatch `repeats` times in one replay (one pass per dispatch when
-profiling), and a row reports the median duration over `trials` replays.
+Two measurements per decode (M = 1) case:
+- pass: the dispatch repeated `repeats` times on one weight, one profiled pass each, median over
+  `trials` replays. Small weights stay in L2 across repeats, and each pass carries a fixed cost.
+- chain (decode-like): one pass of back-to-back dispatches over enough distinct copies of the weight
+  (`chain_bytes` in all, several times any L2) that every dispatch reads from memory, timed by one
+  pair of timestamps around the pass, divided by the dispatch count. The same for a streaming read of
+  the same byte count per dispatch: the ratio of the two is what the GEMV leaves on the table.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ import statistics
 from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
-from ..ops.q4 import GEMV_SHAPES, Q4Weight, q4_linear, q4_quantize, stream_read
+from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, q8_activations, q4_linear,
+                      q4_quantize, stream_read)
 from ..ops.synth import fill_uniform
 from ..plan import Plan, runs_at
 from ..runtime import Runtime
@@ -22,6 +28,8 @@ __all__ = ["BenchCase", "BENCH_PRESETS", "run_kernel_bench"]
 
 _STREAM_BIG = 1 << 30
 _STREAM_MIN = 64 << 20
+CHAIN_BYTES = 384 << 20         # weight bytes per chain: over 7x the H200's 50 MB L2
+_CHAIN_MAX = 256                # dispatches per chain
 
 
 @dataclass(frozen=True)
@@ -33,20 +41,28 @@ class BenchCase:
     route: str | None = None            # None: whatever the guards choose
     gemv_shape: str | None = None        # None: the route's choice
     group_size: int = 64
+    int8: bool = False                  # int8 activations (q8_activations + q4_gemv_int8)
 
 
-def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,)) -> list[BenchCase]:
-    return [BenchCase(f"{prefix}.{name}", k, n, 1, route, g) for name, k, n in shapes for route in routes
-            for g in gemv_shapes]
+def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,), int8=False) -> list[BenchCase]:
+    return [BenchCase(f"{prefix}.{name}" + (".int8" if int8 else ""), k, n, 1, route, g, int8=int8)
+            for name, k, n in shapes for route in routes for g in gemv_shapes]
 
 
 _LLAMA = [("q_o", 2048, 2048), ("kv", 2048, 512), ("qkv_as_one", 2048, 3072), ("gate_up", 2048, 8192),
           ("down", 8192, 2048), ("lm_head", 2048, 128256)]
 _QWEN = [("q", 1024, 2048), ("kv", 1024, 1024), ("o", 2048, 1024), ("gate_up", 1024, 3072), ("down", 3072, 1024),
          ("lm_head", 1024, 151936)]
+_MASKED = tuple(s for s in GEMV_SHAPES if s.endswith("m"))
+_INT8_G64 = tuple(s for s in GEMV_INT8_SHAPES if s.endswith("g64"))
 BENCH_PRESETS = {
-    "tiny": [BenchCase("tiny.gemv", 256, 96, 1), BenchCase("tiny.gemm", 256, 96, 9)],
+    "tiny": [BenchCase("tiny.gemv", 256, 96, 1), BenchCase("tiny.gemv.int8", 256, 96, 1, int8=True),
+             BenchCase("tiny.gemm", 256, 96, 9)],
     "decode": _decode("llama", _LLAMA) + _decode("qwen", _QWEN),
+    "decode_int8": _decode("llama", _LLAMA, int8=True) + _decode("qwen", _QWEN, int8=True),
+    # The Llama shapes under the f32 variants the route picks today, the masked ones, and the int8 ones.
+    "gemv_next": (_decode("llama", _LLAMA, gemv_shapes=("r4s2", "r2u2s4", "w8u4") + _MASKED)
+                  + _decode("llama", _LLAMA, gemv_shapes=_INT8_G64, int8=True)),
     "gemv_variants": _decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES) + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES),
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in
                    (("llama", 2048, 128256), ("qwen", 1024, 151936))
@@ -55,40 +71,101 @@ BENCH_PRESETS = {
 }
 
 
-async def _active_call(runtime: Runtime, calls, live):
-    """The one of a linear's alternative dispatches that runs at this row count, and its sizing."""
+async def _active_calls(runtime: Runtime, calls, live):
+    """The dispatches of a linear that run at this row count (an int8 decode is two), with sizings."""
+    active = []
     for call in calls:
         spec, _ = await runtime.pipelines.get(call.kernel)
         sizing = call.sizing(spec, live)
         if runs_at(sizing.workgroups):
-            return call, sizing
-    raise ValueError(f"no active dispatch among {[c.route for c in calls]}")
+            active.append((call, sizing))
+    if not active:
+        raise ValueError(f"no active dispatch among {[c.route for c in calls]}")
+    return active
 
 
-async def _measure(runtime: Runtime, plan: Plan, trials: int) -> int:
-    samples = []
+async def _measure(plan: Plan, trials: int) -> dict[str, int]:
+    """Median ns per kernel: over a replay's profiled passes, then over `trials` replays."""
+    samples: dict[str, list[float]] = {}
     for _ in range(trials):
         execution = await plan.replay(profile=True)
-        samples.append(statistics.median(row.ns for row in execution.rows))
-    return int(statistics.median(samples))
+        per_kernel: dict[str, list[int]] = {}
+        for row in execution.rows:
+            per_kernel.setdefault(row.kernel, []).append(row.ns)
+        for kernel, values in per_kernel.items():
+            samples.setdefault(kernel, []).append(statistics.median(values))
+    return {kernel: int(statistics.median(values)) for kernel, values in samples.items()}
+
+
+async def _measure_span(plan: Plan, trials: int) -> float:
+    """Median over `trials` replays of the whole plan's GPU time in one pass, per dispatch."""
+    spans = [(await plan.replay(profile="span")).span_ns for _ in range(trials)]
+    return statistics.median(spans) / len(plan)
 
 
 async def _stream_gbps(runtime: Runtime, nbytes: int, repeats: int, trials: int, sink_tensor) -> float:
     nbytes = max(16, nbytes // 16 * 16)
     data = await runtime.tensors.allocate(f"bench.stream.{nbytes}", (nbytes // 4,), "u32")
-    workgroups = max(1, min(65535, -(-nbytes // (16 * 256))))     # one vec4 per invocation until the cap
     plan = Plan(runtime, f"bench.stream.{nbytes}")
     for _ in range(repeats):
-        await plan.add(stream_read(data=data, sink=sink_tensor, workgroups=workgroups))
+        await plan.add(_stream_call(data, sink_tensor))
     plan.record()
-    ns = await _measure(runtime, plan, trials)
+    ns = (await _measure(plan, trials))["stream_read"]
     plan.release()
     runtime.tensors.release(data.name)
     return nbytes / ns if ns else float("nan")
 
 
+def _stream_call(data, sink_tensor):
+    workgroups = max(1, min(65535, -(-data.nbytes // (16 * 256))))     # one vec4 per invocation until the cap
+    return stream_read(data=data, sink=sink_tensor, workgroups=workgroups)
+
+
+async def _chain_stream_ns(runtime: Runtime, nbytes: int, copies: int, trials: int, sink_tensor) -> float:
+    """Per dispatch: a chain of streaming reads over `copies` distinct buffers of `nbytes` each."""
+    nbytes = max(16, nbytes // 16 * 16)
+    data = [await runtime.tensors.allocate(f"bench.chain_stream.{i}", (nbytes // 4,), "u32") for i in range(copies)]
+    plan = Plan(runtime, "bench.chain_stream")
+    for tensor in data:
+        await plan.add(_stream_call(tensor, sink_tensor))
+    plan.record()
+    ns = await _measure_span(plan, trials)
+    plan.release()
+    for tensor in data:
+        runtime.tensors.release(tensor.name)
+    return ns
+
+
+async def _linear_case(runtime: Runtime, case: BenchCase, index: int, seed: int, copies: int):
+    """Tensors for `case` with `copies` stacked copies of its weight (distinct rows of one packed
+    matrix), synthesized and quantized; returns (weight, x, out, act, tensors to release)."""
+    tensors = runtime.tensors
+    n_total = case.n * copies
+    packed = await tensors.allocate("bench.packed", (n_total * case.k // 8,), "u32")
+    scales = await tensors.allocate("bench.scales", (case.k // case.group_size * n_total,))
+    weight = Q4Weight(packed, scales, case.k, n_total, case.group_size)
+    x = await tensors.allocate("bench.x", (case.rows, case.k))
+    out = await tensors.allocate("bench.out", (case.rows, case.n))
+    owned = [packed, scales, x, out]
+    act = None
+    if case.int8:
+        act = Int8Activations(await tensors.allocate("bench.xq", (case.k // 4,), "u32"),
+                              await tensors.allocate("bench.xstats", (2 * case.k // case.group_size,)),
+                              case.k, case.group_size)
+        owned += [act.packed, act.stats]
+    setup = Plan(runtime, "bench.setup")
+    await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index)))
+    await setup.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
+    if act is not None:
+        await setup.add(q8_activations(x=x, act=act, rows=1))
+    setup.record()
+    await setup.replay()
+    setup.release()
+    return weight, x, out, act, owned
+
+
 async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats: int = 10, trials: int = 5,
-                           seed: int = 9, progress=None) -> dict:
+                           seed: int = 9, chain_bytes: int = CHAIN_BYTES, progress=None) -> dict:
     if preset not in BENCH_PRESETS:
         raise ValueError(f"unknown bench preset {preset!r}; known: {sorted(BENCH_PRESETS)}")
     device = runtime.device
@@ -106,41 +183,74 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
                 raise
             big //= 2           # CPU adapters (SwiftShader) can refuse 1 GiB: measure a smaller buffer
     rows = []
-    for index, case in enumerate(BENCH_PRESETS[preset]):
+    cases = BENCH_PRESETS[preset]
+    for index, case in enumerate(cases):
         if progress:
-            progress(f"[{index + 1}/{len(BENCH_PRESETS[preset])}] {case.name}")
-        tensors = runtime.tensors
-        packed = await tensors.allocate("bench.packed", (case.n * case.k // 8,), "u32")
-        scales = await tensors.allocate("bench.scales", (case.k // case.group_size * case.n,))
-        weight = Q4Weight(packed, scales, case.k, case.n, case.group_size)
-        x = await tensors.allocate("bench.x", (case.rows, case.k))
-        out = await tensors.allocate("bench.out", (case.rows, case.n))
-        setup = Plan(runtime, "bench.setup")
-        await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index)))
-        await setup.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
-        setup.record()
-        await setup.replay()
-        calls = q4_linear(x=x, weight=weight, out=out, adapter=device.adapter, rows=case.rows,
-                          gemv_shape=case.gemv_shape, force_route=case.route)
-        plan = Plan(runtime, f"bench.{case.name}")
-        active, moved = await _active_call(runtime, calls, plan.live)
-        for _ in range(repeats):
-            await plan.add(active)
-        plan.record()
-        ns = await _measure(runtime, plan, trials)
+            progress(f"[{index + 1}/{len(cases)}] {case.name}")
         weight_bytes = case.n * case.k // 2 + 4 * case.n * case.k // case.group_size
+        chained = case.rows == 1 and chain_bytes > 0
+        copies = 1
+        if chained:     # as many copies as chain_bytes asks, within the binding limit and _CHAIN_MAX
+            copies = max(1, min(_CHAIN_MAX, -(-chain_bytes // weight_bytes), limit // (case.n * case.k // 2)))
+        weight, x, out, act, owned = await _linear_case(runtime, case, index, seed, copies)
+        first = weight.rows(0, case.n)
+        calls = q4_linear(x=x, weight=first, out=out, adapter=device.adapter, rows=case.rows,
+                          gemv_shape=case.gemv_shape, force_route=case.route, int8=act)
+        plan = Plan(runtime, f"bench.{case.name}")
+        active = await _active_calls(runtime, calls, plan.live)
+        for _ in range(repeats):
+            for call, _ in active:
+                await plan.add(call)
+        plan.record()
+        per_kernel = await _measure(plan, trials)
+        plan.release()
+        main, moved = active[-1]            # the linear itself; an int8 decode's quantization comes first
+        ns = per_kernel[main.kernel]
         stream_same = await _stream_gbps(runtime, weight_bytes, repeats, trials, sink_tensor)
         gbps = moved.bytes_moved / ns if ns else float("nan")
-        rows.append({"case": case.name + (f"[{case.gemv_shape}]" if case.gemv_shape else ""),
-                     "kernel": active.kernel, "route": active.route, "k": case.k,
-                     "n": case.n, "rows": case.rows, "bytes": moved.bytes_moved, "flops": moved.flops, "ns": ns,
-                     "gbps": gbps, "gflops": moved.flops / ns if ns else float("nan"),
-                     "stream_gbps_same_bytes": stream_same, "ratio_same_bytes": gbps / stream_same,
-                     "ratio_big_stream": gbps / stream_big})
-        for p in (plan, setup):
-            p.release()
-        for t in (packed, scales, x, out):
-            tensors.release(t.name)
+        row = {"case": case.name + (f"[{case.gemv_shape}]" if case.gemv_shape else ""),
+               "kernel": main.kernel, "route": main.route, "k": case.k,
+               "n": case.n, "rows": case.rows, "bytes": moved.bytes_moved, "flops": moved.flops, "ns": ns,
+               "gbps": gbps, "gflops": moved.flops / ns if ns else float("nan"),
+               "stream_gbps_same_bytes": stream_same, "ratio_same_bytes": gbps / stream_same,
+               "ratio_big_stream": gbps / stream_big,
+               "pre_ns": sum(t for kernel, t in per_kernel.items() if kernel != main.kernel) or None}
+        if chained:
+            row.update(await _chain_row(runtime, case, weight, x, out, act, copies, trials, sink_tensor,
+                                        moved.bytes_moved, stream_big))
+        rows.append(row)
+        for tensor in owned:
+            runtime.tensors.release(tensor.name)
     runtime.tensors.release(sink_tensor.name)
     return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "repeats": repeats,
-            "trials": trials, "stream_big_bytes": big, "stream_big_gbps": stream_big, "rows": rows, "passed": True}
+            "trials": trials, "chain_bytes": chain_bytes, "stream_big_bytes": big, "stream_big_gbps": stream_big,
+            "rows": rows, "passed": True}
+
+
+async def _chain_row(runtime, case, weight, x, out, act, copies, trials, sink_tensor, moved, stream_big) -> dict:
+    """The decode-like figures: the linear over each weight copy in turn, one pass; the same for a
+    streaming read of the same bytes; and the int8 quantization's own cost in a chain."""
+    device = runtime.device
+    plan = Plan(runtime, f"bench.chain.{case.name}")
+    for copy in range(copies):
+        calls = q4_linear(x=x, weight=weight.rows(copy * case.n, case.n), out=out, adapter=device.adapter, rows=1,
+                          gemv_shape=case.gemv_shape, force_route=case.route, int8=act)
+        await plan.add((await _active_calls(runtime, calls, plan.live))[-1][0])
+    plan.record()
+    chain_ns = await _measure_span(plan, trials)
+    plan.release()
+    weight_bytes = case.n * case.k // 2 + 4 * case.n * case.k // case.group_size
+    stream_ns = await _chain_stream_ns(runtime, weight_bytes, copies, trials, sink_tensor)
+    quantize_ns = None
+    if act is not None:
+        quantize = Plan(runtime, "bench.chain.q8")
+        for _ in range(min(copies, 32)):
+            await quantize.add(q8_activations(x=x, act=act, rows=1))
+        quantize.record()
+        quantize_ns = await _measure_span(quantize, trials)
+        quantize.release()
+    chain_gbps = moved / chain_ns if chain_ns else float("nan")
+    stream_gbps = weight_bytes / stream_ns if stream_ns else float("nan")
+    return {"chain_copies": copies, "chain_ns": chain_ns, "chain_gbps": chain_gbps, "chain_stream_ns": stream_ns,
+            "chain_stream_gbps": stream_gbps, "chain_ratio_same_bytes": chain_gbps / stream_gbps,
+            "chain_ratio_big_stream": chain_gbps / stream_big, "chain_quantize_ns": quantize_ns}

@@ -223,16 +223,18 @@ class BrowserDevice(Device):
                     bridge.replayNow(self._device, plan.raw, counts, buffer.raw, offset, view)
             return None
         what = f"replay({plan.label})"
+        mode = {False: "", True: "dispatch", "span": "span"}[timestamps]
         if data is None:
             raw = await self._scoped(what, lambda: bridge.replayChecked(
-                self._device, plan.raw, counts, bool(timestamps), None, 0, None))
+                self._device, plan.raw, counts, mode, None, 0, None))
         else:
             with _HeapView(data) as view:
                 raw = await self._scoped(what, lambda: bridge.replayChecked(
-                    self._device, plan.raw, counts, bool(timestamps), buffer.raw, offset, view))
+                    self._device, plan.raw, counts, mode, buffer.raw, offset, view))
         if not timestamps:
             return None
-        return list(struct.unpack(f"<{2 * plan.size}Q", raw.to_bytes()))
+        count = 2 if timestamps == "span" else 2 * plan.size
+        return list(struct.unpack(f"<{count}Q", raw.to_bytes()[:8 * count]))
 
     def take_replay_stats(self):
         stats = self._bridge.takeReplayStats()

@@ -55,10 +55,11 @@ function destroyTimestampSet(set) {
 }
 
 // Encodes pairs [[pipeline, bindGroup], ...] with counts[3i..3i+2]; one pass, or one pass per
-// dispatch writing timestamps 2i and 2i+1 into `stamps` when given.
-function encode(device, pairs, counts, stamps) {
+// dispatch writing timestamps 2i and 2i+1 into `stamps` when given, or (span) one pass between
+// timestamps 0 and 1.
+function encode(device, pairs, counts, stamps, span = false) {
   const encoder = device.createCommandEncoder();
-  if (stamps) {
+  if (stamps && !span) {
     for (let i = 0; i < pairs.length; i++) {
       const pass = encoder.beginComputePass({
         timestampWrites: { querySet: stamps.querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 },
@@ -73,7 +74,9 @@ function encode(device, pairs, counts, stamps) {
   } else {
     // One pass: state persists between dispatches, so repeated pipelines and bind groups are not
     // set again (each call costs host time in Dawn's wire client); idle alternatives are skipped.
-    const pass = encoder.beginComputePass();
+    const pass = encoder.beginComputePass(span ? {
+      timestampWrites: { querySet: stamps.querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 },
+    } : undefined);
     let pipeline = null, bindGroup = null;
     for (let i = 0; i < pairs.length; i++) {
       const x = counts[3 * i], y = counts[3 * i + 1], z = counts[3 * i + 2];
@@ -83,6 +86,10 @@ function encode(device, pairs, counts, stamps) {
       pass.dispatchWorkgroups(x, y, z);
     }
     pass.end();
+    if (span) {
+      encoder.resolveQuerySet(stamps.querySet, 0, 2, stamps.resolved, 0);
+      encoder.copyBufferToBuffer(stamps.resolved, 0, stamps.staging, 0, 16);
+    }
   }
   return encoder.finish();
 }
@@ -213,13 +220,14 @@ return {
   },
 
   // One step inside error scopes (first replays, profiling); resolves when the GPU is done, with a
-  // Uint8Array of 2N u64 timestamps when profiling, else null.
-  async replayChecked(device, plan, countsPy, timestamps, uploadBuffer, uploadOffset, uploadPy) {
-    const stamps = timestamps ? plan.stamps : null;
-    if (timestamps && !stamps) throw new Error("this plan was recorded without timestamp queries");
+  // Uint8Array of u64 timestamps when profiling (mode "dispatch": 2N, "span": the first 2), else null.
+  async replayChecked(device, plan, countsPy, mode, uploadBuffer, uploadOffset, uploadPy) {
+    const stamps = mode ? plan.stamps : null;
+    if (mode && !stamps) throw new Error("this plan was recorded without timestamp queries");
     await scoped(device, () => {
       if (uploadPy) withPyBuffer(uploadPy, (bytes) => device.queue.writeBuffer(uploadBuffer, uploadOffset, bytes));
-      const commands = withPyBuffer(countsPy, (counts) => encode(device, plan.pairs, counts, stamps), "u32");
+      const commands = withPyBuffer(countsPy,
+        (counts) => encode(device, plan.pairs, counts, stamps, mode === "span"), "u32");
       device.queue.submit([commands]);
     });
     if (!stamps) {

@@ -164,11 +164,12 @@ class Device:
         browser) so that `replay` encodes the whole list in one call."""
         raise NotImplementedError
 
-    async def replay(self, plan: Handle, workgroups, *, timestamps: bool = False,
+    async def replay(self, plan: Handle, workgroups, *, timestamps: bool | str = False,
                      upload: tuple[Handle, int, bytes] | None = None, wait: bool = True) -> list[int] | None:
         """Our addition: one call per step. Writes `upload` (buffer, offset, bytes) first, then
         encodes every recorded dispatch with its counts from `workgroups` (an array('I') of 3N),
-        submits and (unless wait=False) waits; timestamps as in `submit` (they imply waiting)."""
+        submits and (unless wait=False) waits; timestamps=True as in `submit` (they imply waiting);
+        timestamps="span": the plan's one pass between two timestamps, returned as [begin, end] ns."""
         raise NotImplementedError
 
     def take_replay_stats(self) -> dict | None:

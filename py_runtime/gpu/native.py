@@ -129,9 +129,12 @@ class NativeDevice(Device):
         self._check_alive()
         device = self._device
         encoder = device.create_command_encoder()
-        count = 2 * len(pairs)
-        if timestamps:
-            query_set = device.create_query_set(type="timestamp", count=count)
+        span = timestamps == "span"         # the whole pass between two timestamps
+        count = 2 if span else 2 * len(pairs)
+        query_set = device.create_query_set(type="timestamp", count=count) if timestamps else None
+        pass_stamps = {"query_set": query_set, "beginning_of_pass_write_index": 0,
+                       "end_of_pass_write_index": 1} if span else None
+        if timestamps and not span:
             for i, (pipeline, bind_group) in enumerate(pairs):
                 compute_pass = encoder.begin_compute_pass(timestamp_writes={
                     "query_set": query_set, "beginning_of_pass_write_index": 2 * i,
@@ -140,17 +143,15 @@ class NativeDevice(Device):
                 compute_pass.set_bind_group(0, bind_group)
                 compute_pass.dispatch_workgroups(counts[3 * i], counts[3 * i + 1], counts[3 * i + 2])
                 compute_pass.end()
-            resolved = device.create_buffer(size=8 * count, usage=BufferUsage.QUERY_RESOLVE | BufferUsage.COPY_SRC)
-            encoder.resolve_query_set(query_set, 0, count, resolved, 0)
         elif not direct:
-            compute_pass = encoder.begin_compute_pass()
+            compute_pass = encoder.begin_compute_pass(timestamp_writes=pass_stamps)
             for i, (pipeline, bind_group) in enumerate(pairs):
                 compute_pass.set_pipeline(pipeline)
                 compute_pass.set_bind_group(0, bind_group)
                 compute_pass.dispatch_workgroups(counts[3 * i], counts[3 * i + 1], counts[3 * i + 2])
             compute_pass.end()
         else:
-            compute_pass = encoder.begin_compute_pass()
+            compute_pass = encoder.begin_compute_pass(timestamp_writes=pass_stamps)
             # Replay goes straight to wgpu-native's C entry points (the wgpu objects stay referenced by `pairs`):
             # wgpu-py's per-call argument handling is most of the host cost of a dispatch.
             handle = compute_pass._internal
@@ -162,6 +163,9 @@ class NativeDevice(Device):
                 set_bind_group(handle, 0, bind_group._internal, 0, _ffi.NULL)
                 dispatch(handle, counts[3 * i], counts[3 * i + 1], counts[3 * i + 2])
             compute_pass.end()
+        if timestamps:
+            resolved = device.create_buffer(size=8 * count, usage=BufferUsage.QUERY_RESOLVE | BufferUsage.COPY_SRC)
+            encoder.resolve_query_set(query_set, 0, count, resolved, 0)
         self._call(what, device.queue.submit, [encoder.finish()])
         if not timestamps:
             if wait:

@@ -166,7 +166,8 @@ def _bench(args) -> int:
         options = {"suite": "host_cost", "dispatches": args.dispatches, "steps": args.steps}
         default_json, formatter = f"results/bench/host-{args.backend}.json", format_host_cost
     else:
-        options = {"suite": "kernel_bench", "preset": args.preset, "repeats": args.repeats, "trials": args.trials}
+        options = {"suite": "kernel_bench", "preset": args.preset, "repeats": args.repeats, "trials": args.trials,
+                   "chain_bytes": int(args.chain_mb * (1 << 20))}
         default_json, formatter = f"results/bench/kernels-{args.preset}-{args.backend}.json", format_kernel_bench
     report, _ = _run_suite(args.backend, options, args.timeout, args.driver)
     if report is None:
@@ -223,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--preset", default="decode", help="kernels: tiny | decode | gemv_variants | prefill")
     bench.add_argument("--repeats", type=int, default=10, help="kernels: dispatches per measured replay")
     bench.add_argument("--trials", type=int, default=5, help="kernels: replays per row (median)")
+    bench.add_argument("--chain-mb", type=float, default=384,
+                       help="kernels: MiB of weight copies per decode chain, several times the GPU's L2 "
+                            "(0 skips the chain figures; small values for CPU adapters)"),
     bench.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     bench.add_argument("--json", help="where to write the JSON (default results/bench/host-<backend>.json)")
     bench.set_defaults(func=_bench)

@@ -62,10 +62,22 @@ def format_kernel_bench(report: dict) -> str:
     rows = [[r["case"], r["route"], r["rows"], f"{r['bytes'] / 1e6:.2f}", f"{r['ns'] / 1e3:.1f}", f"{r['gbps']:.1f}",
              f"{r['gflops']:.1f}", f"{r['stream_gbps_same_bytes']:.1f}", f"{100 * r['ratio_same_bytes']:.0f}%",
              f"{100 * r['ratio_big_stream']:.0f}%"] for r in report["rows"]]
-    return "\n".join([
+    out = [
         _adapter_line(report),
         f"streaming read of {report['stream_big_bytes'] / 2 ** 30:.2f} GiB: {report['stream_big_gbps']:.1f} GB/s "
         f"(median of {report['trials']} replays x {report['repeats']} dispatches)",
+        "per profiled pass (one pass per dispatch, the same weight each time):",
         _table(["case", "route", "M", "MB moved", "us", "GB/s", "GFLOP/s", "stream GB/s (same bytes)",
                 "vs same", "vs big"], rows),
-    ])
+    ]
+    chained = [r for r in report["rows"] if "chain_ns" in r]
+    if chained:
+        out.append(f"\ndecode chain (one pass, back to back over {report['chain_bytes'] / 2 ** 20:.0f} MiB of weight "
+                   f"copies, per dispatch; the stream reads the same bytes the same way):")
+        out.append(_table(
+            ["case", "copies", "us", "GB/s", "stream us", "stream GB/s", "vs same", "vs big", "int8 quantize us"],
+            [[r["case"], r["chain_copies"], f"{r['chain_ns'] / 1e3:.2f}", f"{r['chain_gbps']:.1f}",
+              f"{r['chain_stream_ns'] / 1e3:.2f}", f"{r['chain_stream_gbps']:.1f}",
+              f"{100 * r['chain_ratio_same_bytes']:.0f}%", f"{100 * r['chain_ratio_big_stream']:.0f}%",
+              f"{r['chain_quantize_ns'] / 1e3:.2f}" if r["chain_quantize_ns"] else "-"] for r in chained]))
+    return "\n".join(out)
