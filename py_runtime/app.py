@@ -38,7 +38,9 @@ async def run(backend: str, options: dict | None = None, sink=None) -> dict:
         unknown = sorted(set(options) - {*known, "artifacts"})
         if unknown:
             raise ValueError(f"unknown option(s) {unknown} for suite 'kernel_bench'; known: {known}")
-        return await run_kernel_bench(await Runtime.create(backend), preset=options.get("preset", "decode"),
+        # A decode chain holds up to 256 dispatches besides the rest: room for 2048 params slots.
+        return await run_kernel_bench(await Runtime.create(backend, params_capacity=1 << 19),
+                                      preset=options.get("preset", "decode"),
                                       repeats=options.get("repeats", 10), trials=options.get("trials", 5),
                                       chain_bytes=options.get("chain_bytes", CHAIN_BYTES))
     if suite == "host_cost":
