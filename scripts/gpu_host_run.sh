@@ -14,6 +14,10 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export LAB_CHROMIUM=${LAB_CHROMIUM:-/opt/gpu-browser/chromium-gpu}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$work/nvidia-smi.csv" 2>&1
+# Clocks and power through the run (GPUs downclock between measurements; the bench warms up first).
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,pstate,utilization.gpu --format=csv -lms 250 \
+  > "$work/clocks.csv" 2>&1 &
+clock_log=$!
 
 step() {
   local name=$1 limit=$2; shift 2
@@ -45,5 +49,6 @@ for s in $steps; do
     *) echo "unknown step $s" ;;
   esac
 done
+kill $clock_log 2>/dev/null
 grep -a "CONSOLE\|Uncaught" results/chromium.log | tail -n 200 > "$work/chromium-console.txt" 2>/dev/null
 tar -czf "$out/gpu-results.tar.gz" -C results gpu-run

@@ -14,6 +14,7 @@ Two measurements per decode (M = 1) case:
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
@@ -30,6 +31,7 @@ _STREAM_BIG = 1 << 30
 _STREAM_MIN = 64 << 20
 CHAIN_BYTES = 384 << 20         # weight bytes per chain: over 7x the H200's 50 MB L2
 _CHAIN_MAX = 256                # dispatches per chain
+WARM_UP_SECONDS = 0.05          # of untimed replays before each measurement
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,20 @@ async def _active_calls(runtime: Runtime, calls, live):
     return active
 
 
+async def _warm_up(plan: Plan, seconds: float = WARM_UP_SECONDS) -> None:
+    """Replay untimed for a while first: GPUs drop their clocks while the host sets up the next case
+    (seen on the H200: SM clocks at idle are a sixth of boost), and the first replays after that
+    would measure the clock ramp rather than the kernel."""
+    started = time.perf_counter()
+    for _ in range(1000):
+        await plan.replay()
+        if time.perf_counter() - started >= seconds:
+            break
+
+
 async def _measure(plan: Plan, trials: int) -> dict[str, int]:
     """Median ns per kernel: over a replay's profiled passes, then over `trials` replays."""
+    await _warm_up(plan)
     samples: dict[str, list[float]] = {}
     for _ in range(trials):
         execution = await plan.replay(profile=True)
@@ -99,6 +113,7 @@ async def _measure(plan: Plan, trials: int) -> dict[str, int]:
 
 async def _measure_span(plan: Plan, trials: int) -> float:
     """Median over `trials` replays of the whole plan's GPU time in one pass, per dispatch."""
+    await _warm_up(plan)
     spans = [(await plan.replay(profile="span")).span_ns for _ in range(trials)]
     return statistics.median(spans) / len(plan)
 
