@@ -104,8 +104,11 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
     # Profiler rows and attestation.
     profiled = "timestamp-query" in runtime.device.adapter.device_features
     execution = await plan.replay(profile=profiled)
+    span = await plan.replay(profile="span") if profiled else None      # the same plan, one pass, two stamps
     report["profile"] = {"available": profiled, "quantized": execution.quantized,
-                         "rows": [r.to_json() for r in execution.rows], "host_ns": execution.host_ns}
+                         "rows": [r.to_json() for r in execution.rows], "host_ns": execution.host_ns,
+                         "span_ns": span.span_ns if span else None, "span_rows": len(span.rows) if span else None,
+                         "span_routes": list(span.routes) if span else None}
     report["attestation"] = {"routes": list(execution.routes), "mask": execution.route_mask,
                              "mask_routes": routes_from_mask(execution.route_mask),
                              "attention_conflicts": execution.attention_conflicts,
@@ -126,6 +129,7 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
         "unknown_live_size": await _error_of(lambda: plan.resize(tokens=3)),
         "rows_beyond_tensor": await _error_of(lambda: plan.resize(rows=m + 1)),
         "replay_unrecorded": await _error_of(lambda: Plan(runtime, "core.empty").replay()),
+        "unknown_profile_mode": await _error_of(lambda: plan.replay(profile="per-kernel")),
     }
     compile_error = errors["compile"]
     report["errors"] = errors
@@ -133,6 +137,7 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
         "compile": KernelCompileError.__name__, "validation": "GpuValidationError",
         "too_large": TensorTooLarge.__name__, "unknown_live_size": PlanError.__name__,
         "rows_beyond_tensor": "ValueError", "replay_unrecorded": PlanError.__name__,
+        "unknown_profile_mode": PlanError.__name__,
     }
     report["compile_error_names_kernel"] = bool(compile_error and "broken_kernel" in compile_error["message"])
     device.destroy(copy_only)

@@ -53,6 +53,9 @@ def verify_runtime_report(report: dict, read) -> None:
     assert linear_row["route"] == "linear_f32_naive" and linear_row["flops"] == 2 * 1 * n * k
     assert linear_row["bytes"] == 4 * (k + n * k + n + n) and linear_row["ns"] > 0
     assert profile["quantized"] is False
+    # profile="span": one pass between two timestamps, no per-dispatch rows, the same attestation.
+    assert profile["span_ns"] > 0 and profile["span_rows"] == 0, (profile["span_ns"], profile["span_rows"])
+    assert profile["span_routes"] == ["fill_uniform", "linear_f32_naive"]
 
     attestation = report["attestation"]
     assert attestation["routes"] == ["fill_uniform", "linear_f32_naive"]
