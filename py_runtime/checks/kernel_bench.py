@@ -181,8 +181,8 @@ async def _linear_case(runtime: Runtime, case: BenchCase, index: int, seed: int,
 
 async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats: int = 10, trials: int = 5,
                            seed: int = 9, chain_bytes: int = CHAIN_BYTES, progress=None) -> dict:
-    if preset not in BENCH_PRESETS:
-        raise ValueError(f"unknown bench preset {preset!r}; known: {sorted(BENCH_PRESETS)}")
+    if preset not in BENCH_PRESETS and preset not in STEP_PRESETS:
+        raise ValueError(f"unknown bench preset {preset!r}; known: {sorted(BENCH_PRESETS) + sorted(STEP_PRESETS)}")
     device = runtime.device
     if "timestamp-query" not in device.adapter.device_features:
         raise RuntimeError("bench kernels needs the 'timestamp-query' feature, which this adapter lacks")
@@ -197,6 +197,12 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
             if big <= _STREAM_MIN:
                 raise
             big //= 2           # CPU adapters (SwiftShader) can refuse 1 GiB: measure a smaller buffer
+    if preset in STEP_PRESETS:
+        step = await _decode_step(runtime, STEP_PRESETS[preset], trials, seed, sink_tensor, stream_big)
+        runtime.tensors.release(sink_tensor.name)
+        return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "trials": trials,
+                "repeats": repeats, "stream_big_bytes": big, "stream_big_gbps": stream_big, "rows": [], "step": step,
+                "passed": True}
     rows = []
     cases = BENCH_PRESETS[preset]
     for index, case in enumerate(cases):
@@ -269,3 +275,105 @@ async def _chain_row(runtime, case, weight, x, out, act, copies, trials, sink_te
     return {"chain_copies": copies, "chain_ns": chain_ns, "chain_gbps": chain_gbps, "chain_stream_ns": stream_ns,
             "chain_stream_gbps": stream_gbps, "chain_ratio_same_bytes": chain_gbps / stream_gbps,
             "chain_ratio_big_stream": chain_gbps / stream_big, "chain_quantize_ns": quantize_ns}
+
+
+@dataclass(frozen=True)
+class StepGeometry:
+    """The linears of one decode token: per layer (name, K, N, shares the previous linear's input)."""
+
+    name: str
+    layers: int
+    per_layer: tuple[tuple[str, int, int, bool], ...]
+    lm_head: tuple[int, int]
+
+
+# Llama-3.2-1B: q, k, v share the normed input, so do gate and up; o and down have their own.
+STEP_PRESETS = {
+    "llama_step": StepGeometry("llama-3.2-1b", 16, (("q", 2048, 2048, False), ("k", 2048, 512, True),
+                                                   ("v", 2048, 512, True), ("o", 2048, 2048, False),
+                                                   ("gate", 2048, 8192, False), ("up", 2048, 8192, True),
+                                                   ("down", 8192, 2048, False)), (2048, 128256)),
+}
+
+
+async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, seed: int, sink_tensor,
+                       stream_big: float) -> dict:
+    """Every linear of one decode token (all layers, then lm_head) back to back in one pass, each over
+    its own weight (no L2 reuse between them, as in a real step), under the f32 route and under the
+    int8 route (its activation quantizations included: one per distinct input); and a streaming read
+    of the same byte counts in the same order. gs 64, M = 1."""
+    tensors, adapter = runtime.tensors, runtime.device.adapter
+    linears = [(f"l{layer}.{name}", k, n, shared) for layer in range(geometry.layers)
+               for name, k, n, shared in geometry.per_layer]
+    linears.append(("lm_head", *geometry.lm_head, False))
+    owned, weights = [], {}
+    by_shape: dict[tuple[int, int], list[str]] = {}
+    for name, k, n, _ in linears:
+        by_shape.setdefault((k, n), []).append(name)
+    limit = adapter.limits.get("maxStorageBufferBindingSize", 1 << 27)
+    stacks = []     # stacked matrices of one shape, each within the binding limit
+    for (k, n), names in by_shape.items():
+        per_stack = max(1, limit // (n * k // 2))
+        stacks += [(k, n, names[i:i + per_stack]) for i in range(0, len(names), per_stack)]
+    for index, (k, n, names) in enumerate(stacks):
+        packed = await tensors.allocate(f"step.packed.{index}", (len(names) * n * k // 8,), "u32")
+        scales = await tensors.allocate(f"step.scales.{index}", (k // 64 * len(names) * n,))
+        stacked = Q4Weight(packed, scales, k, len(names) * n, 64)
+        owned += [packed, scales]
+        setup = Plan(runtime, "step.setup")
+        await setup.add(q4_quantize(weight=stacked, synth=(WEIGHT_RANGE, seed, 50 + index)))
+        setup.record()
+        await setup.replay()
+        setup.release()
+        for i, name in enumerate(names):
+            weights[name] = stacked.rows(i * n, n)
+    inputs, outputs, acts = {}, {}, {}
+    for k in sorted({k for _, k, _, _ in linears}):
+        inputs[k] = await tensors.allocate(f"step.x.{k}", (1, k))
+        acts[k] = Int8Activations(await tensors.allocate(f"step.xq.{k}", (k // 4,), "u32"),
+                                  await tensors.allocate(f"step.xstats.{k}", (2 * k // 64,)), k, 64)
+        owned += [inputs[k], acts[k].packed, acts[k].stats]
+        fill = Plan(runtime, "step.fill")
+        await fill.add(fill_uniform(target=inputs[k], value_range=ACT_RANGE, seed=seed, stream=70 + k))
+        fill.record()
+        await fill.replay()
+        fill.release()
+    for n in sorted({n for _, _, n, _ in linears}):
+        outputs[n] = await tensors.allocate(f"step.out.{n}", (1, n))
+        owned.append(outputs[n])
+
+    result = {"geometry": geometry.name, "linears": len(linears), "weight_bytes": 0, "routes": {}}
+    for label, int8 in (("f32", False), ("int8", True)):
+        plan = Plan(runtime, f"step.{label}")
+        moved = 0
+        for name, k, n, shared in linears:
+            calls = q4_linear(x=inputs[k], weight=weights[name], out=outputs[n], adapter=adapter, rows=1,
+                              int8=acts[k] if int8 else None)
+            for call, sizing in await _active_calls(runtime, calls, plan.live):
+                if call.route == "q8_activations" and shared:
+                    continue            # its input was quantized for the previous linear
+                await plan.add(call)
+                moved += sizing.bytes_moved
+        plan.record()
+        span = await _measure_span(plan, trials) * len(plan)
+        result["routes"][label] = {"dispatches": len(plan), "routes": list(plan.routes), "us": span / 1e3,
+                                   "bytes": moved, "gbps": moved / span, "ratio_big_stream": moved / span / stream_big}
+        plan.release()
+    weight_sizes = [n * k // 2 + 4 * n * k // 64 for _, k, n, _ in linears]
+    result["weight_bytes"] = sum(weight_sizes)
+    pieces = [min(limit // 16 * 16, size - start) for size in weight_sizes      # within the binding limit
+              for start in range(0, size, limit // 16 * 16)]
+    data = [await tensors.allocate(f"step.stream.{i}", (size // 4,), "u32") for i, size in enumerate(pieces)]
+    stream = Plan(runtime, "step.stream")
+    for tensor in data:
+        await stream.add(_stream_call(tensor, sink_tensor))
+    stream.record()
+    stream_ns = await _measure_span(stream, trials) * len(stream)
+    stream.release()
+    for tensor in data + owned:
+        tensors.release(tensor.name)
+    result["stream_us"] = stream_ns / 1e3
+    result["stream_gbps"] = result["weight_bytes"] / stream_ns
+    for route in result["routes"].values():
+        route["ratio_same_stream"] = route["gbps"] / result["stream_gbps"]
+    return result

@@ -221,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--backend", choices=["native", "browser"], default="browser")
     bench.add_argument("--dispatches", type=int, default=230, help="dispatches per step (a 16-layer decode: ~230)")
     bench.add_argument("--steps", type=int, default=50)
-    bench.add_argument("--preset", default="decode", help="kernels: tiny | decode | gemv_variants | prefill")
+    bench.add_argument("--preset", default="decode", help="kernels: tiny | decode | decode_int8 | gemv_variants | gemv_vocab | "
+                                                                 "gemv_next | prefill | llama_step (a whole decode token's linears)")
     bench.add_argument("--repeats", type=int, default=10, help="kernels: dispatches per measured replay")
     bench.add_argument("--trials", type=int, default=5, help="kernels: replays per row (median)")
     bench.add_argument("--chain-mb", type=float, default=384,

@@ -29,6 +29,22 @@ def format_report(report: dict) -> str:
     return "\n".join(out)
 
 
+def _format_decode_step(report: dict) -> str:
+    step = report["step"]
+    rows = [[label, r["dispatches"], f"{r['bytes'] / 1e6:.1f}", f"{r['us']:.1f}", f"{r['gbps']:.1f}",
+             f"{100 * r['ratio_same_stream']:.0f}%", f"{100 * r['ratio_big_stream']:.0f}%", f"{1e6 / r['us']:.0f}"]
+            for label, r in step["routes"].items()]
+    return "\n".join([
+        _adapter_line(report),
+        f"streaming read of {report['stream_big_bytes'] / 2 ** 30:.2f} GiB: {report['stream_big_gbps']:.1f} GB/s",
+        f"one {step['geometry']} decode token's {step['linears']} linears, back to back in one pass, each on its own "
+        f"weight (median of {report['trials']} replays); the same byte counts streamed the same way: "
+        f"{step['stream_us']:.1f} us = {step['stream_gbps']:.1f} GB/s",
+        _table(["activations", "dispatches", "MB", "us per token", "GB/s", "vs same stream", "vs big", "tok/s bound"],
+               rows),
+    ])
+
+
 def _adapter_line(report: dict) -> str:
     adapter = report["adapter"]
     info = adapter["info"]
@@ -59,6 +75,8 @@ def _breakdown_line(b: dict | None) -> str:
 
 
 def format_kernel_bench(report: dict) -> str:
+    if report.get("step"):
+        return _format_decode_step(report)
     rows = [[r["case"], r["route"], r["rows"], f"{r['bytes'] / 1e6:.2f}", f"{r['ns'] / 1e3:.1f}", f"{r['gbps']:.1f}",
              f"{r['gflops']:.1f}", f"{r['stream_gbps_same_bytes']:.1f}", f"{100 * r['ratio_same_bytes']:.0f}%",
              f"{100 * r['ratio_big_stream']:.0f}%"] for r in report["rows"]]
