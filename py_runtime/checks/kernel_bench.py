@@ -293,6 +293,9 @@ STEP_PRESETS = {
                                                    ("v", 2048, 512, True), ("o", 2048, 2048, False),
                                                    ("gate", 2048, 8192, False), ("up", 2048, 8192, True),
                                                    ("down", 8192, 2048, False)), (2048, 128256)),
+    # The same structure at toy sizes (tests and CPU adapters).
+    "tiny_step": StepGeometry("tiny", 2, (("q", 256, 128, False), ("k", 256, 64, True), ("down", 512, 256, False)),
+                              (256, 1000)),
 }
 
 
