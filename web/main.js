@@ -33,7 +33,7 @@ function optionsFromQuery() {
     if (key === "suite") options.suite = value;
     else if (key === "ops") options.ops = value.split(",").filter(Boolean);
     else if (key === "lengths") options.lengths = ints(value);
-    else if (["seed", "sample", "dispatches", "steps", "repeats", "trials"].includes(key)) options[key] = ints(value)[0];
+    else if (["seed", "sample", "dispatches", "steps", "repeats", "trials", "chain_bytes"].includes(key)) options[key] = ints(value)[0];
     else if (key === "max_wg") options.max_workgroups_per_dim = ints(value)[0];
     else if (key === "profile") options.profile = value !== "0";
     else if (key === "upload") options.upload = value;
