@@ -34,8 +34,7 @@ ROUTES = (
     "embedding_f32",        # f32 table lookup, out-of-range ids -> zeros + status word
     "argmax",               # two-pass argmax (blocks, then one workgroup), lowest index on ties
     "q4_embedding",         # Q4 embedding lookup, both nibble orders and scale layouts
-    "q8_activations",       # dynamic int8 quantization of an activation row, per group
-    "q4_gemv_int8",         # Q4 decode GEMV on int8 activations (dot4I8Packed), opt-in
+    "q4_gemv_int8",         # Q4 decode GEMV quantizing x to int8 in workgroup memory (dot4I8Packed), opt-in
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset()      # SDPA routes join here as they land
 _BITS = {name: i for i, name in enumerate(ROUTES)}

@@ -18,8 +18,7 @@ import time
 from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
-from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, q8_activations, q4_linear,
-                      q4_quantize, stream_read)
+from ..ops.q4 import GEMV_INT8_SHAPES, GEMV_SHAPES, Q4Weight, q4_linear, q4_quantize, stream_read
 from ..ops.synth import fill_uniform
 from ..plan import Plan, runs_at
 from ..runtime import Runtime
@@ -32,6 +31,7 @@ _STREAM_MIN = 64 << 20
 CHAIN_BYTES = 384 << 20         # weight bytes per chain: over 7x the H200's 50 MB L2
 _CHAIN_MAX = 256                # dispatches per chain
 WARM_UP_SECONDS = 0.05          # of untimed replays before each measurement
+TRIAL_LEAD_SECONDS = 0.005      # queued ahead of each timed replay
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class BenchCase:
     route: str | None = None            # None: whatever the guards choose
     gemv_shape: str | None = None        # None: the route's choice
     group_size: int = 64
-    int8: bool = False                  # int8 activations (q8_activations + q4_gemv_int8)
+    int8: bool = False                  # int8 activations (q4_gemv_int8)
 
 
 def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,), int8=False) -> list[BenchCase]:
@@ -86,22 +86,30 @@ async def _active_calls(runtime: Runtime, calls, live):
     return active
 
 
-async def _warm_up(plan: Plan, seconds: float = WARM_UP_SECONDS) -> None:
-    """Replay untimed for a while first: GPUs drop their clocks while the host sets up the next case
-    (seen on the H200: SM clocks at idle are a sixth of boost), and the first replays after that
-    would measure the clock ramp rather than the kernel."""
+async def _queue(plan: Plan, seconds: float, per_replay: float) -> None:
+    """About `seconds` of back-to-back replays, submitted without waiting, so the GPU has no idle gap."""
+    for _ in range(max(1, min(500, int(seconds / per_replay)))):
+        await plan.replay(wait=False)
+
+
+async def _warm_up(plan: Plan) -> float:
+    """Keep the GPU busy before measuring: it drops its clocks whenever the host sets up the next case
+    (logged on the H200: SM clocks fall from 1980 to 345-900 MHz between measurements, and short
+    kernels then run 2-4x slower). Returns the wall time of one replay, an upper bound on its GPU time."""
     started = time.perf_counter()
-    for _ in range(1000):
-        await plan.replay()
-        if time.perf_counter() - started >= seconds:
-            break
+    await plan.replay()
+    per_replay = max(time.perf_counter() - started, 1e-5)
+    await _queue(plan, WARM_UP_SECONDS, per_replay)
+    return per_replay
 
 
 async def _measure(plan: Plan, trials: int) -> dict[str, int]:
-    """Median ns per kernel: over a replay's profiled passes, then over `trials` replays."""
-    await _warm_up(plan)
+    """Median ns per kernel: over a replay's profiled passes, then over `trials` replays, each queued
+    behind a few ms of untimed replays (sustained load, as in a decode loop)."""
+    per_replay = await _warm_up(plan)
     samples: dict[str, list[float]] = {}
     for _ in range(trials):
+        await _queue(plan, TRIAL_LEAD_SECONDS, per_replay)
         execution = await plan.replay(profile=True)
         per_kernel: dict[str, list[int]] = {}
         for row in execution.rows:
@@ -112,9 +120,13 @@ async def _measure(plan: Plan, trials: int) -> dict[str, int]:
 
 
 async def _measure_span(plan: Plan, trials: int) -> float:
-    """Median over `trials` replays of the whole plan's GPU time in one pass, per dispatch."""
-    await _warm_up(plan)
-    spans = [(await plan.replay(profile="span")).span_ns for _ in range(trials)]
+    """Median over `trials` replays of the whole plan's GPU time in one pass, per dispatch (each queued
+    behind a few ms of untimed replays, like _measure)."""
+    per_replay = await _warm_up(plan)
+    spans = []
+    for _ in range(trials):
+        await _queue(plan, TRIAL_LEAD_SECONDS, per_replay)
+        spans.append((await plan.replay(profile="span")).span_ns)
     return statistics.median(spans) / len(plan)
 
 
@@ -153,7 +165,7 @@ async def _chain_stream_ns(runtime: Runtime, nbytes: int, copies: int, trials: i
 
 async def _linear_case(runtime: Runtime, case: BenchCase, index: int, seed: int, copies: int):
     """Tensors for `case` with `copies` stacked copies of its weight (distinct rows of one packed
-    matrix), synthesized and quantized; returns (weight, x, out, act, tensors to release)."""
+    matrix), synthesized and quantized; returns (weight, x, out, tensors to release)."""
     tensors = runtime.tensors
     n_total = case.n * copies
     packed = await tensors.allocate("bench.packed", (n_total * case.k // 8,), "u32")
@@ -162,21 +174,13 @@ async def _linear_case(runtime: Runtime, case: BenchCase, index: int, seed: int,
     x = await tensors.allocate("bench.x", (case.rows, case.k))
     out = await tensors.allocate("bench.out", (case.rows, case.n))
     owned = [packed, scales, x, out]
-    act = None
-    if case.int8:
-        act = Int8Activations(await tensors.allocate("bench.xq", (case.k // 4,), "u32"),
-                              await tensors.allocate("bench.xstats", (2 * case.k // case.group_size,)),
-                              case.k, case.group_size)
-        owned += [act.packed, act.stats]
     setup = Plan(runtime, "bench.setup")
     await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index)))
     await setup.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
-    if act is not None:
-        await setup.add(q8_activations(x=x, act=act, rows=1))
     setup.record()
     await setup.replay()
     setup.release()
-    return weight, x, out, act, owned
+    return weight, x, out, owned
 
 
 async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats: int = 10, trials: int = 5,
@@ -213,10 +217,10 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         copies = 1
         if chained:     # as many copies as chain_bytes asks, within the binding limit and _CHAIN_MAX
             copies = max(1, min(_CHAIN_MAX, -(-chain_bytes // weight_bytes), limit // (case.n * case.k // 2)))
-        weight, x, out, act, owned = await _linear_case(runtime, case, index, seed, copies)
+        weight, x, out, owned = await _linear_case(runtime, case, index, seed, copies)
         first = weight.rows(0, case.n)
         calls = q4_linear(x=x, weight=first, out=out, adapter=device.adapter, rows=case.rows,
-                          gemv_shape=case.gemv_shape, force_route=case.route, int8=act)
+                          gemv_shape=case.gemv_shape, force_route=case.route, int8=case.int8)
         plan = Plan(runtime, f"bench.{case.name}")
         active = await _active_calls(runtime, calls, plan.live)
         for _ in range(repeats):
@@ -225,7 +229,7 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         plan.record()
         per_kernel = await _measure(plan, trials)
         plan.release()
-        main, moved = active[-1]            # the linear itself; an int8 decode's quantization comes first
+        main, moved = active[-1]
         ns = per_kernel[main.kernel]
         stream_same = await _stream_gbps(runtime, weight_bytes, repeats, trials, sink_tensor)
         gbps = moved.bytes_moved / ns if ns else float("nan")
@@ -234,10 +238,9 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
                "n": case.n, "rows": case.rows, "bytes": moved.bytes_moved, "flops": moved.flops, "ns": ns,
                "gbps": gbps, "gflops": moved.flops / ns if ns else float("nan"),
                "stream_gbps_same_bytes": stream_same, "ratio_same_bytes": gbps / stream_same,
-               "ratio_big_stream": gbps / stream_big,
-               "pre_ns": sum(t for kernel, t in per_kernel.items() if kernel != main.kernel) or None}
+               "ratio_big_stream": gbps / stream_big}
         if chained:
-            row.update(await _chain_row(runtime, case, weight, x, out, act, copies, trials, sink_tensor,
+            row.update(await _chain_row(runtime, case, weight, x, out, copies, trials, sink_tensor,
                                         moved.bytes_moved, stream_big))
         rows.append(row)
         for tensor in owned:
@@ -248,38 +251,31 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
             "rows": rows, "passed": True}
 
 
-async def _chain_row(runtime, case, weight, x, out, act, copies, trials, sink_tensor, moved, stream_big) -> dict:
+async def _chain_row(runtime, case, weight, x, out, copies, trials, sink_tensor, moved, stream_big) -> dict:
     """The decode-like figures: the linear over each weight copy in turn, one pass; the same for a
-    streaming read of the same bytes; and the int8 quantization's own cost in a chain."""
+    streaming read of the same bytes."""
     device = runtime.device
     plan = Plan(runtime, f"bench.chain.{case.name}")
     for copy in range(copies):
         calls = q4_linear(x=x, weight=weight.rows(copy * case.n, case.n), out=out, adapter=device.adapter, rows=1,
-                          gemv_shape=case.gemv_shape, force_route=case.route, int8=act)
+                          gemv_shape=case.gemv_shape, force_route=case.route, int8=case.int8)
         await plan.add((await _active_calls(runtime, calls, plan.live))[-1][0])
     plan.record()
     chain_ns = await _measure_span(plan, trials)
     plan.release()
     weight_bytes = case.n * case.k // 2 + 4 * case.n * case.k // case.group_size
     stream_ns = await _chain_stream_ns(runtime, weight_bytes, copies, trials, sink_tensor)
-    quantize_ns = None
-    if act is not None:
-        quantize = Plan(runtime, "bench.chain.q8")
-        for _ in range(min(copies, 32)):
-            await quantize.add(q8_activations(x=x, act=act, rows=1))
-        quantize.record()
-        quantize_ns = await _measure_span(quantize, trials)
-        quantize.release()
     chain_gbps = moved / chain_ns if chain_ns else float("nan")
     stream_gbps = weight_bytes / stream_ns if stream_ns else float("nan")
     return {"chain_copies": copies, "chain_ns": chain_ns, "chain_gbps": chain_gbps, "chain_stream_ns": stream_ns,
             "chain_stream_gbps": stream_gbps, "chain_ratio_same_bytes": chain_gbps / stream_gbps,
-            "chain_ratio_big_stream": chain_gbps / stream_big, "chain_quantize_ns": quantize_ns}
+            "chain_ratio_big_stream": chain_gbps / stream_big}
 
 
 @dataclass(frozen=True)
 class StepGeometry:
-    """The linears of one decode token: per layer (name, K, N, shares the previous linear's input)."""
+    """The linears of one decode token: per layer (name, K, N, shares the previous linear's input: a
+    fusion opportunity the step does not take yet)."""
 
     name: str
     layers: int
@@ -303,8 +299,7 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
                        stream_big: float) -> dict:
     """Every linear of one decode token (all layers, then lm_head) back to back in one pass, each over
     its own weight (no L2 reuse between them, as in a real step), under the f32 route and under the
-    int8 route (its activation quantizations included: one per distinct input); and a streaming read
-    of the same byte counts in the same order. gs 64, M = 1."""
+    int8 route; and a streaming read of the same byte counts in the same order. gs 64, M = 1."""
     tensors, adapter = runtime.tensors, runtime.device.adapter
     linears = [(f"l{layer}.{name}", k, n, shared) for layer in range(geometry.layers)
                for name, k, n, shared in geometry.per_layer]
@@ -330,12 +325,10 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
         setup.release()
         for i, name in enumerate(names):
             weights[name] = stacked.rows(i * n, n)
-    inputs, outputs, acts = {}, {}, {}
+    inputs, outputs = {}, {}
     for k in sorted({k for _, k, _, _ in linears}):
         inputs[k] = await tensors.allocate(f"step.x.{k}", (1, k))
-        acts[k] = Int8Activations(await tensors.allocate(f"step.xq.{k}", (k // 4,), "u32"),
-                                  await tensors.allocate(f"step.xstats.{k}", (2 * k // 64,)), k, 64)
-        owned += [inputs[k], acts[k].packed, acts[k].stats]
+        owned.append(inputs[k])
         fill = Plan(runtime, "step.fill")
         await fill.add(fill_uniform(target=inputs[k], value_range=ACT_RANGE, seed=seed, stream=70 + k))
         fill.record()
@@ -350,11 +343,8 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
         plan = Plan(runtime, f"step.{label}")
         moved = 0
         for name, k, n, shared in linears:
-            calls = q4_linear(x=inputs[k], weight=weights[name], out=outputs[n], adapter=adapter, rows=1,
-                              int8=acts[k] if int8 else None)
+            calls = q4_linear(x=inputs[k], weight=weights[name], out=outputs[n], adapter=adapter, rows=1, int8=int8)
             for call, sizing in await _active_calls(runtime, calls, plan.live):
-                if call.route == "q8_activations" and shared:
-                    continue            # its input was quantized for the previous linear
                 await plan.add(call)
                 moved += sizing.bytes_moved
         plan.record()

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import struct
 
-from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, q4_embedding, q4_linear,
-                      q4_linear_qkv, q4_quantize)
+from ..ops.q4 import GEMV_INT8_SHAPES, GEMV_SHAPES, Q4Weight, q4_embedding, q4_linear, q4_linear_qkv, q4_quantize
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
@@ -39,7 +38,7 @@ class LinearCase:
     force_route: str | None = None
     stream: int = 0
     gemv_shape: str | None = None            # pin a GEMV variant (None: the route's choice)
-    int8: bool = False                       # decode with int8 activations (q8_activations + q4_gemv_int8)
+    int8: bool = False                       # decode with int8 activations (q4_gemv_int8)
 
     @property
     def n_total(self) -> int:
@@ -69,11 +68,13 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
     # Every GEMV variant, with K tails shorter than a step (160 = 5 chunks) and N not a multiple of its rows.
     cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape)
               for shape in GEMV_SHAPES for k in (160, 2048)]
-    # Int8 activations: real shapes, a prefill falling back to f32 routes, each int8 variant with a K
-    # tail (3 groups: shorter than a warp's step) and the full Llama K.
+    # Int8 activations: real shapes, a prefill taking the f32 routes, a K beyond the workgroup memory
+    # (the f32 GEMV runs instead), each int8 variant with a K tail (3 groups: shorter than a warp's
+    # step) and the full Llama K.
     cases += [LinearCase("int8.llama.q_o", 2048, 2048, (1, 7), int8=True),
               LinearCase("int8.llama.down", 8192, 2048, (1,), int8=True),
-              LinearCase("int8.k160_bias", 160, 72, (1, 5), group_size=32, bias=True, int8=True)]
+              LinearCase("int8.k160_bias", 160, 72, (1, 5), group_size=32, bias=True, int8=True),
+              LinearCase("int8.k_beyond_workgroup_memory", 8256, 40, (1,), int8=True)]
     cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=_group_of(shape), bias=True, gemv_shape=shape,
                          int8=True) for shape in GEMV_INT8_SHAPES for k in (3 * _group_of(shape), 2048)]
     return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
@@ -138,12 +139,8 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     if case.n_kv:
         calls = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, rows="rows")
     else:
-        act = None
-        if case.int8:
-            act = Int8Activations(await tensors.allocate(f"{prefix}.xq", (k // 4,), "u32"),
-                                  await tensors.allocate(f"{prefix}.xstats", (2 * k // gs,)), k, gs)
         calls = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, rows="rows", bias=bias,
-                          force_route=case.force_route, gemv_shape=case.gemv_shape, int8=act)
+                          force_route=case.force_route, gemv_shape=case.gemv_shape, int8=case.int8)
     for call in calls:
         await plan.add(call)
     plan.record()
@@ -160,12 +157,6 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             if sink:
                 await sink(name, data)
             artifacts.append(name)
-        if case.int8 and m == 1:        # the quantized row, judged by the oracle as a quantization of x
-            for tensor, suffix in ((act.packed, "u32"), (act.stats, "f32")):
-                name = f"{prefix}.{tensor.name.rsplit('.', 1)[1]}.m1.{suffix}"
-                if sink:
-                    await sink(name, await device.read_buffer(tensor.buffer))
-                artifacts.append(name)
         runs.append({"rows": m, "routes": [r for r in execution.routes if r not in ("q4_quantize", "fill_uniform")],
                      "artifacts": artifacts})
     weight_artifacts = None
@@ -174,7 +165,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         await sink(weight_artifacts[0], await device.read_buffer(packed.buffer))
         await sink(weight_artifacts[1], await device.read_buffer(scales.buffer))
     plan.release()
-    for tensor in (packed, scales, x, bias, *outs, *((act.packed, act.stats) if case.int8 else ())):
+    for tensor in (packed, scales, x, bias, *outs):
         if tensor is not None:
             tensors.release(tensor.name)
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,

@@ -9,9 +9,10 @@ Routes, first passing guard wins; every route is attested:
   prefill (live rows > 1):  q4_gemm_bk64      K x N in the Llama set, gs 64, no bias, limits
                             q4_gemm_tiled     any K (multiple of 8), 64 x 64 tiles, BK 32
   fallback (no guard):      q4_linear_generic one invocation per output
-  opt-in int8 activations (q4_linear(int8=...), decode only): q8_activations quantizes x per group
-                            (scale = max|x| / 127), then q4_gemv_int8 (dot4I8Packed); group sizes
-                            32, 64, 128. Faster, and differs from the f32 routes by the int8 rounding.
+  opt-in int8 activations (q4_linear(int8=True), decode only):
+                            q4_gemv_int8      each workgroup quantizes x per group (scale = max|x| / 127)
+                            into workgroup memory, then dot4I8Packed; gs 32, 64, 128 and K up to
+                            int8_max_k, else the f32 GEMV. Differs from the f32 routes by the int8 rounding.
 Both the decode and the prefill dispatch are recorded in a plan; a resize gives the one that does
 not apply zero workgroups, so one plan serves prefill then decode and attestation shows what ran.
 """
@@ -26,8 +27,8 @@ from ..plan import OpCall, Sizing
 from ..tensors import Tensor
 from .grid import linear_grid, live_limit, live_value
 
-__all__ = ["Q4Weight", "Int8Activations", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES", "q4_quantize", "q4_linear", "q4_linear_qkv",
-           "gemv_variant", "q8_activations", "stream_read"]
+__all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES", "q4_quantize", "q4_linear", "q4_linear_qkv",
+           "gemv_variant", "int8_max_k", "stream_read"]
 
 GROUP_SIZES = (32, 64, 128)
 BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama-1B projections
@@ -71,45 +72,6 @@ class Q4Weight:
     def rows(self, n_offset: int, n: int) -> "Q4Weight":
         """A view of rows [n_offset, n_offset + n): one projection of a packed QKV weight."""
         return Q4Weight(self.packed, self.scales, self.k, self.n_total, self.group_size, n_offset, n)
-
-
-@dataclass(frozen=True)
-class Int8Activations:
-    """Scratch for one activation row quantized to int8 (q8_activations.wgsl's layout): `packed` holds
-    K / 4 u32 words, `stats` 2 * K / group_size f32 (scale, 8 * sum of q) pairs."""
-
-    packed: Tensor
-    stats: Tensor
-    k: int
-    group_size: int
-
-    def __post_init__(self):
-        if self.group_size not in GROUP_SIZES or self.k % self.group_size:
-            raise ValueError(f"int8 activations {self.packed.name!r}: K {self.k} must be a multiple of the group size "
-                             f"{self.group_size}, one of {GROUP_SIZES}")
-        if self.packed.dtype != "u32" or self.packed.numel < self.k // 4:
-            raise ValueError(f"int8 activations {self.packed.name!r} must be u32 words, at least {self.k // 4}")
-        if self.stats.dtype != "f32" or self.stats.numel < 2 * self.k // self.group_size:
-            raise ValueError(f"int8 activation stats {self.stats.name!r} must be f32, at least "
-                             f"{2 * self.k // self.group_size} values")
-
-
-def q8_activations(*, x: Tensor, act: Int8Activations, rows: int | str) -> OpCall:
-    """Quantize the activation row x[0] into `act`; runs when the live row count is 1 (decode) and
-    idles otherwise, like the GEMV it feeds."""
-    if x.shape[-1] != act.k:
-        raise ValueError(f"q8_activations: x {list(x.shape)} does not have K={act.k} columns")
-    label = f"q8_activations({act.packed.name})"
-
-    def sizing(spec, live):
-        active = live_value(rows, live, label) == 1
-        return Sizing(workgroups=linear_grid(act.k // 8, spec.invocations, live_limit(live)) if active else IDLE,
-                      params=struct.pack("<2I", act.k, act.group_size),
-                      bytes_moved=(4 * act.k + act.k + 8 * act.k // act.group_size) if active else 0,
-                      flops=3 * act.k if active else 0)
-
-    return OpCall(label=label, kernel="q8_activations", route="q8_activations",
-                  tensors={0: x, 1: act.packed, 2: act.stats}, sizing=sizing)
 
 
 def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | None = None,
@@ -160,11 +122,20 @@ def gemv_shape_for(k: int, n: int) -> str:
     return "r2u2s4"
 
 
-def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str:
-    """The int8 GEMV variant: a lane owns whole groups, so only gs 64 has a choice of shape."""
+def int8_max_k(rows_per_thread: int) -> int:
+    """The longest activation row an int8 GEMV variant quantizes into its workgroup memory (the
+    template's MAXK: 16 KB in all with the reduction buffer, which grows with R)."""
+    return 4096 if rows_per_thread > 4 else 8192
+
+
+def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str | None:
+    """The int8 GEMV variant (a lane owns whole groups, so only gs 64 has a choice of shape), or None
+    when K is beyond every variant's workgroup memory."""
+    if k > int8_max_k(4):
+        return None
     if group_size != 64:
         return f"i8r4g{group_size}"
-    return "i8r8g64" if n >= 65536 else "i8r4g64"
+    return "i8r8g64" if n >= 65536 and k <= int8_max_k(8) else "i8r4g64"
 
 
 def gemv_variant(adapter: AdapterReport, shape: str) -> tuple[str, str]:
@@ -190,20 +161,17 @@ def _check_io(x: Tensor, weight: Q4Weight, out: Tensor, bias: Tensor | None, wha
 
 def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterReport, rows: int | str,
               bias: Tensor | None = None, gemv_shape: str | None = None,
-              force_route: str | None = None, int8: Int8Activations | None = None) -> list[OpCall]:
+              force_route: str | None = None, int8: bool = False) -> list[OpCall]:
     """out[:M] = x[:M] @ dequant(weight).T (+ bias). Returns the dispatches to add to a plan (a
     decode one and a prefill one; the one that does not apply idles). `force_route` pins a route
     (tests and benchmarks): only routes whose guards pass can be pinned, and a pinned decode route
-    runs at rows == 1, a pinned prefill route at rows > 1. `int8` (scratch for the quantized row)
-    opts the decode into int8 activations: q8_activations then q4_gemv_int8."""
+    runs at rows == 1, a pinned prefill route at rows > 1. `int8` opts the decode into int8
+    activations (q4_gemv_int8) where K allows; elsewhere the f32 GEMV runs, and attestation says so."""
     label = f"q4_linear({out.name})"
     capacity = _check_io(x, weight, out, bias, label)
     has_bias = bias is not None
     tensors = {0: x, 1: weight.packed, 2: weight.scales, 3: bias if has_bias else weight.scales, 4: out}
     limits = adapter.limits
-    if int8 is not None and (int8.k, int8.group_size) != (weight.k, weight.group_size):
-        raise ValueError(f"{label}: int8 activations are for K={int8.k}, gs {int8.group_size}; the weight has "
-                         f"K={weight.k}, gs {weight.group_size}")
 
     def check_rows(m):
         if not 0 <= m <= capacity:
@@ -213,8 +181,9 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         m = live_value(rows, live, label)
         check_rows(m)
         moved, flops = _cost(weight, 1, has_bias)
-        if int8 is not None:        # int8 x and its per-group stats instead of f32 x
-            moved += weight.k + 8 * weight.k // weight.group_size - 4 * weight.k
+        if spec.params.get("I8") and weight.k > int8_max_k(int(spec.params["R"])):
+            raise ValueError(f"{label}: K={weight.k} exceeds {spec.name}'s workgroup memory "
+                             f"(K <= {int8_max_k(int(spec.params['R']))})")
         rows_per_group = spec.workgroup_size[1] // int(spec.params["KSPLIT"]) * int(spec.params["R"])
         active = m == 1
         grid = linear_grid(-(-weight.n // rows_per_group), 1, live_limit(live)) if active else IDLE
@@ -238,18 +207,10 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         return Sizing(workgroups=linear_grid(m * weight.n, spec.invocations, live_limit(live)),
                       params=_linear_params(weight, m, has_bias), bytes_moved=moved, flops=flops)
 
-    decode_tensors, quantize = tensors, None
-    if int8 is None:
-        shape = gemv_shape or gemv_shape_for(weight.k, weight.n)
-        if shape in GEMV_INT8_SHAPES:
-            raise ValueError(f"{label}: GEMV shape {shape!r} takes int8 activations; pass int8=")
-    else:
-        shape = gemv_shape or gemv_int8_shape_for(weight.k, weight.n, weight.group_size)
-        if not shape.endswith(f"g{weight.group_size}") or shape not in GEMV_INT8_SHAPES:
-            raise ValueError(f"{label}: {shape!r} is not an int8 GEMV shape for group size {weight.group_size}; "
-                             f"known: {GEMV_INT8_SHAPES}")
-        decode_tensors = {**tensors, 0: int8.packed, 6: int8.stats}
-        quantize = q8_activations(x=x, act=int8, rows=rows)
+    shape = gemv_shape or (int8 and gemv_int8_shape_for(weight.k, weight.n, weight.group_size)) or \
+        gemv_shape_for(weight.k, weight.n)
+    if shape in GEMV_INT8_SHAPES and not shape.endswith(f"g{weight.group_size}"):
+        raise ValueError(f"{label}: {shape!r} is an int8 GEMV for another group size than {weight.group_size}")
     decode_kernel, decode_route = gemv_variant(adapter, shape)
     prefill_kernel, prefill_route = None, None
     if limits.get("maxComputeWorkgroupStorageSize", 0) >= 2 * _TILE * 32 * 4 and \
@@ -262,7 +223,7 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
     if limits.get("maxComputeInvocationsPerWorkgroup", 0) < 256:
         decode_kernel = None            # the GEMV variants are 256 invocations wide
     calls = {
-        "decode": OpCall(label=f"{label}.decode", kernel=decode_kernel, route=decode_route, tensors=decode_tensors,
+        "decode": OpCall(label=f"{label}.decode", kernel=decode_kernel, route=decode_route, tensors=tensors,
                          sizing=decode_sizing) if decode_kernel else None,
         "prefill": OpCall(label=f"{label}.prefill", kernel=prefill_kernel, route=prefill_route, tensors=tensors,
                           sizing=gemm_sizing) if prefill_kernel else None,
@@ -274,10 +235,10 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         if not chosen:
             raise ValueError(f"{label}: route {force_route!r} is not available here; "
                              f"available: {[c.route for c in calls.values() if c]}")
-        return ([quantize] if chosen[0] is calls["decode"] and quantize else []) + chosen[:1]
+        return chosen[:1]
     if calls["decode"] is None or calls["prefill"] is None:
         return [calls["generic"]]
-    return ([quantize] if quantize else []) + [calls["decode"], calls["prefill"]]
+    return [calls["decode"], calls["prefill"]]
 
 
 def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,

@@ -11,10 +11,11 @@
 // 32 x values of each chunk once for all R rows. Bytes in flight per thread: R x U x 16. The rows and
 // chunks are unrolled by the template into scalar variables, so nothing is indexed dynamically and
 // every value can live in a register.
-// This variant takes int8 activations (quant/q8_activations.wgsl: per group of GS values a scale and
-// 8 * the sum of the group's int8 values, 8 values per (even, odd) pair of words). A lane owns whole
-// groups: per weight word two masks and two dot4I8Packed (4 multiply-adds each, exact in i32), and
-// one conversion to float per group: sum = s_w * s_x * (dot(n, q) - 8 * sum(q)).
+// This variant quantizes the activation row to int8 in workgroup memory first (per group of GS
+// values: scale = max|x| / 127, q = round(x * 127 / max|x|); 8 values as (even, odd) words, the order
+// of a weight word's low and high nibbles), then a lane owns whole groups: per weight word two masks
+// and two dot4I8Packed (4 exact multiply-adds each), and one conversion to float per group:
+// s_w * s_x * (dot(n, q) - 8 * sum(q)). K is limited to MAXK by the workgroup memory.
 // Partial sums are reduced across the KL lanes
 // through workgroup memory,
 // then across the KSPLIT warps of the row group through workgroup memory.
@@ -34,15 +35,18 @@ struct Params {
   has_bias: u32,
 }
 
-const GS: u32 = 64u;
-@group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
-@group(0) @binding(6) var<storage, read> xstats: array<vec2<f32>>;     // (scale, 8 * sum of q) per group
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> weights: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> scales: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 @group(0) @binding(5) var<uniform> params: Params;
 var<workgroup> partial: array<f32, 2048>;
+const GS: u32 = 64u;
+// 16 KB of workgroup memory in all (the portable limit): py_runtime/ops/q4.py's int8_max_k mirrors this.
+const MAXK: u32 = 4096u;
+var<workgroup> xq: array<vec4<u32>, MAXK / 16u>;        // 16 int8 values per vec4
+var<workgroup> xstats: array<vec2<f32>, MAXK / GS>;      // per group: (scale, 8 * sum of q)
 
 // sum over 32 values of (nibble - 8) * x; nibble i of word j is value 8j + i. A nibble n becomes a
 // float without an int-to-float conversion (a quarter-rate instruction on NVIDIA, and the limit of
@@ -54,6 +58,52 @@ fn centered(word: u32, shifts: vec4<u32>) -> vec4<f32> {
 
 fn dot_word(w: u32, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
   return dot(centered(w, vec4<u32>(0u, 4u, 8u, 12u)), x0) + dot(centered(w, vec4<u32>(16u, 20u, 24u, 28u)), x1);
+}
+
+// The row's 8-value chunks in passes of one chunk per invocation (256 a pass: a whole number of
+// groups). `partial` is free until the epilogue: it carries each chunk's max, then its sum. A group
+// holding a NaN, an infinity or a magnitude >= 1e38 gets a NaN scale: its outputs are NaN, not wrong.
+const TOO_LARGE: f32 = 1.0e38;
+
+fn quantize_row(lane: u32, k: u32) {
+  let per_group = GS / 8u;
+  let first = lane - lane % per_group;
+  for (var start = 0u; start < k / 8u; start += 256u) {
+    let chunk = start + lane;
+    let live = chunk < k / 8u;
+    let c = min(chunk, k / 8u - 1u);
+    let a = x[2u * c];
+    let b = x[2u * c + 1u];
+    let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
+                   max(max(abs(b.x), abs(b.y)), max(abs(b.z), abs(b.w))));
+    // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
+    let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
+    partial[lane] = select(0.0, select(TOO_LARGE, peak, finite), live);
+    workgroupBarrier();
+    var largest = 0.0;
+    for (var i = 0u; i < per_group; i++) {
+      largest = max(largest, partial[first + i]);
+    }
+    let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+    let qa = vec4<i32>(clamp(round(a * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
+    let qb = vec4<i32>(clamp(round(b * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
+    if (live) {
+      let word = chunk * 2u;        // words 4j..4j+3 are vec4 j
+      xq[word / 4u][word % 4u] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
+      xq[word / 4u][word % 4u + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+    }
+    partial[256u + lane] = f32(qa.x + qa.y + qa.z + qa.w + qb.x + qb.y + qb.z + qb.w);
+    workgroupBarrier();
+    if (live && lane == first) {
+      var total = 0.0;
+      for (var i = 0u; i < per_group; i++) {
+        total += partial[256u + first + i];
+      }
+      let nan = bitcast<f32>(0x7FC00000u | (lane & 0u));     // built at run time: a constant NaN is an error
+      xstats[chunk / per_group] = vec2<f32>(select(largest / 127.0, nan, largest >= TOO_LARGE), 8.0 * total);
+    }
+    workgroupBarrier();
+  }
 }
 
 // 32 nibbles . 32 int8 activations, exactly. A weight word's low nibbles are its even values, the high
@@ -100,6 +150,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   var acc6 = 0.0;
   let row7 = min(first_row + 7u, last_row) + params.n_offset;
   var acc7 = 0.0;
+  quantize_row(lid.y * KL + lid.x, params.k);
   let groups_k = params.k / GS;
   let row_words4 = params.k / 32u;
   for (var base = split * KL + lid.x; base < groups_k; base += KL * KSPLIT * U) {

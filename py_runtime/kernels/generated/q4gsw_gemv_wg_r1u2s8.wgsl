@@ -37,7 +37,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 @group(0) @binding(5) var<uniform> params: Params;
 var<workgroup> partial: array<f32, 256>;
-
 // sum over 32 values of (nibble - 8) * x; nibble i of word j is value 8j + i. A nibble n becomes a
 // float without an int-to-float conversion (a quarter-rate instruction on NVIDIA, and the limit of
 // this kernel when it used one): the bits 0x4B000000 | n are the f32 2^23 + n, and subtracting
