@@ -169,16 +169,22 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
     var acc${r} = 0.0;
   $if I8:
-    quantize_row(lid.y * KL + lid.x, params.k);
     let groups_k = params.k / GS;
     let row_words4 = params.k / 32u;
-    for (var base = split * KL + lid.x; base < groups_k; base += KL * KSPLIT * U) {
-      $for u in range(U):
-        let g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
-        $for r in range(R):
-          $for v in range(GS // 32):
-            let w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
-          let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+    var base = split * KL + lid.x;
+    // The first step's weights are requested before x is quantized, so their latency overlaps it; each
+    // step then requests the next one's (clamped to the last group: harmless once past the end).
+    $for u in range(U):
+      var g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
+      $for r in range(R):
+        $for v in range(GS // 32):
+          var w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
+        var s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+    quantize_row(lid.y * KL + lid.x, params.k);
+    loop {
+      if (base >= groups_k) {
+        break;
+      }
       $for u in range(U):
         // A discarded (clamped) group gets zero stats, so its products vanish.
         let st${u} = select(vec2<f32>(0.0), xstats[g${u}], base + ${u}u * KL * KSPLIT < groups_k);
@@ -190,6 +196,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
           $for v in range(GS // 32):
             d${u}_${r} += dot_i8(w${u}_${r}_${v}, xa${u}_${v}, xb${u}_${v});
           acc${r} += s${u}_${r} * st${u}.x * (f32(d${u}_${r}) - st${u}.y);
+      base += KL * KSPLIT * U;
+      $for u in range(U):
+        g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
+        $for r in range(R):
+          $for v in range(GS // 32):
+            w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
+          s${u}_${r} = scales[g${u} * params.n_total + row${r}];
     }
   $else:
     for (var base = split * KL + lid.x; base < chunks; base += KL * KSPLIT * U) {

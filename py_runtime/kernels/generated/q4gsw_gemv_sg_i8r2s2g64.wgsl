@@ -139,17 +139,23 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   var acc0 = 0.0;
   let row1 = min(first_row + 1u, last_row) + params.n_offset;
   var acc1 = 0.0;
-  quantize_row(lid.y * KL + lid.x, params.k);
   let groups_k = params.k / GS;
   let row_words4 = params.k / 32u;
-  for (var base = split * KL + lid.x; base < groups_k; base += KL * KSPLIT * U) {
-    let g0 = min(base + 0u * KL * KSPLIT, groups_k - 1u);
-    let w0_0_0 = weights[row0 * row_words4 + g0 * 2u + 0u];
-    let w0_0_1 = weights[row0 * row_words4 + g0 * 2u + 1u];
-    let s0_0 = scales[g0 * params.n_total + row0];
-    let w0_1_0 = weights[row1 * row_words4 + g0 * 2u + 0u];
-    let w0_1_1 = weights[row1 * row_words4 + g0 * 2u + 1u];
-    let s0_1 = scales[g0 * params.n_total + row1];
+  var base = split * KL + lid.x;
+  // The first step's weights are requested before x is quantized, so their latency overlaps it; each
+  // step then requests the next one's (clamped to the last group: harmless once past the end).
+  var g0 = min(base + 0u * KL * KSPLIT, groups_k - 1u);
+  var w0_0_0 = weights[row0 * row_words4 + g0 * 2u + 0u];
+  var w0_0_1 = weights[row0 * row_words4 + g0 * 2u + 1u];
+  var s0_0 = scales[g0 * params.n_total + row0];
+  var w0_1_0 = weights[row1 * row_words4 + g0 * 2u + 0u];
+  var w0_1_1 = weights[row1 * row_words4 + g0 * 2u + 1u];
+  var s0_1 = scales[g0 * params.n_total + row1];
+  quantize_row(lid.y * KL + lid.x, params.k);
+  loop {
+    if (base >= groups_k) {
+      break;
+    }
     // A discarded (clamped) group gets zero stats, so its products vanish.
     let st0 = select(vec2<f32>(0.0), xstats[g0], base + 0u * KL * KSPLIT < groups_k);
     let xa0_0 = xq[g0 * 4u + 0u];
@@ -164,6 +170,14 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     d0_1 += dot_i8(w0_1_0, xa0_0, xb0_0);
     d0_1 += dot_i8(w0_1_1, xa0_1, xb0_1);
     acc1 += s0_1 * st0.x * (f32(d0_1) - st0.y);
+    base += KL * KSPLIT * U;
+    g0 = min(base + 0u * KL * KSPLIT, groups_k - 1u);
+    w0_0_0 = weights[row0 * row_words4 + g0 * 2u + 0u];
+    w0_0_1 = weights[row0 * row_words4 + g0 * 2u + 1u];
+    s0_0 = scales[g0 * params.n_total + row0];
+    w0_1_0 = weights[row1 * row_words4 + g0 * 2u + 0u];
+    w0_1_1 = weights[row1 * row_words4 + g0 * 2u + 1u];
+    s0_1 = scales[g0 * params.n_total + row1];
   }
   // Lane 0 of each subgroup stores its subgroup's sum.
   let total0 = subgroupAdd(acc0);
