@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
-from ..ops.q4 import GEMV_INT8_SHAPES, GEMV_SHAPES, Q4Weight, q4_linear, q4_quantize, stream_read
+from ..ops.q4 import GEMV_INT8_SHAPES, GEMV_SHAPES, Q4Weight, int8_max_k, int8_shape_params, q4_linear, q4_quantize, stream_read
 from ..ops.synth import fill_uniform
 from ..plan import Plan, runs_at
 from ..runtime import Runtime
@@ -46,24 +46,29 @@ class BenchCase:
     int8: bool = False                  # int8 activations (q4_gemv_int8)
 
 
+def _fits(gemv_shape: str | None, k: int) -> bool:
+    """An int8 variant holds at most int8_max_k activations in its workgroup memory."""
+    return not (gemv_shape and gemv_shape.startswith("i8r")) or k <= int8_max_k(int8_shape_params(gemv_shape)[0])
+
+
 def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,), int8=False) -> list[BenchCase]:
     return [BenchCase(f"{prefix}.{name}" + (".int8" if int8 else ""), k, n, 1, route, g, int8=int8)
-            for name, k, n in shapes for route in routes for g in gemv_shapes]
+            for name, k, n in shapes for route in routes for g in gemv_shapes if _fits(g, k)]
 
 
 _LLAMA = [("q_o", 2048, 2048), ("kv", 2048, 512), ("qkv_as_one", 2048, 3072), ("gate_up", 2048, 8192),
           ("down", 8192, 2048), ("lm_head", 2048, 128256)]
 _QWEN = [("q", 1024, 2048), ("kv", 1024, 1024), ("o", 2048, 1024), ("gate_up", 1024, 3072), ("down", 3072, 1024),
          ("lm_head", 1024, 151936)]
-_MASKED = tuple(s for s in GEMV_SHAPES if s.endswith("m"))
-_INT8_G64 = tuple(s for s in GEMV_INT8_SHAPES if s.endswith("g64"))
+_F32_NEXT = ("r4s2", "w8u4", "r4s2m", "r2s2m", "w4u4s2m", "w8u2m")      # today's picks and the masked contenders
+_INT8_G64 = tuple(s for s in GEMV_INT8_SHAPES if int8_shape_params(s)[1] == 64)
 BENCH_PRESETS = {
     "tiny": [BenchCase("tiny.gemv", 256, 96, 1), BenchCase("tiny.gemv.int8", 256, 96, 1, int8=True),
              BenchCase("tiny.gemm", 256, 96, 9)],
     "decode": _decode("llama", _LLAMA) + _decode("qwen", _QWEN),
     "decode_int8": _decode("llama", _LLAMA, int8=True) + _decode("qwen", _QWEN, int8=True),
     # The Llama shapes under the f32 variants the route picks today, the masked ones, and the int8 ones.
-    "gemv_next": (_decode("llama", _LLAMA, gemv_shapes=("r4s2", "r2u2s4", "w8u4") + _MASKED)
+    "gemv_next": (_decode("llama", _LLAMA, gemv_shapes=_F32_NEXT)
                   + _decode("llama", _LLAMA, gemv_shapes=_INT8_G64, int8=True)),
     "gemv_variants": _decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES) + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES),
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import struct
 
-from ..ops.q4 import GEMV_INT8_SHAPES, GEMV_SHAPES, Q4Weight, q4_embedding, q4_linear, q4_linear_qkv, q4_quantize
+from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_SHAPES, STREAM_WORKGROUPS, Q4Weight, int8_shape_params, q4_embedding,
+                      q4_linear, q4_linear_qkv, q4_quantize)
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
@@ -45,10 +46,6 @@ class LinearCase:
         return self.n + 2 * self.n_kv if self.n_kv else self.n
 
 
-def _group_of(int8_shape: str) -> int:
-    return int(int8_shape.rsplit("g", 1)[1])       # "i8r4g64" -> 64
-
-
 def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearCase]:
     real = [("llama.q_o", 2048, 2048), ("llama.kv", 2048, 512), ("llama.gate_up", 2048, 8192),
             ("llama.down", 8192, 2048), ("qwen.q", 1024, 2048), ("qwen.kv", 1024, 1024), ("qwen.o", 2048, 1024),
@@ -75,8 +72,12 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
               LinearCase("int8.llama.down", 8192, 2048, (1,), int8=True),
               LinearCase("int8.k160_bias", 160, 72, (1, 5), group_size=32, bias=True, int8=True),
               LinearCase("int8.k_beyond_workgroup_memory", 8256, 40, (1,), int8=True)]
-    cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=_group_of(shape), bias=True, gemv_shape=shape,
-                         int8=True) for shape in GEMV_INT8_SHAPES for k in (3 * _group_of(shape), 2048)]
+    cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=gs, bias=True, gemv_shape=shape, int8=True)
+              for shape in GEMV_INT8_SHAPES for gs in (int8_shape_params(shape)[1],) for k in (3 * gs, 2048)]
+    # The persistent variants with more blocks than workgroups (N past STREAM_WORKGROUPS blocks of 8 R
+    # rows) and K longer than one step of the lanes (40 groups: a second, partial step).
+    cases += [LinearCase(f"gemv.{shape}.blocks", 2560, STREAM_WORKGROUPS * 8 * int8_shape_params(shape)[0] + 37, (1,),
+                         bias=True, gemv_shape=shape, int8=True) for shape in GEMV_INT8_SHAPES if shape.endswith("st")]
     return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
                        c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8)
             for i, c in enumerate(cases)]

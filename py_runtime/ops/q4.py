@@ -19,6 +19,7 @@ not apply zero workgroups, so one plan serves prefill then decode and attestatio
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ from ..tensors import Tensor
 from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES", "q4_quantize", "q4_linear", "q4_linear_qkv",
-           "gemv_variant", "int8_max_k", "stream_read"]
+           "gemv_variant", "int8_max_k", "int8_shape_params", "stream_read"]
 
 GROUP_SIZES = (32, 64, 128)
 BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama-1B projections
@@ -38,7 +39,9 @@ _TILE = 64
 GEMV_SHAPES = ("r8", "r4u2", "r4s2", "r2u2s4", "r1u2s8", "r2s8", "w8u4", "w4u4s2", "w4u8", "w16u2", "w16u4",
                "w8u8", "r4s2m", "r2u2s4m", "r2s2m", "w8u4m", "w8u2m", "w4u4s2m")     # the combinations in q4gsw_gemv.yaml
 
-GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "i8r4g128")   # the I8 combinations
+GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "i8r4g128",
+                    "i8r2g64st", "i8r4g64st", "i8r8g64st")      # the I8 combinations ("st": STREAM)
+STREAM_WORKGROUPS = 512     # persistent GEMV workgroups: each walks blocks wg, wg + 512, ...
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,14 @@ def gemv_shape_for(k: int, n: int) -> str:
     return "r2u2s4"
 
 
+def int8_shape_params(shape: str) -> tuple[int, int]:
+    """(rows per thread, group size) of an int8 GEMV shape name: "i8r4u2g64" -> (4, 64)."""
+    found = re.fullmatch(r"i8r(\d+)(?:u\d+)?(?:s\d+)?g(\d+)(?:st)?", shape)
+    if not found:
+        raise ValueError(f"{shape!r} is not an int8 GEMV shape")
+    return int(found.group(1)), int(found.group(2))
+
+
 def int8_max_k(rows_per_thread: int) -> int:
     """The longest activation row an int8 GEMV variant quantizes into its workgroup memory (the
     template's MAXK: 16 KB in all with the reduction buffer, which grows with R)."""
@@ -186,7 +197,10 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
                              f"(K <= {int8_max_k(int(spec.params['R']))})")
         rows_per_group = spec.workgroup_size[1] // int(spec.params["KSPLIT"]) * int(spec.params["R"])
         active = m == 1
-        grid = linear_grid(-(-weight.n // rows_per_group), 1, live_limit(live)) if active else IDLE
+        blocks = -(-weight.n // rows_per_group)
+        if spec.params.get("STREAM"):
+            blocks = min(blocks, STREAM_WORKGROUPS)
+        grid = linear_grid(blocks, 1, live_limit(live)) if active else IDLE
         return Sizing(workgroups=grid, params=struct.pack("<6I", weight.k, weight.n, weight.n_total, weight.n_offset,
                                                           weight.group_size, int(has_bias)),
                       bytes_moved=moved if active else 0, flops=flops if active else 0)
@@ -209,7 +223,7 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
 
     shape = gemv_shape or (int8 and gemv_int8_shape_for(weight.k, weight.n, weight.group_size)) or \
         gemv_shape_for(weight.k, weight.n)
-    if shape in GEMV_INT8_SHAPES and not shape.endswith(f"g{weight.group_size}"):
+    if shape in GEMV_INT8_SHAPES and int8_shape_params(shape)[1] != weight.group_size:
         raise ValueError(f"{label}: {shape!r} is an int8 GEMV for another group size than {weight.group_size}")
     decode_kernel, decode_route = gemv_variant(adapter, shape)
     prefill_kernel, prefill_route = None, None

@@ -155,133 +155,233 @@ fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4
   return s;
 }
 
-@compute @workgroup_size(KL, RG, 1)
-fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_size) sg_size: u32" if SUBGROUP else ""}) {
-  let block = wid.y * groups.x + wid.x;
-  let group_in_wg = lid.y / KSPLIT;
-  let split = lid.y % KSPLIT;
-  let first_row = block * ROWS + group_in_wg * R;
-  $if not I8:
-    let chunks = params.k / ${8 if WORD else 32}u;
-  let last_row = params.n - 1u;
-  $for r in range(R):
-    let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
-    var acc${r} = 0.0;
-  $if I8:
+$if STREAM:
+  // Persistent streaming (I8 only, KSPLIT 1): a workgroup quantizes x once, then walks blocks of ROWS
+  // rows (blocks wg, wg + nwg, ...) and, within each, K in steps of KL groups: one "tile" per (block,
+  // step). The next tile's weights are requested before the current one is computed, so loads stay in
+  // flight across the reduction and store of each block.
+  @compute @workgroup_size(KL, RG, 1)
+  fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+          @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_size) sg_size: u32" if SUBGROUP else ""}) {
+    let wg = wid.y * groups.x + wid.x;
+    let nwg = groups.x * groups.y;
     let groups_k = params.k / GS;
+    let ksteps = (groups_k + KL - 1u) / KL;
+    let blocks = (params.n + ROWS - 1u) / ROWS;
+    let tiles = (blocks - wg + nwg - 1u) / nwg * ksteps;
     let row_words4 = params.k / 32u;
-    var base = split * KL + lid.x;
-    // The first step's weights are requested before x is quantized, so their latency overlaps it; each
-    // step then requests the next one's (clamped to the last group: harmless once past the end).
-    $for u in range(U):
-      var g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
-      $for r in range(R):
-        $for v in range(GS // 32):
-          var w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
-        var s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+    let last_row = params.n - 1u;
+    var t = 0u;
+    var block = wg;
+    var kstep = 0u;
+    var g = min(lid.x, groups_k - 1u);
+    $for r in range(R):
+      var row${r} = min(block * ROWS + lid.y * R + ${r}u, last_row) + params.n_offset;
+      $for v in range(GS // 32):
+        var w${r}_${v} = weights[row${r} * row_words4 + g * ${GS // 32}u + ${v}u];
+      var s${r} = scales[g * params.n_total + row${r}];
+      var acc${r} = 0.0;
     quantize_row(lid.y * KL + lid.x, params.k);
     loop {
-      if (base >= groups_k) {
+      if (t >= tiles) {
         break;
       }
-      $for u in range(U):
-        // A discarded (clamped) group gets zero stats, so its products vanish.
-        let st${u} = select(vec2<f32>(0.0), xstats[g${u}], base + ${u}u * KL * KSPLIT < groups_k);
+      let next_t = t + 1u;
+      let next_block = wg + (next_t / ksteps) * nwg;
+      let next_g = min((next_t % ksteps) * KL + lid.x, groups_k - 1u);
+      $for r in range(R):
+        let next_row${r} = min(next_block * ROWS + lid.y * R + ${r}u, last_row) + params.n_offset;
         $for v in range(GS // 32):
-          let xa${u}_${v} = xq[g${u} * ${GS // 16}u + ${2 * v}u];
-          let xb${u}_${v} = xq[g${u} * ${GS // 16}u + ${2 * v + 1}u];
-        $for r in range(R):
-          var d${u}_${r}: i32 = 0;
-          $for v in range(GS // 32):
-            d${u}_${r} += dot_i8(w${u}_${r}_${v}, xa${u}_${v}, xb${u}_${v});
-          acc${r} += s${u}_${r} * st${u}.x * (f32(d${u}_${r}) - st${u}.y);
-      base += KL * KSPLIT * U;
-      $for u in range(U):
-        g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
-        $for r in range(R):
-          $for v in range(GS // 32):
-            w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
-          s${u}_${r} = scales[g${u} * params.n_total + row${r}];
-    }
-  $else:
-    for (var base = split * KL + lid.x; base < chunks; base += KL * KSPLIT * U) {
-      $for u in range(U):
-        let c${u} = min(base + ${u}u * KL * KSPLIT, chunks - 1u);
-        let g${u} = (c${u} * ${8 if WORD else 32}u) / params.group_size;
-        $for r in range(R):
-          let w${u}_${r} = weights[row${r} * chunks + c${u}];
-          let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
-      $for u in range(U):
-        let keep${u} = select(0.0, 1.0, base + ${u}u * KL * KSPLIT < chunks);
-        $if WORD and MASK:
-          // keep folds into the shared activations: a discarded chunk's words all dot to zero.
-          let x${u}_0 = keep${u} * x[c${u} * 2u];
-          let x${u}_1 = keep${u} * x[c${u} * 2u + 1u];
-          let xs${u}_0 = x${u}_0 * NIBBLE_WEIGHTS;
-          let xs${u}_1 = x${u}_1 * NIBBLE_WEIGHTS;
-          let offset${u} = 8.0 * (dot(x${u}_0, vec4<f32>(1.0)) + dot(x${u}_1, vec4<f32>(1.0)));
+          let next_w${r}_${v} = weights[next_row${r} * row_words4 + next_g * ${GS // 32}u + ${v}u];
+        let next_s${r} = scales[next_g * params.n_total + next_row${r}];
+      // A lane past the last group of the row computes with zero stats.
+      let st = select(vec2<f32>(0.0), xstats[g], kstep * KL + lid.x < groups_k);
+      $for v in range(GS // 32):
+        let xa${v} = xq[g * ${GS // 16}u + ${2 * v}u];
+        let xb${v} = xq[g * ${GS // 16}u + ${2 * v + 1}u];
+      $for r in range(R):
+        var d${r}: i32 = 0;
+        $for v in range(GS // 32):
+          d${r} += dot_i8(w${r}_${v}, xa${v}, xb${v});
+        acc${r} += s${r} * st.x * (f32(d${r}) - st.y);
+      if (kstep + 1u == ksteps) {     // the block's rows are complete: reduce over the lanes, store
+        $if SUBGROUP:
           $for r in range(R):
-            acc${r} += s${u}_${r} * (dot_word_masked(w${u}_${r}, xs${u}_0, xs${u}_1) - offset${u});
-        $elif WORD:
-          let x${u}_0 = x[c${u} * 2u];
-          let x${u}_1 = x[c${u} * 2u + 1u];
-          $for r in range(R):
-            acc${r} += keep${u} * s${u}_${r} * dot_word(w${u}_${r}, x${u}_0, x${u}_1);
-        $elif MASK:
-          $for j in range(8):
-            let x${u}_${j} = keep${u} * x[c${u} * 8u + ${j}u];
-            let xs${u}_${j} = x${u}_${j} * NIBBLE_WEIGHTS;
-          let offset${u} = 8.0 * (dot(x${u}_0 + x${u}_1 + x${u}_2 + x${u}_3, vec4<f32>(1.0))
-                           + dot(x${u}_4 + x${u}_5 + x${u}_6 + x${u}_7, vec4<f32>(1.0)));
-          $for r in range(R):
-            acc${r} += s${u}_${r} * (dot_word_masked(w${u}_${r}.x, xs${u}_0, xs${u}_1)
-                                  + dot_word_masked(w${u}_${r}.y, xs${u}_2, xs${u}_3)
-                                  + dot_word_masked(w${u}_${r}.z, xs${u}_4, xs${u}_5)
-                                  + dot_word_masked(w${u}_${r}.w, xs${u}_6, xs${u}_7) - offset${u});
+            let total${r} = subgroupAdd(acc${r});
+            if (lid.x % sg_size == 0u) {
+              partial[(lid.y * R + ${r}u) * KL + lid.x] = total${r};
+            }
+          workgroupBarrier();
+          let lane_step = sg_size;
         $else:
-          $for j in range(8):
-            let x${u}_${j} = x[c${u} * 8u + ${j}u];
           $for r in range(R):
-            acc${r} += keep${u} * s${u}_${r} * dot_chunk(w${u}_${r}, x${u}_0, x${u}_1, x${u}_2, x${u}_3, x${u}_4, x${u}_5,
-                                                        x${u}_6, x${u}_7);
-    }
-  $if SUBGROUP:
-    // Lane 0 of each subgroup stores its subgroup's sum.
-    $for r in range(R):
-      let total${r} = subgroupAdd(acc${r});
-      if (lid.x % sg_size == 0u) {
-        partial[(lid.y * R + ${r}u) * KL + lid.x] = total${r};
-      }
-    workgroupBarrier();
-    let lane_step = sg_size;
-  $else:
-    $for r in range(R):
-      partial[(lid.y * R + ${r}u) * KL + lid.x] = acc${r};
-    workgroupBarrier();
-    for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
-      if (lid.x < stride) {
-        for (var r = 0u; r < R; r++) {
-          let i = (lid.y * R + r) * KL + lid.x;
-          partial[i] += partial[i + stride];
+            partial[(lid.y * R + ${r}u) * KL + lid.x] = acc${r};
+          workgroupBarrier();
+          for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
+            if (lid.x < stride) {
+              for (var r = 0u; r < R; r++) {
+                let i = (lid.y * R + r) * KL + lid.x;
+                partial[i] += partial[i + stride];
+              }
+            }
+            workgroupBarrier();
+          }
+          let lane_step = KL;
+        if (lid.x == 0u) {
+          for (var r = 0u; r < R; r++) {
+            let n = block * ROWS + lid.y * R + r;
+            var total = 0.0;
+            for (var lane = 0u; lane < KL; lane += lane_step) {
+              total += partial[(lid.y * R + r) * KL + lane];
+            }
+            if (n < params.n) {
+              out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
+            }
+          }
         }
+        workgroupBarrier();           // partial is rewritten by the next block
+        $for r in range(R):
+          acc${r} = 0.0;
       }
+      t = next_t;
+      block = next_block;
+      kstep = next_t % ksteps;
+      g = next_g;
+      $for r in range(R):
+        row${r} = next_row${r};
+        $for v in range(GS // 32):
+          w${r}_${v} = next_w${r}_${v};
+        s${r} = next_s${r};
+    }
+  }
+$else:
+  @compute @workgroup_size(KL, RG, 1)
+  fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+          @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_size) sg_size: u32" if SUBGROUP else ""}) {
+    let block = wid.y * groups.x + wid.x;
+    let group_in_wg = lid.y / KSPLIT;
+    let split = lid.y % KSPLIT;
+    let first_row = block * ROWS + group_in_wg * R;
+    $if not I8:
+      let chunks = params.k / ${8 if WORD else 32}u;
+    let last_row = params.n - 1u;
+    $for r in range(R):
+      let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
+      var acc${r} = 0.0;
+    $if I8:
+      let groups_k = params.k / GS;
+      let row_words4 = params.k / 32u;
+      var base = split * KL + lid.x;
+      // The first step's weights are requested before x is quantized, so their latency overlaps it; each
+      // step then requests the next one's (clamped to the last group: harmless once past the end).
+      $for u in range(U):
+        var g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
+        $for r in range(R):
+          $for v in range(GS // 32):
+            var w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
+          var s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+      quantize_row(lid.y * KL + lid.x, params.k);
+      loop {
+        if (base >= groups_k) {
+          break;
+        }
+        $for u in range(U):
+          // A discarded (clamped) group gets zero stats, so its products vanish.
+          let st${u} = select(vec2<f32>(0.0), xstats[g${u}], base + ${u}u * KL * KSPLIT < groups_k);
+          $for v in range(GS // 32):
+            let xa${u}_${v} = xq[g${u} * ${GS // 16}u + ${2 * v}u];
+            let xb${u}_${v} = xq[g${u} * ${GS // 16}u + ${2 * v + 1}u];
+          $for r in range(R):
+            var d${u}_${r}: i32 = 0;
+            $for v in range(GS // 32):
+              d${u}_${r} += dot_i8(w${u}_${r}_${v}, xa${u}_${v}, xb${u}_${v});
+            acc${r} += s${u}_${r} * st${u}.x * (f32(d${u}_${r}) - st${u}.y);
+        base += KL * KSPLIT * U;
+        $for u in range(U):
+          g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
+          $for r in range(R):
+            $for v in range(GS // 32):
+              w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
+            s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+      }
+    $else:
+      for (var base = split * KL + lid.x; base < chunks; base += KL * KSPLIT * U) {
+        $for u in range(U):
+          let c${u} = min(base + ${u}u * KL * KSPLIT, chunks - 1u);
+          let g${u} = (c${u} * ${8 if WORD else 32}u) / params.group_size;
+          $for r in range(R):
+            let w${u}_${r} = weights[row${r} * chunks + c${u}];
+            let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+        $for u in range(U):
+          let keep${u} = select(0.0, 1.0, base + ${u}u * KL * KSPLIT < chunks);
+          $if WORD and MASK:
+            // keep folds into the shared activations: a discarded chunk's words all dot to zero.
+            let x${u}_0 = keep${u} * x[c${u} * 2u];
+            let x${u}_1 = keep${u} * x[c${u} * 2u + 1u];
+            let xs${u}_0 = x${u}_0 * NIBBLE_WEIGHTS;
+            let xs${u}_1 = x${u}_1 * NIBBLE_WEIGHTS;
+            let offset${u} = 8.0 * (dot(x${u}_0, vec4<f32>(1.0)) + dot(x${u}_1, vec4<f32>(1.0)));
+            $for r in range(R):
+              acc${r} += s${u}_${r} * (dot_word_masked(w${u}_${r}, xs${u}_0, xs${u}_1) - offset${u});
+          $elif WORD:
+            let x${u}_0 = x[c${u} * 2u];
+            let x${u}_1 = x[c${u} * 2u + 1u];
+            $for r in range(R):
+              acc${r} += keep${u} * s${u}_${r} * dot_word(w${u}_${r}, x${u}_0, x${u}_1);
+          $elif MASK:
+            $for j in range(8):
+              let x${u}_${j} = keep${u} * x[c${u} * 8u + ${j}u];
+              let xs${u}_${j} = x${u}_${j} * NIBBLE_WEIGHTS;
+            let offset${u} = 8.0 * (dot(x${u}_0 + x${u}_1 + x${u}_2 + x${u}_3, vec4<f32>(1.0))
+                             + dot(x${u}_4 + x${u}_5 + x${u}_6 + x${u}_7, vec4<f32>(1.0)));
+            $for r in range(R):
+              acc${r} += s${u}_${r} * (dot_word_masked(w${u}_${r}.x, xs${u}_0, xs${u}_1)
+                                    + dot_word_masked(w${u}_${r}.y, xs${u}_2, xs${u}_3)
+                                    + dot_word_masked(w${u}_${r}.z, xs${u}_4, xs${u}_5)
+                                    + dot_word_masked(w${u}_${r}.w, xs${u}_6, xs${u}_7) - offset${u});
+          $else:
+            $for j in range(8):
+              let x${u}_${j} = x[c${u} * 8u + ${j}u];
+            $for r in range(R):
+              acc${r} += keep${u} * s${u}_${r} * dot_chunk(w${u}_${r}, x${u}_0, x${u}_1, x${u}_2, x${u}_3, x${u}_4, x${u}_5,
+                                                          x${u}_6, x${u}_7);
+      }
+    $if SUBGROUP:
+      // Lane 0 of each subgroup stores its subgroup's sum.
+      $for r in range(R):
+        let total${r} = subgroupAdd(acc${r});
+        if (lid.x % sg_size == 0u) {
+          partial[(lid.y * R + ${r}u) * KL + lid.x] = total${r};
+        }
       workgroupBarrier();
-    }
-    let lane_step = KL;
-  // Lane 0 of the first warp of each row group adds up its row group's partials.
-  if (lid.x == 0u && split == 0u) {
-    for (var r = 0u; r < R; r++) {
-      let n = first_row + r;
-      var total = 0.0;
-      for (var sp = 0u; sp < KSPLIT; sp++) {
-        for (var lane = 0u; lane < KL; lane += lane_step) {
-          total += partial[((lid.y + sp) * R + r) * KL + lane];
+      let lane_step = sg_size;
+    $else:
+      $for r in range(R):
+        partial[(lid.y * R + ${r}u) * KL + lid.x] = acc${r};
+      workgroupBarrier();
+      for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
+        if (lid.x < stride) {
+          for (var r = 0u; r < R; r++) {
+            let i = (lid.y * R + r) * KL + lid.x;
+            partial[i] += partial[i + stride];
+          }
         }
+        workgroupBarrier();
       }
-      if (n < params.n) {
-        out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
+      let lane_step = KL;
+    // Lane 0 of the first warp of each row group adds up its row group's partials.
+    if (lid.x == 0u && split == 0u) {
+      for (var r = 0u; r < R; r++) {
+        let n = first_row + r;
+        var total = 0.0;
+        for (var sp = 0u; sp < KSPLIT; sp++) {
+          for (var lane = 0u; lane < KL; lane += lane_step) {
+            total += partial[((lid.y + sp) * R + r) * KL + lane];
+          }
+        }
+        if (n < params.n) {
+          out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
+        }
       }
     }
   }
-}
