@@ -2,6 +2,10 @@
 
 Ops write their params into a host-side shadow; a step uploads the dirty range with one
 writeBuffer (folded into the replay call). Nothing is created per dispatch or per step.
+
+The shadow is a bytearray of fixed size, never resized (writes assign same-length slices), so a
+backend may keep one view of it across steps (the browser's JS half does: the per-step call then
+carries only the dirty range's two offsets). The device learns of it through attach_params.
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ class ParamArena:
         self.buffer: Handle | None = None
         self._next = 0
         self._free: dict[int, list[ParamSlot]] = {}      # released slots by size, reused first
-        self._dirty: tuple[int, int] | None = None
+        self._lo, self._hi = capacity, 0                  # the dirty byte range [lo, hi); empty when hi <= lo
 
     async def allocate(self) -> None:
         self.buffer = await self.device.create_buffer(
             label="params.arena", size=self.capacity, usage=BufferUsage.UNIFORM | BufferUsage.COPY_DST)
+        self.device.attach_params(self.buffer, self.shadow)
 
     def slot(self, size: int) -> ParamSlot:
         size = max(16, (size + 15) // 16 * 16)      # uniform structs are 16-byte multiples
@@ -60,17 +65,25 @@ class ParamArena:
         if self.shadow[slot.offset:end] == data:
             return
         self.shadow[slot.offset:end] = data
-        lo, hi = self._dirty or (slot.offset, end)
-        self._dirty = (min(lo, slot.offset), max(hi, end))
+        self.mark_dirty(slot.offset, end)
+
+    def mark_dirty(self, lo: int, hi: int) -> None:
+        """Widen the range the next step uploads (also how a failed step hands its range back)."""
+        if hi <= lo:
+            return
+        if lo < self._lo:
+            self._lo = lo
+        if hi > self._hi:
+            self._hi = hi
 
     def read(self, slot: ParamSlot) -> bytes:
         return bytes(self.shadow[slot.offset:slot.offset + slot.size])
 
-    def take_upload(self) -> tuple[Handle, int, memoryview] | None:
-        """(buffer, offset, bytes) covering every write since the last upload, or None."""
-        if self._dirty is None:
-            return None
-        lo, hi = self._dirty
-        hi = (hi + 3) // 4 * 4
-        self._dirty = None
-        return (self.buffer, lo, memoryview(self.shadow)[lo:hi])
+    def take_range(self) -> tuple[int, int]:
+        """The byte range [lo, hi) of the shadow written since the last take, to upload into the
+        same range of the buffer (hi rounded up to writeBuffer's 4 bytes); (0, 0) when clean."""
+        lo, hi = self._lo, self._hi
+        if hi <= lo:
+            return (0, 0)
+        self._lo, self._hi = self.capacity, 0
+        return (lo, (hi + 3) & ~3)

@@ -2,11 +2,13 @@
 
 Phases, in order:
   build   `await plan.add(call)` per op: pipeline (cached), a params slot, a bind group (cached)
-  record  `plan.record()`: the device keeps the (pipeline, bind group) list where encoding
-          happens (JS in the browser), and the plan keeps an array of 3N workgroup counts
-  replay  `await plan.replay()` per step: one device call uploads the dirty params range and
-          encodes every dispatch; `plan.resize(seq=1)` between steps recomputes only what follows
-          the live sizes (workgroup counts and params) through each op's sizing function, so
+  record  `plan.record()`: the device keeps the (pipeline, bind group) list and the workgroup
+          counts where encoding happens (JS in the browser); the plan keeps its array of 3N counts
+  replay  `await plan.replay(wait=False)` per token: one call to the device's step function with
+          two ints (the params arena's dirty range), which uploads it, encodes every dispatch and
+          submits; `plan.replay()` does the same inside error scopes and waits. `plan.resize(seq=1)`
+          between steps recomputes only what follows the live sizes (workgroup counts, pushed to
+          the device when they change, and params) through each op's sizing function, so
           immutable controls an op packs into its params (has_bias, nibble order) are kept.
 """
 
@@ -113,6 +115,7 @@ class Plan:
         self._calls: list[OpCall] = []
         self._entries: list[_Entry] = []
         self._recorded: Handle | None = None
+        self._step = None           # the device's step function while recorded (the per-token path)
         self.workgroups = array("I")
 
     def __len__(self) -> int:
@@ -146,7 +149,10 @@ class Plan:
     def record(self) -> None:
         if not self._entries:
             raise PlanError(f"plan {self.label!r} has no dispatches")
-        self._recorded = self.runtime.device.record(self.dispatches(), label=self.label)
+        # The device and arena of this recording: after Runtime.rebuild the plan must rebuild too.
+        self._device, self._arena = self.runtime.device, self.runtime.params
+        self._recorded = self._device.record(self.dispatches(), label=self.label)
+        self._step = self._device.stepper(self._recorded)
         self.workgroups = array("I", [c for e in self._entries for c in e.sizing.workgroups])
         self._attest()
 
@@ -167,12 +173,17 @@ class Plan:
             if entry.slot is not None and len(sizing.params) != len(entry.sizing.params):
                 raise PlanError(f"{entry.call.label}: params changed size on resize")
         self.live = new_live
-        for i, (entry, sizing) in enumerate(zip(self._entries, sizings)):
+        for entry, sizing in zip(self._entries, sizings):
             if entry.slot is not None:
                 self.runtime.params.write(entry.slot, sizing.params)
-            self.workgroups[3 * i:3 * i + 3] = array("I", sizing.workgroups)
             entry.sizing = sizing
-        if self._recorded is not None:
+        counts = array("I", [c for s in sizings for c in s.workgroups])
+        if self._recorded is None:
+            self.workgroups = counts
+            return
+        if counts != self.workgroups:       # routes follow the counts (idle or not) and nothing else
+            self.workgroups[:] = counts         # same length: the array object (and views of it) stay
+            self._device.set_workgroups(self._recorded, self.workgroups)
             self._attest()
 
     def params_of(self, index: int) -> bytes:
@@ -186,19 +197,41 @@ class Plan:
         return tuple(dict.fromkeys(e.call.route for e in self._entries if runs_at(e.sizing.workgroups)))
 
     async def replay(self, *, profile: bool | str = False, wait: bool = True) -> Execution:
-        """One step. wait=False returns once the work is submitted (host cost only); profiling waits.
-        profile=True: one pass per dispatch, a ProfileRow each; profile="span": the plan's own single
-        pass between two timestamps (dispatches run back to back, as unprofiled), as span_ns."""
+        """One step. wait=False returns once the work is submitted (host cost only); profiling waits."""
+        step = self._step
+        if step is None:
+            raise PlanError(f"plan {self.label!r} is not recorded; call record() after the last add()")
+        if wait or profile:
+            return await self._replay_waited(profile)
+        # The per-token path: one device call; nothing here allocates beyond the Execution.
+        arena = self._arena
+        lo, hi = arena.take_range()
+        started = time.perf_counter_ns()
+        try:
+            step(lo, hi)
+        except BaseException:
+            arena.mark_dirty(lo, hi)        # the upload may not have happened: the next step retries it
+            raise
+        host_ns = time.perf_counter_ns() - started
+        attested = self._attested
+        return Execution(attested.routes, attested.route_mask, attested.attention_conflicts, host_ns)
+
+    async def _replay_waited(self, profile: bool | str) -> Execution:
+        """profile=True: one pass per dispatch, a ProfileRow each; profile="span": the plan's own single
+        pass between two timestamps (dispatches back to back, as unprofiled), as span_ns."""
         if profile not in (False, True, "span"):
             raise PlanError(f"profile must be False, True or 'span', not {profile!r}")
-        if self._recorded is None:
-            raise PlanError(f"plan {self.label!r} is not recorded; call record() after the last add()")
-        device = self.runtime.device
+        device = self._device
         if profile and "timestamp-query" not in device.adapter.device_features:
             raise PlanError("profiling needs the 'timestamp-query' feature, which this device lacks")
+        arena = self._arena
+        lo, hi = arena.take_range()
         started = time.perf_counter_ns()
-        stamps = await device.replay(self._recorded, self.workgroups, timestamps=profile,
-                                     upload=self.runtime.params.take_upload(), wait=wait or profile)
+        try:
+            stamps = await device.replay(self._recorded, timestamps=profile, upload=(lo, hi))
+        except BaseException:
+            arena.mark_dirty(lo, hi)
+            raise
         host_ns = time.perf_counter_ns() - started
         if not stamps:
             return replace(self._attested, host_ns=host_ns)
@@ -218,16 +251,20 @@ class Plan:
 
     async def rebuild(self) -> None:
         """Re-create every dispatch on the runtime's current device (after Runtime.rebuild)."""
-        calls, self._calls, self._entries, self._recorded = self._calls, [], [], None
+        self._drop_recording()
+        calls, self._calls, self._entries = self._calls, [], []
         for call in calls:
             await self.add(call)
         self.record()
 
+    def _drop_recording(self) -> None:
+        if self._recorded is not None:
+            self._device.destroy(self._recorded)        # the device it was recorded on, lost or not
+            self._recorded = self._step = None
+
     def release(self) -> None:
         """Destroy the recording and hand the params slots back to the arena."""
-        if self._recorded is not None:
-            self.runtime.device.destroy(self._recorded)
-            self._recorded = None
+        self._drop_recording()
         for entry in self._entries:
             if entry.slot is not None:
                 self.runtime.params.release(entry.slot)

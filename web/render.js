@@ -40,7 +40,7 @@ export function renderReport(report) {
   }
   if (report.suite === "host_cost") {
     renderHostCost(report);
-    return `host cost ${report.replay.host_us_per_dispatch.toFixed(2)} µs/dispatch (replay)`;
+    return `host cost ${report[report.headline].host_us_per_dispatch.toFixed(2)} µs/dispatch (replay + params write)`;
   }
   if (report.suite === "elementwise") {
     renderElementwise(report);
@@ -110,11 +110,19 @@ function renderKernelBench(report) {
 }
 
 function renderHostCost(report) {
-  const rows = ["naive", "replay"].map((k) => [k, report[k].host_us_per_dispatch.toFixed(3),
-    report[k].host_us_per_step.toFixed(1), report[k].steps]);
+  const ways = { naive: "naive", replay: "replay", replay_upload: "replay + params write (headline)" };
+  const rows = Object.entries(ways).map(([k, name]) => [name, report[k].host_us_per_dispatch.toFixed(3),
+    report[k].host_us_per_step.toFixed(1), report[k].median_us_per_step.toFixed(1),
+    report[k].p90_us_per_step.toFixed(1), report[k].steps]);
+  const b = report.replay_upload.breakdown;
+  const where = b ? `replay + params write, per step: upload ${b.upload_us_per_step.toFixed(1)} µs, encode ` +
+    `${b.encode_us_per_step.toFixed(1)} µs, finish ${b.finish_us_per_step.toFixed(1)} µs, submit ` +
+    `${b.submit_us_per_step.toFixed(1)} µs, Python and FFI ${b.rest_us_per_step.toFixed(1)} µs` : "";
   document.getElementById("summary").replaceChildren(el("h2", {}, `Host cost, ${report.dispatches}-dispatch plan`),
-    table(["encoding", "host µs / dispatch", "host µs / step", "steps"], rows),
-    el("p", {}, `replay output bit-identical to naive: ${report.bit_identical}; speed-up ${report.speedup.toFixed(1)}×`));
+    table(["encoding", "host µs / dispatch (mean)", "µs / step mean", "median", "p90", "steps"], rows),
+    el("p", {}, `replay output bit-identical to naive: ${report.bit_identical}; replay path checks passed: ` +
+      `${report.replay_path.passed}; speed-up ${report.speedup.toFixed(1)}×`),
+    el("p", {}, where));
 }
 
 function renderAdapter(report) {

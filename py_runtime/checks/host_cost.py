@@ -4,36 +4,74 @@ A decode step of a 16-layer model is ~230 dispatches. The naive path encodes eac
 Python (setPipeline, setBindGroup, dispatchWorkgroups: three FFI crossings each in the browser,
 three wgpu-py calls natively); replay encodes the recorded plan in one call (natively: a loop of
 direct wgpu-native calls). Each timed step is encode + submit without waiting; the GPU is drained
-between steps, untimed. The outputs of one naive step and one replayed
-step, from the same input, must be bit-identical.
+between steps, untimed. Three ways are timed:
+
+  naive          every dispatch encoded from Python
+  replay         plan.replay(wait=False), params unchanged (no upload)
+  replay_upload  the same after writing one 16-byte params slot through the arena, as a decode
+                 writes its position every step: every step then uploads. The headline figure.
+
+Per way: the mean per step (the headline, amortized per dispatch), the median and the 90th
+percentile (host CPUs are noisy), and where the backend measures it, the replay breakdown
+(upload, encode, finish, submit; the rest is Python and the FFI crossing). The outputs of one
+naive step and one replayed step, from the same input, must be bit-identical, and so must the
+replay path's checks (resizes, heap growth, idle dispatches: checks/replay_path.py).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+import statistics
+import struct
 import time
 
 from ..ops.synth import UniformRange, fill_uniform
 from ..ops.unary import unary
 from ..plan import Plan
 from ..runtime import Runtime
+from .replay_path import run_replay_path_checks
 
 __all__ = ["run_host_cost"]
 
 # A chain that keeps values bounded whatever its length: each op reads the previous output.
 _CHAIN = ("tanh", "neg", "sigmoid", "abs", "silu", "round", "hardswish", "sin")
 _RANGE = UniformRange(scale_log2=-22, offset=-2.0)
+# The per-step params write of replay_upload: a position and a length, padded to a uniform's 16 bytes.
+_POSITION = struct.Struct("<IIII")
+HEADLINE = "replay_upload"
 
 
-async def _host_time(device, steps: int, step) -> int:
-    """ns spent in `step` (encode + submit, no wait) over `steps` steps, draining the GPU between
-    steps untimed, so GPU work never overlaps the host work measured (it would on CPU adapters)."""
-    total = 0
+async def _step_times(device, steps: int, step) -> list[int]:
+    """ns spent in each of `steps` calls of `step` (encode + submit, no wait), draining the GPU
+    between steps untimed, so GPU work never overlaps the host work measured (it would on CPU adapters)."""
+    samples = []
+    clock = time.perf_counter_ns
     for _ in range(steps):
-        started = time.perf_counter_ns()
+        started = clock()
         await step()
-        total += time.perf_counter_ns() - started
+        samples.append(clock() - started)
         await device.on_submitted_work_done()
-    return total
+    return samples
+
+
+def _summary(samples: list[int], dispatches: int) -> dict:
+    ordered = sorted(samples)
+    mean_us = sum(samples) / len(samples) / 1e3
+    return {"steps": len(samples), "host_us_per_step": mean_us, "host_us_per_dispatch": mean_us / dispatches,
+            "median_us_per_step": statistics.median(ordered) / 1e3,
+            "p90_us_per_step": ordered[math.ceil(0.9 * len(ordered)) - 1] / 1e3}
+
+
+def _breakdown(stats: dict | None, mean_us: float) -> dict | None:
+    """Mean us per step in each phase the backend timed; `rest` is everything else in the step
+    (Python, the FFI crossing, the call's own bookkeeping)."""
+    if not stats or not stats["steps"]:
+        return None
+    phases = {f"{name}_us_per_step": 1e3 * stats[f"{name}_ms"] / stats["steps"]
+              for name in ("upload", "encode", "finish", "submit")}
+    return {**phases, "rest_us_per_step": mean_us - sum(phases.values()),
+            "timer_step_us": stats["timer_step_us"], "steps": stats["steps"]}
 
 
 async def run_host_cost(runtime: Runtime, *, dispatches: int = 230, steps: int = 50, length: int = 256,
@@ -41,6 +79,7 @@ async def run_host_cost(runtime: Runtime, *, dispatches: int = 230, steps: int =
     if dispatches < 1 or steps < 1:
         raise ValueError(f"host_cost needs dispatches >= 1 and steps >= 1, got {dispatches}, {steps}")
     device = runtime.device
+    replay_path = await run_replay_path_checks(runtime)
     a = await runtime.tensors.allocate("host_cost.a", (length,))
     b = await runtime.tensors.allocate("host_cost.b", (length,))
     seed = Plan(runtime, "host_cost.seed")
@@ -53,11 +92,19 @@ async def run_host_cost(runtime: Runtime, *, dispatches: int = 230, steps: int =
     chain.record()
     last = b if dispatches % 2 else a
     listed = chain.dispatches()
+    arena = runtime.params
+    position = arena.slot(_POSITION.size)       # bound by no dispatch: it moves bytes, not results
+    counter = itertools.count()
 
     async def naive():
         await device.submit(listed, wait=False)
 
     async def replay():
+        await chain.replay(wait=False)
+
+    async def replay_upload():
+        n = next(counter)
+        arena.write(position, _POSITION.pack(n, n + 1, 0, 0))
         await chain.replay(wait=False)
 
     # Bit-identity: one step each from the same input.
@@ -69,21 +116,13 @@ async def run_host_cost(runtime: Runtime, *, dispatches: int = 230, steps: int =
     replay_out = await device.read_buffer(last.buffer)
 
     results = {}
-    for name, step in (("naive", naive), ("replay", replay)):
-        await _host_time(device, warmup, step)
+    for name, step in (("naive", naive), ("replay", replay), ("replay_upload", replay_upload)):
+        await _step_times(device, warmup, step)
         device.take_replay_stats()
-        host_ns = await _host_time(device, steps, step)
-        results[name] = {"steps": steps, "host_us_per_step": host_ns / steps / 1e3,
-                         "host_us_per_dispatch": host_ns / steps / dispatches / 1e3}
-    # Where a replayed step's host time goes, where the backend can tell (the browser's JS half).
-    stats = device.take_replay_stats()
-    breakdown = None
-    if stats and stats["steps"]:
-        encode_us = 1e3 * stats["encode_ms"] / stats["steps"]
-        submit_us = 1e3 * stats["submit_ms"] / stats["steps"]
-        breakdown = {"encode_us_per_step": encode_us, "submit_us_per_step": submit_us,
-                     "rest_us_per_step": results["replay"]["host_us_per_step"] - encode_us - submit_us,
-                     "timer_step_us": stats["timer_step_us"], "steps": stats["steps"]}
+        result = _summary(await _step_times(device, steps, step), dispatches)
+        result["breakdown"] = None if name == "naive" else _breakdown(device.take_replay_stats(),
+                                                                       result["host_us_per_step"])
+        results[name] = result
     started = time.perf_counter_ns()
     for _ in range(steps):
         await chain.replay()
@@ -92,21 +131,24 @@ async def run_host_cost(runtime: Runtime, *, dispatches: int = 230, steps: int =
     if "timestamp-query" in device.adapter.device_features:
         profiled = await chain.replay(profile=True)
         gpu_ns = sum(row.ns for row in profiled.rows)
+    arena.release(position)
     chain.release()
     seed.release()
     runtime.tensors.release(a.name)
     runtime.tensors.release(b.name)
+    identical = naive_out == replay_out
     return {
         "suite": "host_cost",
         "adapter": device.adapter.to_json(),
         "dispatches": dispatches,
         "length": length,
-        "naive": results["naive"],
-        "replay": results["replay"],
+        **results,
+        "headline": HEADLINE,
+        "upload_bytes_per_step": _POSITION.size,
         "speedup": results["naive"]["host_us_per_step"] / results["replay"]["host_us_per_step"],
         "replay_waited_us_per_step": waited / steps / 1e3,
         "gpu_us_per_step_profiled": gpu_ns / 1e3 if gpu_ns is not None else None,
-        "replay_breakdown": breakdown,
-        "bit_identical": naive_out == replay_out,
-        "passed": naive_out == replay_out,
+        "replay_path": replay_path,
+        "bit_identical": identical,
+        "passed": identical and replay_path["passed"],
     }

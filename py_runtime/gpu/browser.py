@@ -90,7 +90,6 @@ class BrowserDevice(Device):
         self._device = device
         self._bridge = _js_bridge()
         self._state = self._bridge.trackDevice(device)
-        self._counts_views: dict[int, tuple] = {}     # plan uid -> (its counts array, a heap view of it)
         self.adapter = adapter
 
     @property
@@ -100,17 +99,18 @@ class BrowserDevice(Device):
 
     def _check_alive(self, what: str = "an earlier unscoped call"):
         """Raise for a lost device, or for uncaptured errors that arrived since the last check."""
-        if not self._state.problems:        # one property read on the per-step path
-            return
+        if self._state.problems:            # one property read when all is well
+            self._raise_problems(what)
+
+    def _raise_problems(self, what: str):
         lost = self.lost
         if lost:
             raise DeviceLost(*lost)
         errors = self._state.errors
-        if errors.length:
-            messages = [str(m) for m in errors]
-            errors.length = 0
-            self._state.problems = 0
-            raise GpuValidationError(what, "; ".join(messages))
+        messages = [str(m) for m in errors]
+        errors.length = 0
+        self._state.problems = 0
+        raise GpuValidationError(what, "; ".join(messages) or "an error was counted but not recorded")
 
     async def _scoped(self, what: str, call):
         self._check_alive()
@@ -191,46 +191,43 @@ class BrowserDevice(Device):
             await self.on_submitted_work_done()
         return None
 
+    def attach_params(self, buffer, shadow):
+        # JS keeps one view of the shadow for every step (re-acquired when the wasm heap grows) and
+        # owns this proxy from here on: it is destroyed with the device state (loss, destroy).
+        self._bridge.attachParams(self._state, buffer.raw, create_proxy(memoryview(shadow)))
+
     def record(self, dispatches, *, label):
         self._check_alive()
         pairs = to_js([[d.pipeline.raw, d.bind_group.raw] for d in dispatches])
-        plan = self._bridge.record(self._device, pairs, "timestamp-query" in self.adapter.device_features)
-        return Handle("plan", label, len(dispatches), plan)
+        plan = Handle("plan", label, len(dispatches), self._bridge.record(
+            self._device, self._state, pairs, "timestamp-query" in self.adapter.device_features))
+        self.set_workgroups(plan, array("I", [c for d in dispatches for c in d.workgroups]))
+        return plan
 
-    def _counts_view(self, plan, workgroups):
-        """A heap view of the plan's workgroup counts, made once per counts array: a PyProxy costs
-        tens of microseconds in Pyodide, a noticeable share of a whole step's host time. (Resizes
-        assign same-length slices, which an exported array allows.)"""
-        cached = self._counts_views.get(plan.uid)
-        if cached is None or cached[0] is not workgroups:
-            if cached is not None:
-                cached[1].destroy()
-            cached = (workgroups, create_proxy(memoryview(workgroups)))
-            self._counts_views[plan.uid] = cached
-        return cached[1]
+    def set_workgroups(self, plan, workgroups):
+        with _HeapView(workgroups) as view:
+            self._bridge.setCounts(plan.raw, view)
 
-    async def replay(self, plan, workgroups, *, timestamps=False, upload=None, wait=True):
-        buffer, offset, data = upload if upload else (None, 0, None)
+    def stepper(self, plan):
+        js_step = plan.raw.step     # a handle on the JS closure itself: no attribute lookup per step
+        raise_problems, label = self._raise_problems, plan.label
+
+        def step(lo, hi):
+            try:
+                problems = js_step(lo, hi)
+            except JsException as error:        # e.g. a range writeBuffer refuses: loud, and named
+                raise GpuValidationError(f"replay({label})", str(error)) from None
+            if problems:
+                raise_problems(label)
+
+        return step
+
+    async def replay(self, plan, *, timestamps=False, upload=(0, 0)):
+        lo, hi = upload
         bridge = self._bridge
-        counts = self._counts_view(plan, workgroups)
-        if not (timestamps or wait):
-            # The per-token path: one synchronous call; errors surface on the next check.
-            self._check_alive(plan.label)
-            if data is None:
-                bridge.replayNow(self._device, plan.raw, counts, None, 0, None)
-            else:
-                with _HeapView(data) as view:
-                    bridge.replayNow(self._device, plan.raw, counts, buffer.raw, offset, view)
-            return None
-        what = f"replay({plan.label})"
         mode = {False: "", True: "dispatch", "span": "span"}[timestamps]
-        if data is None:
-            raw = await self._scoped(what, lambda: bridge.replayChecked(
-                self._device, plan.raw, counts, mode, None, 0, None))
-        else:
-            with _HeapView(data) as view:
-                raw = await self._scoped(what, lambda: bridge.replayChecked(
-                    self._device, plan.raw, counts, mode, buffer.raw, offset, view))
+        raw = await self._scoped(f"replay({plan.label})", lambda: bridge.replayChecked(
+            self._device, self._state, plan.raw, mode, lo, hi))
         if not timestamps:
             return None
         count = 2 if timestamps == "span" else 2 * plan.size
@@ -238,8 +235,9 @@ class BrowserDevice(Device):
 
     def take_replay_stats(self):
         stats = self._bridge.takeReplayStats()
-        return {"encode_ms": float(stats.encodeMs), "submit_ms": float(stats.submitMs), "steps": int(stats.steps),
-                "timer_step_us": float(stats.resolutionProbeUs)}
+        return {"upload_ms": float(stats.uploadMs), "encode_ms": float(stats.encodeMs),
+                "finish_ms": float(stats.finishMs), "submit_ms": float(stats.submitMs), "steps": int(stats.steps),
+                "param_views": int(stats.paramViews), "timer_step_us": float(stats.resolutionProbeUs)}
 
     async def on_submitted_work_done(self):
         await self._scoped("on_submitted_work_done", lambda: self._bridge.workDone(self._device))
@@ -249,9 +247,6 @@ class BrowserDevice(Device):
             handle.raw.destroy()
         elif handle.kind == "plan":
             self._bridge.release(handle.raw)
-            cached = self._counts_views.pop(handle.uid, None)
-            if cached is not None:
-                cached[1].destroy()
 
     def destroy_device(self):
-        self._device.destroy()
+        self._bridge.destroyDevice(self._device, self._state)

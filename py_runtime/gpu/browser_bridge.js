@@ -13,7 +13,11 @@ function withPyBuffer(pyBuffer, use, type = "u8") {
   }
 }
 
-let replayStats = { encodeMs: 0, submitMs: 0, steps: 0 };
+// Where the unscoped steps' host time went (ms, summed; read and reset by takeReplayStats). Plain
+// numbers updated from five performance.now() reads per step: nothing allocated for them.
+let uploadMs = 0, encodeMs = 0, finishMs = 0, submitMs = 0, steps = 0;
+// How many times a params view was (re)acquired: once per arena, plus once per wasm heap growth.
+let paramViews = 0;
 
 // The smallest nonzero step of performance.now, in microseconds (how much to trust the stats).
 function timerStepUs() {
@@ -54,11 +58,10 @@ function destroyTimestampSet(set) {
   set.staging.destroy();
 }
 
-// Encodes pairs [[pipeline, bindGroup], ...] with counts[3i..3i+2]; one pass, or one pass per
-// dispatch writing timestamps 2i and 2i+1 into `stamps` when given, or (span) one pass between
-// timestamps 0 and 1.
-function encode(device, pairs, counts, stamps, span = false) {
-  const encoder = device.createCommandEncoder();
+// Encodes pairs [[pipeline, bindGroup], ...] with counts[3i..3i+2] into `encoder`: one pass, or one
+// pass per dispatch writing timestamps 2i and 2i+1 into `stamps` when given, or (span) the one pass
+// between timestamps 0 and 1.
+function encodeInto(encoder, pairs, counts, stamps, span = false) {
   if (stamps && !span) {
     for (let i = 0; i < pairs.length; i++) {
       const pass = encoder.beginComputePass({
@@ -71,27 +74,63 @@ function encode(device, pairs, counts, stamps, span = false) {
     }
     encoder.resolveQuerySet(stamps.querySet, 0, stamps.count, stamps.resolved, 0);
     encoder.copyBufferToBuffer(stamps.resolved, 0, stamps.staging, 0, 8 * stamps.count);
-  } else {
-    // One pass: state persists between dispatches, so repeated pipelines and bind groups are not
-    // set again (each call costs host time in Dawn's wire client); idle alternatives are skipped.
-    const pass = encoder.beginComputePass(span ? {
-      timestampWrites: { querySet: stamps.querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 },
-    } : undefined);
-    let pipeline = null, bindGroup = null;
-    for (let i = 0; i < pairs.length; i++) {
-      const x = counts[3 * i], y = counts[3 * i + 1], z = counts[3 * i + 2];
-      if (x * y * z === 0) continue;
-      if (pairs[i][0] !== pipeline) pass.setPipeline((pipeline = pairs[i][0]));
-      if (pairs[i][1] !== bindGroup) pass.setBindGroup(0, (bindGroup = pairs[i][1]));
-      pass.dispatchWorkgroups(x, y, z);
-    }
-    pass.end();
-    if (span) {
-      encoder.resolveQuerySet(stamps.querySet, 0, 2, stamps.resolved, 0);
-      encoder.copyBufferToBuffer(stamps.resolved, 0, stamps.staging, 0, 16);
-    }
+    return;
   }
+  // One pass: state persists between dispatches, so repeated pipelines and bind groups are not
+  // set again (each call costs host time in Dawn's wire client); idle alternatives are skipped.
+  const pass = encoder.beginComputePass(span ? {
+    timestampWrites: { querySet: stamps.querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 },
+  } : undefined);
+  let pipeline = null, bindGroup = null;
+  for (let i = 0; i < pairs.length; i++) {
+    const x = counts[3 * i], y = counts[3 * i + 1], z = counts[3 * i + 2];
+    if (x * y * z === 0) continue;
+    if (pairs[i][0] !== pipeline) pass.setPipeline((pipeline = pairs[i][0]));
+    if (pairs[i][1] !== bindGroup) pass.setBindGroup(0, (bindGroup = pairs[i][1]));
+    pass.dispatchWorkgroups(x, y, z);
+  }
+  pass.end();
+  if (span) {
+    encoder.resolveQuerySet(stamps.querySet, 0, 2, stamps.resolved, 0);
+    encoder.copyBufferToBuffer(stamps.resolved, 0, stamps.staging, 0, 16);
+  }
+}
+
+function encode(device, pairs, counts, stamps, span = false) {
+  const encoder = device.createCommandEncoder();
+  encodeInto(encoder, pairs, counts, stamps, span);
   return encoder.finish();
+}
+
+// The params arena's host shadow, seen from JS: one long-lived view of the Python bytearray (never
+// resized, so its address is fixed), instead of acquiring and releasing a buffer every step. Growing
+// the wasm heap detaches every view of the old heap (byteLength becomes 0): then it is re-acquired.
+function paramBytes(params) {
+  let bytes = params.bytes;
+  if (bytes === null || bytes.byteLength === 0) {
+    if (params.pyBuffer) params.pyBuffer.release();
+    params.pyBuffer = null;       // so that a failing getBuffer leaves nothing to release twice
+    params.pyBuffer = params.py.getBuffer("u8");
+    params.bytes = bytes = params.pyBuffer.data;
+    paramViews += 1;
+  }
+  return bytes;
+}
+
+function releaseParams(state) {
+  const params = state.params;
+  if (!params) return;
+  state.params = null;
+  if (params.pyBuffer) params.pyBuffer.release();
+  params.py.destroy();
+}
+
+// Bytes [lo, hi) of the params shadow into the same range of the arena buffer (writeBuffer copies
+// them at once, so the view is free again when it returns).
+function uploadParams(device, state, lo, hi) {
+  const params = state.params;
+  if (!params) throw new Error("no params arena attached to this device (attachParams)");
+  device.queue.writeBuffer(params.buffer, lo, paramBytes(params), lo, hi - lo);
 }
 
 async function readStamps(stamps) {
@@ -123,17 +162,35 @@ return {
   // Device state observable synchronously from Python: state.lost becomes {reason, message} when
   // GPUDevice.lost resolves; state.errors collects uncaptured errors (those of unscoped replays).
   // state.problems counts both, so the per-step check is a single property read.
+  // state.params is the attached params arena (attachParams), released when the device is lost.
   trackDevice(device) {
-    const state = { lost: null, errors: [], problems: 0 };
+    const state = { lost: null, errors: [], problems: 0, params: null };
     device.lost.then((info) => {
-      state.lost = { reason: String(info.reason), message: String(info.message) };
+      if (!state.lost) state.lost = { reason: String(info.reason), message: String(info.message) };
       state.problems += 1;
+      releaseParams(state);
     });
     device.addEventListener("uncapturederror", (event) => {
       state.errors.push(String(event.error.message));
       state.problems += 1;
     });
     return state;
+  },
+
+  // GPUDevice.destroy, with the loss visible at once (GPUDevice.lost resolves a little later): a step
+  // issued in between must not run on the destroyed device.
+  destroyDevice(device, state) {
+    state.lost = { reason: "destroyed", message: "GPUDevice.destroy() was called" };
+    state.problems += 1;
+    device.destroy();
+    releaseParams(state);
+  },
+
+  // The params arena: its GPU buffer and a PyProxy of a memoryview of its shadow (JS owns the proxy
+  // from here on and destroys it with the device state).
+  attachParams(state, buffer, py) {
+    releaseParams(state);
+    state.params = { buffer, py, pyBuffer: null, bytes: null };
   },
 
   writeBuffer(device, buffer, offset, pyBuffer) {
@@ -188,47 +245,71 @@ return {
     }));
   },
 
-  // A recorded plan: the pairs to encode, and timestamp plumbing made once when profiling is possible.
-  record(device, pairs, withTimestamps) {
-    return { pairs, stamps: withTimestamps && pairs.length ? createTimestampSet(device, 2 * pairs.length) : null };
+  // A recorded plan: the pairs to encode, a JS-owned copy of the workgroup counts (setCounts), the
+  // timestamp plumbing when profiling is possible, and `step`, the per-token path. Python keeps a
+  // handle to `step` itself, so a step is one call with two small ints that returns a small int.
+  record(device, state, pairs, withTimestamps) {
+    const plan = {
+      pairs,
+      counts: new Uint32Array(3 * pairs.length),
+      stamps: withTimestamps && pairs.length ? createTimestampSet(device, 2 * pairs.length) : null,
+      step: null,
+    };
+    const queue = device.queue;
+    // Upload params bytes [lo, hi) when hi > lo, encode every dispatch into one pass, submit. No
+    // error scope (its pop is a round trip to the GPU process, longer than encoding 230 dispatches):
+    // errors arrive as uncaptured errors. Returns state.problems; nonzero makes Python raise, and
+    // a step that finds it nonzero does nothing (Python hands its upload range back to the arena).
+    plan.step = (lo, hi) => {
+      if (state.problems) return state.problems;
+      const t0 = performance.now();
+      if (hi > lo) uploadParams(device, state, lo, hi);
+      const t1 = performance.now();
+      const encoder = device.createCommandEncoder();
+      encodeInto(encoder, plan.pairs, plan.counts, null);
+      const t2 = performance.now();
+      const commands = encoder.finish();
+      const t3 = performance.now();
+      queue.submit([commands]);
+      const t4 = performance.now();
+      uploadMs += t1 - t0;
+      encodeMs += t2 - t1;
+      finishMs += t3 - t2;
+      submitMs += t4 - t3;
+      steps += 1;
+      return state.problems;
+    };
+    return plan;
+  },
+
+  // New workgroup counts (a PyProxy of the plan's array('I')), copied into the plan's own array:
+  // done at record and when a resize changed them, so no step reads Python memory for them.
+  setCounts(plan, countsPy) {
+    withPyBuffer(countsPy, (counts) => plan.counts.set(counts), "u32");
   },
 
   release(plan) {
     if (plan.stamps) destroyTimestampSet(plan.stamps);
+    plan.stamps = null;
   },
 
-  // One step, synchronously: optional upload (the params arena), then the whole plan in one
-  // encoder and one submit. No error scope (its pop is a round trip to the GPU process, longer than
-  // encoding 230 dispatches): errors arrive as uncaptured errors, which Python checks on every call.
-  replayNow(device, plan, countsPy, uploadBuffer, uploadOffset, uploadPy) {
-    const t0 = performance.now();
-    if (uploadPy) withPyBuffer(uploadPy, (bytes) => device.queue.writeBuffer(uploadBuffer, uploadOffset, bytes));
-    const commands = withPyBuffer(countsPy, (counts) => encode(device, plan.pairs, counts, null), "u32");
-    const t1 = performance.now();
-    device.queue.submit([commands]);
-    replayStats.encodeMs += t1 - t0;
-    replayStats.submitMs += performance.now() - t1;
-    replayStats.steps += 1;
-  },
-
-  // Where the unscoped replays' host time went (performance.now: 5 us steps when the page is
+  // Where the unscoped steps' host time went (performance.now: 5 us steps when the page is
   // cross-origin isolated, as the dev server makes it); read and reset.
   takeReplayStats() {
-    const out = { ...replayStats, resolutionProbeUs: timerStepUs() };
-    replayStats = { encodeMs: 0, submitMs: 0, steps: 0 };
+    const out = { uploadMs, encodeMs, finishMs, submitMs, steps, paramViews, resolutionProbeUs: timerStepUs() };
+    uploadMs = encodeMs = finishMs = submitMs = 0;
+    steps = 0;
     return out;
   },
 
   // One step inside error scopes (first replays, profiling); resolves when the GPU is done, with a
-  // Uint8Array of u64 timestamps when profiling (mode "dispatch": 2N, "span": the first 2), else null.
-  async replayChecked(device, plan, countsPy, mode, uploadBuffer, uploadOffset, uploadPy) {
+  // Uint8Array of u64 timestamps when profiling (mode "dispatch": 2N; "span": the first 2), else null.
+  async replayChecked(device, state, plan, mode, lo, hi) {
     const stamps = mode ? plan.stamps : null;
     if (mode && !stamps) throw new Error("this plan was recorded without timestamp queries");
     await scoped(device, () => {
-      if (uploadPy) withPyBuffer(uploadPy, (bytes) => device.queue.writeBuffer(uploadBuffer, uploadOffset, bytes));
-      const commands = withPyBuffer(countsPy,
-        (counts) => encode(device, plan.pairs, counts, stamps, mode === "span"), "u32");
-      device.queue.submit([commands]);
+      if (hi > lo) uploadParams(device, state, lo, hi);
+      device.queue.submit([encode(device, plan.pairs, plan.counts, stamps, mode === "span")]);
     });
     if (!stamps) {
       await bounded(device.queue.onSubmittedWorkDone(), "onSubmittedWorkDone");

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 __all__ = [
     "AdapterReport", "Binding", "BufferUsage", "Device", "DeviceLost", "Dispatch", "GpuError",
@@ -159,22 +159,39 @@ class Device:
         """
         raise NotImplementedError
 
-    def record(self, dispatches: list[Dispatch], *, label: str) -> Handle:
-        """Our addition: keep (pipeline, bind group) pairs where encoding happens (JS in the
-        browser) so that `replay` encodes the whole list in one call."""
+    def attach_params(self, buffer: Handle, shadow: bytearray) -> None:
+        """Our addition: the params arena that replays upload from: its uniform buffer and the host
+        shadow of it, a bytearray that is never resized (so a backend may keep a view of it)."""
         raise NotImplementedError
 
-    async def replay(self, plan: Handle, workgroups, *, timestamps: bool | str = False,
-                     upload: tuple[Handle, int, bytes] | None = None, wait: bool = True) -> list[int] | None:
-        """Our addition: one call per step. Writes `upload` (buffer, offset, bytes) first, then
-        encodes every recorded dispatch with its counts from `workgroups` (an array('I') of 3N),
-        submits and (unless wait=False) waits; timestamps=True as in `submit` (they imply waiting);
-        timestamps="span": the plan's one pass between two timestamps, returned as [begin, end] ns."""
+    def record(self, dispatches: list[Dispatch], *, label: str) -> Handle:
+        """Our addition: keep (pipeline, bind group) pairs where encoding happens (JS in the
+        browser), with the dispatches' workgroup counts, so that one call encodes a whole step."""
+        raise NotImplementedError
+
+    def set_workgroups(self, plan: Handle, workgroups) -> None:
+        """Our addition: the plan's new workgroup counts (an array('I') of 3N) after a resize;
+        steps and replays use the counts last given here (or at record)."""
+        raise NotImplementedError
+
+    def stepper(self, plan: Handle) -> Callable[[int, int], None]:
+        """Our addition: the per-token path. Returns step(lo, hi), which uploads bytes [lo, hi) of
+        the params shadow into the same range of its buffer (nothing when hi <= lo), then encodes
+        every recorded dispatch into one pass and submits, without waiting. It raises for a lost
+        device or errors reported since the last check (the unscoped steps' errors surface there)."""
+        raise NotImplementedError
+
+    async def replay(self, plan: Handle, *, timestamps: bool | str = False,
+                     upload: tuple[int, int] = (0, 0)) -> list[int] | None:
+        """Our addition: one step as `stepper` encodes it, but checked (inside error scopes in the
+        browser) and waited for; timestamps=True: one pass per dispatch as in `submit`;
+        timestamps="span": the step's one pass between two timestamps, returned as [begin, end] ns."""
         raise NotImplementedError
 
     def take_replay_stats(self) -> dict | None:
-        """Our addition: where unscoped replays spent host time since the last call (encode and
-        submit, in ms, as the backend measures it), or None where the backend does not measure."""
+        """Our addition: where the steps spent host time since the last call, in ms as the backend
+        measures it (upload_ms, encode_ms, finish_ms, submit_ms, steps, timer_step_us), or None
+        where the backend does not measure."""
         return None
 
     async def on_submitted_work_done(self) -> None:
@@ -182,7 +199,8 @@ class Device:
         raise NotImplementedError
 
     def destroy(self, handle: Handle) -> None:
-        """GPUBuffer.destroy for buffers; other handles are left to garbage collection."""
+        """GPUBuffer.destroy for buffers; a plan's recording is released (what the backend keeps
+        for it); other handles are left to garbage collection."""
         raise NotImplementedError
 
     def destroy_device(self) -> None:

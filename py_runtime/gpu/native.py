@@ -3,16 +3,22 @@
 Host-only. wgpu-py's API is the WebGPU spec in snake_case, so this is a thin mapping; the differences
 handled here are feature/limit spellings ('subgroup' vs 'subgroups', kebab-case limits) and the
 timestamp period, which wgpu-native leaves to the caller (WebGPU promises nanoseconds).
+
+The per-token step skips wgpu-py's objects and calls wgpu-native's C entry points through cffi:
+wgpu-py's argument handling and wrapper objects cost more host time than the dispatch itself.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+import time
 
 import wgpu
 from wgpu.backends.wgpu_native import ffi as _ffi
 from wgpu.backends.wgpu_native import lib as _wgpu_lib
+# wgpu-py's error-capturing copy of the C library: a call that reports a validation error raises it.
+from wgpu.backends.wgpu_native._api import libf as _checked_lib
 
 from .device import (WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, BufferUsage,
                      Device, DeviceLost, Dispatch, GpuOutOfMemory, GpuValidationError, Handle,
@@ -27,6 +33,36 @@ _LOCATION = re.compile(r":(\d+):(\d+)")
 
 def _kebab(name: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "-" + m.group(1).lower(), name)
+
+
+class _NativePlan:
+    """A recorded plan: its wgpu objects (kept alive here, since the C calls use raw handles), the
+    counts, and the encoding program at those counts (rebuilt by set_workgroups)."""
+
+    __slots__ = ("pairs", "handles", "counts", "program")
+
+    def __init__(self, pairs):
+        self.pairs = pairs
+        self.handles = [(pipeline._internal, bind_group._internal) for pipeline, bind_group in pairs]
+        self.counts: list[int] = []
+        self.program: list[tuple] = []
+
+
+def encoding_program(handles, counts) -> list[tuple]:
+    """(pipeline or None, bind group or None, x, y, z) per dispatch that runs, from (pipeline,
+    bind group) handles and 3N counts: idle dispatches (a zero count) are dropped and a pipeline
+    or bind group already set in the pass is None, so the step loop makes only the calls needed
+    (as the browser's JS encoder does). Derived once per resize, not per step."""
+    program = []
+    pipeline_set = bind_group_set = None
+    for i, (pipeline, bind_group) in enumerate(handles):
+        x, y, z = counts[3 * i], counts[3 * i + 1], counts[3 * i + 2]
+        if not (x and y and z):
+            continue
+        program.append((None if pipeline == pipeline_set else pipeline,
+                        None if bind_group == bind_group_set else bind_group, x, y, z))
+        pipeline_set, bind_group_set = pipeline, bind_group
+    return program
 
 
 async def request_native_device(power_preference: str = "high-performance") -> "NativeDevice":
@@ -60,6 +96,9 @@ class NativeDevice(Device):
         self._timestamp_period = float(_wgpu_lib.wgpuQueueGetTimestampPeriod(device.queue._internal))
         self._fence = device.create_buffer(label="native.fence", size=4,
                                            usage=BufferUsage.COPY_SRC | BufferUsage.COPY_DST)
+        self._params: tuple | None = None           # (arena buffer handle, cffi pointer into its shadow)
+        self._submit_list = _ffi.new("WGPUCommandBuffer[1]")
+        self._stats = [0, 0, 0, 0, 0]               # ns: upload, encode, finish, submit; steps
 
     def _wait_idle(self) -> None:
         # wgpu 0.32.0's on_submitted_work_done_sync passes a callback of the wrong C type, so wait
@@ -125,15 +164,13 @@ class NativeDevice(Device):
                          label=label, layout=pipeline.raw.get_bind_group_layout(0), entries=entries)
         return Handle("bind_group", label, 0, raw)
 
-    def _encode_and_wait(self, what, pairs, counts, timestamps, wait=True, direct=False):
+    def _encode_and_wait(self, what, pairs, counts, timestamps, wait=True):
         self._check_alive()
         device = self._device
         encoder = device.create_command_encoder()
         span = timestamps == "span"         # the whole pass between two timestamps
         count = 2 if span else 2 * len(pairs)
         query_set = device.create_query_set(type="timestamp", count=count) if timestamps else None
-        pass_stamps = {"query_set": query_set, "beginning_of_pass_write_index": 0,
-                       "end_of_pass_write_index": 1} if span else None
         if timestamps and not span:
             for i, (pipeline, bind_group) in enumerate(pairs):
                 compute_pass = encoder.begin_compute_pass(timestamp_writes={
@@ -143,25 +180,16 @@ class NativeDevice(Device):
                 compute_pass.set_bind_group(0, bind_group)
                 compute_pass.dispatch_workgroups(counts[3 * i], counts[3 * i + 1], counts[3 * i + 2])
                 compute_pass.end()
-        elif not direct:
-            compute_pass = encoder.begin_compute_pass(timestamp_writes=pass_stamps)
+        else:
+            compute_pass = encoder.begin_compute_pass(timestamp_writes={
+                "query_set": query_set, "beginning_of_pass_write_index": 0,
+                "end_of_pass_write_index": 1} if span else None)
             for i, (pipeline, bind_group) in enumerate(pairs):
+                if counts[3 * i] * counts[3 * i + 1] * counts[3 * i + 2] == 0:
+                    continue            # an idle alternative, as the replay step skips it
                 compute_pass.set_pipeline(pipeline)
                 compute_pass.set_bind_group(0, bind_group)
                 compute_pass.dispatch_workgroups(counts[3 * i], counts[3 * i + 1], counts[3 * i + 2])
-            compute_pass.end()
-        else:
-            compute_pass = encoder.begin_compute_pass(timestamp_writes=pass_stamps)
-            # Replay goes straight to wgpu-native's C entry points (the wgpu objects stay referenced by `pairs`):
-            # wgpu-py's per-call argument handling is most of the host cost of a dispatch.
-            handle = compute_pass._internal
-            set_pipeline = _wgpu_lib.wgpuComputePassEncoderSetPipeline
-            set_bind_group = _wgpu_lib.wgpuComputePassEncoderSetBindGroup
-            dispatch = _wgpu_lib.wgpuComputePassEncoderDispatchWorkgroups
-            for i, (pipeline, bind_group) in enumerate(pairs):
-                set_pipeline(handle, pipeline._internal)
-                set_bind_group(handle, 0, bind_group._internal, 0, _ffi.NULL)
-                dispatch(handle, counts[3 * i], counts[3 * i + 1], counts[3 * i + 2])
             compute_pass.end()
         if timestamps:
             resolved = device.create_buffer(size=8 * count, usage=BufferUsage.QUERY_RESOLVE | BufferUsage.COPY_SRC)
@@ -180,15 +208,103 @@ class NativeDevice(Device):
         return self._encode_and_wait(f"submit({', '.join(d.label for d in dispatches[:4])})", pairs, counts,
                                      timestamps, wait)
 
+    def attach_params(self, buffer, shadow):
+        # cffi keeps the shadow exported while the pointer lives, so it cannot be resized under it.
+        self._params = (buffer.raw._internal, _ffi.from_buffer(shadow))
+
     def record(self, dispatches, *, label):
         self._check_alive()
-        return Handle("plan", label, len(dispatches), [(d.pipeline.raw, d.bind_group.raw) for d in dispatches])
+        plan = Handle("plan", label, len(dispatches),
+                      _NativePlan([(d.pipeline.raw, d.bind_group.raw) for d in dispatches]))
+        self.set_workgroups(plan, [c for d in dispatches for c in d.workgroups])
+        return plan
 
-    async def replay(self, plan, workgroups, *, timestamps=False, upload=None, wait=True):
-        if upload:
-            buffer, offset, data = upload
-            self.write_buffer(buffer, data, offset)
-        return self._encode_and_wait(f"replay({plan.label})", plan.raw, workgroups, timestamps, wait, direct=True)
+    def set_workgroups(self, plan, workgroups):
+        recorded = plan.raw
+        recorded.counts = list(workgroups)
+        recorded.program = encoding_program(recorded.handles, recorded.counts)
+
+    def stepper(self, plan):
+        recorded, what, stats = plan.raw, f"replay({plan.label})", self._stats
+
+        def step(lo, hi):
+            self._step(recorded, what, lo, hi, stats)
+
+        return step
+
+    def _step(self, recorded, what, lo, hi, stats):
+        """Upload [lo, hi) of the params shadow, encode the plan's program into one pass, finish,
+        submit; adds ns per phase to `stats` when given. Encoder-level calls go through wgpu-py's
+        error-capturing wrappers (validation errors raise here, named); the per-dispatch calls are
+        raw: wgpu-core defers their errors to the pass end or the finish, both checked."""
+        if self._lost:
+            raise DeviceLost(*self._lost)
+        clock = time.perf_counter_ns
+        checked, raw, null = _checked_lib, _wgpu_lib, _ffi.NULL
+        set_pipeline = raw.wgpuComputePassEncoderSetPipeline
+        set_bind_group = raw.wgpuComputePassEncoderSetBindGroup
+        dispatch = raw.wgpuComputePassEncoderDispatchWorkgroups
+        queue = self._device.queue._internal
+        started = clock()
+        try:
+            if hi > lo:
+                buffer, shadow = self._params
+                checked.wgpuQueueWriteBuffer(queue, buffer, lo, shadow + lo, hi - lo)
+            uploaded = clock()
+            encoder = checked.wgpuDeviceCreateCommandEncoder(self._device._internal, null)
+            try:
+                compute_pass = checked.wgpuCommandEncoderBeginComputePass(encoder, null)
+                try:
+                    for pipeline, bind_group, x, y, z in recorded.program:
+                        if pipeline is not None:
+                            set_pipeline(compute_pass, pipeline)
+                        if bind_group is not None:
+                            set_bind_group(compute_pass, 0, bind_group, 0, null)
+                        dispatch(compute_pass, x, y, z)
+                    checked.wgpuComputePassEncoderEnd(compute_pass)
+                finally:
+                    raw.wgpuComputePassEncoderRelease(compute_pass)
+                encoded = clock()
+                commands = checked.wgpuCommandEncoderFinish(encoder, null)
+            finally:
+                raw.wgpuCommandEncoderRelease(encoder)
+            finished = clock()
+            try:
+                self._submit_list[0] = commands
+                checked.wgpuQueueSubmit(queue, 1, self._submit_list)
+            finally:
+                raw.wgpuCommandBufferRelease(commands)
+        except wgpu.GPUOutOfMemoryError as error:
+            raise GpuOutOfMemory(what, str(error)) from None
+        except wgpu.GPUError as error:
+            raise GpuValidationError(what, str(error)) from None
+        if stats is not None:
+            submitted = clock()
+            stats[0] += uploaded - started
+            stats[1] += encoded - uploaded
+            stats[2] += finished - encoded
+            stats[3] += submitted - finished
+            stats[4] += 1
+
+    async def replay(self, plan, *, timestamps=False, upload=(0, 0)):
+        recorded, what = plan.raw, f"replay({plan.label})"
+        if not timestamps:
+            self._step(recorded, what, *upload, None)
+            self._call("on_submitted_work_done", self._wait_idle)
+            return None
+        lo, hi = upload
+        if hi > lo:
+            buffer, shadow = self._params
+            self._call(what, _checked_lib.wgpuQueueWriteBuffer, self._device.queue._internal, buffer, lo,
+                       shadow + lo, hi - lo)
+        return self._encode_and_wait(what, recorded.pairs, recorded.counts, timestamps)
+
+    def take_replay_stats(self):
+        upload, encode, finish, submit, steps = self._stats
+        self._stats[:] = [0, 0, 0, 0, 0]
+        return {"upload_ms": upload / 1e6, "encode_ms": encode / 1e6, "finish_ms": finish / 1e6,
+                "submit_ms": submit / 1e6, "steps": steps,
+                "timer_step_us": time.get_clock_info("perf_counter").resolution * 1e6}
 
     async def on_submitted_work_done(self):
         self._call("on_submitted_work_done", self._wait_idle)

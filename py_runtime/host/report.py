@@ -52,26 +52,38 @@ def _adapter_line(report: dict) -> str:
     return f"adapter: {name} [{adapter['backend']}; vendor {info.get('vendor', '?')}]"
 
 
+_HOST_WAYS = {"naive": "naive (Python encodes each dispatch)", "replay": "replay (no params change)",
+              "replay_upload": "replay + params write (headline)"}
+
+
 def format_host_cost(report: dict) -> str:
-    rows = [[name, f"{report[name]['host_us_per_dispatch']:.3f}", f"{report[name]['host_us_per_step']:.1f}",
-             report[name]["steps"]] for name in ("naive", "replay")]
+    ways = [name for name in _HOST_WAYS if name in report]
+    rows = [[_HOST_WAYS[name], f"{r['host_us_per_dispatch']:.3f}", f"{r['host_us_per_step']:.1f}",
+             f"{r['median_us_per_step']:.1f}", f"{r['p90_us_per_step']:.1f}", r["steps"]]
+            for name, r in ((name, report[name]) for name in ways)]
     gpu = report["gpu_us_per_step_profiled"]
+    path = report["replay_path"]
     return "\n".join([
         _adapter_line(report),
-        f"host cost of one {report['dispatches']}-dispatch step (encode + submit, GPU drained between steps)",
-        _table(["encoding", "host us/dispatch", "host us/step", "steps"], rows),
+        f"host cost of one {report['dispatches']}-dispatch step (encode + submit, GPU drained between steps; "
+        f"the params write uploads {report['upload_bytes_per_step']} bytes per step)",
+        _table(["encoding", "host us/dispatch (mean)", "us/step mean", "median", "p90", "steps"], rows),
         f"speed-up (naive/replay): {report['speedup']:.2f}x; replay output bit-identical to naive: {report['bit_identical']}",
+        f"replay path (resize, heap growth, {path['idle_dispatches']} idle dispatches) bit-identical: "
+        f"{', '.join(f'{k} {v}' for k, v in path['checks'].items())}"
+        + ("" if path["heap_view_renewed"] is None else f"; params view renewed after heap growth: {path['heap_view_renewed']}"),
         f"replay with GPU wait: {report['replay_waited_us_per_step']:.1f} us/step; "
         f"GPU time (timestamps, one pass per dispatch): {f'{gpu:.1f} us/step' if gpu is not None else 'n/a'}",
-        _breakdown_line(report.get("replay_breakdown")),
+        *(_breakdown_line(name, report[name]["breakdown"]) for name in ways if name != "naive"),
     ])
 
 
-def _breakdown_line(b: dict | None) -> str:
+def _breakdown_line(name: str, b: dict | None) -> str:
     if not b:
-        return "replay breakdown: not measured on this backend"
-    return (f"replay step breakdown (JS timer step {b['timer_step_us']:.0f} us): encode {b['encode_us_per_step']:.1f} us, "
-            f"queue.submit {b['submit_us_per_step']:.1f} us, Python and FFI {b['rest_us_per_step']:.1f} us")
+        return f"{name} breakdown: not measured on this backend"
+    return (f"{name} step breakdown, us (timer step {b['timer_step_us']:.3g} us): upload {b['upload_us_per_step']:.1f}, "
+            f"encode {b['encode_us_per_step']:.1f}, finish {b['finish_us_per_step']:.1f}, "
+            f"queue.submit {b['submit_us_per_step']:.1f}, Python and FFI {b['rest_us_per_step']:.1f}")
 
 
 def format_kernel_bench(report: dict) -> str:
