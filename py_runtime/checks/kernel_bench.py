@@ -135,96 +135,77 @@ async def _measure_span(plan: Plan, trials: int) -> float:
     return statistics.median(spans) / len(plan)
 
 
-async def _stream_gbps(runtime: Runtime, nbytes: int, repeats: int, trials: int, sink_tensor) -> float:
-    nbytes = max(16, nbytes // 16 * 16)
-    data = await runtime.tensors.allocate(f"bench.stream.{nbytes}", (nbytes // 4,), "u32")
-    plan = Plan(runtime, f"bench.stream.{nbytes}")
-    for _ in range(repeats):
-        await plan.add(_stream_call(data, sink_tensor))
+async def _stream_ns(runtime: Runtime, pool, ranges, trials: int, sink_tensor, *, span: bool) -> float:
+    """A streaming read of each (offset, nbytes) range of the pool buffer, in one plan: per dispatch,
+    the median profiled pass (span=False) or the one-pass chain time per dispatch (span=True)."""
+    plan = Plan(runtime, "bench.stream")
+    for offset, nbytes in ranges:
+        await plan.add(stream_read(data=pool, sink=sink_tensor, nbytes=nbytes // 16 * 16, offset=offset))
     plan.record()
-    ns = (await _measure(plan, trials))["stream_read"]
+    ns = await _measure_span(plan, trials) if span else (await _measure(plan, trials))["stream_read"]
     plan.release()
-    runtime.tensors.release(data.name)
-    return nbytes / ns if ns else float("nan")
-
-
-def _stream_call(data, sink_tensor):
-    workgroups = max(1, min(65535, -(-data.nbytes // (16 * 256))))     # one vec4 per invocation until the cap
-    return stream_read(data=data, sink=sink_tensor, workgroups=workgroups)
-
-
-async def _chain_stream_ns(runtime: Runtime, nbytes: int, copies: int, trials: int, sink_tensor) -> float:
-    """Per dispatch: a chain of streaming reads over `copies` distinct buffers of `nbytes` each."""
-    nbytes = max(16, nbytes // 16 * 16)
-    data = [await runtime.tensors.allocate(f"bench.chain_stream.{i}", (nbytes // 4,), "u32") for i in range(copies)]
-    plan = Plan(runtime, "bench.chain_stream")
-    for tensor in data:
-        await plan.add(_stream_call(tensor, sink_tensor))
-    plan.record()
-    ns = await _measure_span(plan, trials)
-    plan.release()
-    for tensor in data:
-        runtime.tensors.release(tensor.name)
     return ns
 
 
-async def _linear_case(runtime: Runtime, case: BenchCase, index: int, seed: int, copies: int):
-    """Tensors for `case` with `copies` stacked copies of its weight (distinct rows of one packed
-    matrix), synthesized and quantized; returns (weight, x, out, tensors to release)."""
-    tensors = runtime.tensors
-    n_total = case.n * copies
-    packed = await tensors.allocate("bench.packed", (n_total * case.k // 8,), "u32")
-    scales = await tensors.allocate("bench.scales", (case.k // case.group_size * n_total,))
-    weight = Q4Weight(packed, scales, case.k, n_total, case.group_size)
-    x = await tensors.allocate("bench.x", (case.rows, case.k))
-    out = await tensors.allocate("bench.out", (case.rows, case.n))
-    owned = [packed, scales, x, out]
-    setup = Plan(runtime, "bench.setup")
-    await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index)))
-    await setup.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
-    setup.record()
-    await setup.replay()
-    setup.release()
-    return weight, x, out, owned
+def _copies(case: BenchCase, chain_bytes: int, pool_bytes: int, limit: int) -> int:
+    """Weight copies for a case's decode chain: what chain_bytes asks, within _CHAIN_MAX, the binding
+    limit (one stacked matrix) and the stream pool (the streaming chain reads as many bytes)."""
+    if case.rows != 1 or chain_bytes <= 0:
+        return 1
+    packed = case.n * case.k // 2
+    weight_bytes = packed + 4 * case.n * case.k // case.group_size
+    return max(1, min(_CHAIN_MAX, -(-chain_bytes // weight_bytes), limit // packed, pool_bytes // weight_bytes))
 
 
 async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats: int = 10, trials: int = 5,
                            seed: int = 9, chain_bytes: int = CHAIN_BYTES, progress=None) -> dict:
+    """Buffers are allocated once per run and reused by every case (browsers free destroyed GPU memory
+    lazily: allocating hundreds of MB per case made later cases of long runs 2-3x slower in Chromium)."""
     if preset not in BENCH_PRESETS and preset not in STEP_PRESETS:
         raise ValueError(f"unknown bench preset {preset!r}; known: {sorted(BENCH_PRESETS) + sorted(STEP_PRESETS)}")
-    device = runtime.device
+    device, tensors = runtime.device, runtime.tensors
     if "timestamp-query" not in device.adapter.device_features:
         raise RuntimeError("bench kernels needs the 'timestamp-query' feature, which this adapter lacks")
-    sink_tensor = await runtime.tensors.allocate("bench.sink", (65535,), "u32")
+    sink_tensor = await tensors.allocate("bench.sink", (65535,), "u32")
     limit = device.adapter.limits.get("maxStorageBufferBindingSize", _STREAM_BIG)
     big = min(_STREAM_BIG, limit // 16 * 16)
-    while True:
+    while True:         # the stream pool, also the big streaming read
         try:
-            stream_big = await _stream_gbps(runtime, big, repeats, trials, sink_tensor)
+            pool = await tensors.allocate("bench.stream_pool", (big // 4,), "u32")
             break
         except GpuOutOfMemory:
             if big <= _STREAM_MIN:
                 raise
-            big //= 2           # CPU adapters (SwiftShader) can refuse 1 GiB: measure a smaller buffer
+            big //= 2           # CPU adapters (SwiftShader) can refuse 1 GiB: a smaller pool
+    big_ns = await _stream_ns(runtime, pool, [(0, big)] * repeats, trials, sink_tensor, span=False)
+    stream_big = big / big_ns
     if preset in STEP_PRESETS:
-        step = await _decode_step(runtime, STEP_PRESETS[preset], trials, seed, sink_tensor, stream_big)
-        runtime.tensors.release(sink_tensor.name)
+        step = await _decode_step(runtime, STEP_PRESETS[preset], trials, seed, sink_tensor, pool, stream_big)
+        for tensor in (pool, sink_tensor):
+            tensors.release(tensor.name)
         return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "trials": trials,
                 "repeats": repeats, "stream_big_bytes": big, "stream_big_gbps": stream_big, "rows": [], "step": step,
                 "passed": True}
-    rows = []
     cases = BENCH_PRESETS[preset]
-    for index, case in enumerate(cases):
+    copies = [_copies(case, chain_bytes, big, limit) for case in cases]
+    packed_pool = await tensors.allocate("bench.packed", (max(c * x.n * x.k // 8 for c, x in zip(copies, cases)),), "u32")
+    scales_pool = await tensors.allocate("bench.scales", (max(c * x.n * x.k // x.group_size
+                                                             for c, x in zip(copies, cases)),))
+    rows = []
+    for index, (case, count) in enumerate(zip(cases, copies)):
         if progress:
             progress(f"[{index + 1}/{len(cases)}] {case.name}")
         weight_bytes = case.n * case.k // 2 + 4 * case.n * case.k // case.group_size
-        chained = case.rows == 1 and chain_bytes > 0
-        copies = 1
-        if chained:     # as many copies as chain_bytes asks, within the binding limit and _CHAIN_MAX
-            copies = max(1, min(_CHAIN_MAX, -(-chain_bytes // weight_bytes), limit // (case.n * case.k // 2)))
-        weight, x, out, owned = await _linear_case(runtime, case, index, seed, copies)
-        first = weight.rows(0, case.n)
-        calls = q4_linear(x=x, weight=first, out=out, adapter=device.adapter, rows=case.rows,
+        weight = Q4Weight(packed_pool, scales_pool, case.k, case.n * count, case.group_size)
+        x = await tensors.allocate("bench.x", (case.rows, case.k))
+        out = await tensors.allocate("bench.out", (case.rows, case.n))
+        setup = Plan(runtime, "bench.setup")
+        await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index)))
+        await setup.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
+        setup.record()
+        await setup.replay()
+        setup.release()
+        calls = q4_linear(x=x, weight=weight.rows(0, case.n), out=out, adapter=device.adapter, rows=case.rows,
                           gemv_shape=case.gemv_shape, force_route=case.route, int8=case.int8)
         plan = Plan(runtime, f"bench.{case.name}")
         active = await _active_calls(runtime, calls, plan.live)
@@ -236,7 +217,8 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         plan.release()
         main, moved = active[-1]
         ns = per_kernel[main.kernel]
-        stream_same = await _stream_gbps(runtime, weight_bytes, repeats, trials, sink_tensor)
+        stream_same = weight_bytes / await _stream_ns(runtime, pool, [(0, weight_bytes)] * repeats, trials,
+                                                      sink_tensor, span=False)
         gbps = moved.bytes_moved / ns if ns else float("nan")
         row = {"case": case.name + (f"[{case.gemv_shape}]" if case.gemv_shape else ""),
                "kernel": main.kernel, "route": main.route, "k": case.k,
@@ -244,21 +226,22 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
                "gbps": gbps, "gflops": moved.flops / ns if ns else float("nan"),
                "stream_gbps_same_bytes": stream_same, "ratio_same_bytes": gbps / stream_same,
                "ratio_big_stream": gbps / stream_big}
-        if chained:
-            row.update(await _chain_row(runtime, case, weight, x, out, copies, trials, sink_tensor,
+        if case.rows == 1 and chain_bytes > 0:
+            row.update(await _chain_row(runtime, case, weight, x, out, count, trials, sink_tensor, pool,
                                         moved.bytes_moved, stream_big))
         rows.append(row)
-        for tensor in owned:
-            runtime.tensors.release(tensor.name)
-    runtime.tensors.release(sink_tensor.name)
+        for tensor in (x, out):
+            tensors.release(tensor.name)
+    for tensor in (packed_pool, scales_pool, pool, sink_tensor):
+        tensors.release(tensor.name)
     return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "repeats": repeats,
             "trials": trials, "chain_bytes": chain_bytes, "stream_big_bytes": big, "stream_big_gbps": stream_big,
             "rows": rows, "passed": True}
 
 
-async def _chain_row(runtime, case, weight, x, out, copies, trials, sink_tensor, moved, stream_big) -> dict:
+async def _chain_row(runtime, case, weight, x, out, copies, trials, sink_tensor, pool, moved, stream_big) -> dict:
     """The decode-like figures: the linear over each weight copy in turn, one pass; the same for a
-    streaming read of the same bytes."""
+    streaming read of the same bytes (consecutive regions of the pool)."""
     device = runtime.device
     plan = Plan(runtime, f"bench.chain.{case.name}")
     for copy in range(copies):
@@ -268,8 +251,9 @@ async def _chain_row(runtime, case, weight, x, out, copies, trials, sink_tensor,
     plan.record()
     chain_ns = await _measure_span(plan, trials)
     plan.release()
-    weight_bytes = case.n * case.k // 2 + 4 * case.n * case.k // case.group_size
-    stream_ns = await _chain_stream_ns(runtime, weight_bytes, copies, trials, sink_tensor)
+    weight_bytes = (case.n * case.k // 2 + 4 * case.n * case.k // case.group_size) // 16 * 16
+    stream_ns = await _stream_ns(runtime, pool, [(i * weight_bytes, weight_bytes) for i in range(copies)], trials,
+                                 sink_tensor, span=True)
     chain_gbps = moved / chain_ns if chain_ns else float("nan")
     stream_gbps = weight_bytes / stream_ns if stream_ns else float("nan")
     return {"chain_copies": copies, "chain_ns": chain_ns, "chain_gbps": chain_gbps, "chain_stream_ns": stream_ns,
@@ -300,7 +284,7 @@ STEP_PRESETS = {
 }
 
 
-async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, seed: int, sink_tensor,
+async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, seed: int, sink_tensor, pool,
                        stream_big: float) -> dict:
     """Every linear of one decode token (all layers, then lm_head) back to back in one pass, each over
     its own weight (no L2 reuse between them, as in a real step), under the f32 route and under the
@@ -359,16 +343,17 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
         plan.release()
     weight_sizes = [n * k // 2 + 4 * n * k // 64 for _, k, n, _ in linears]
     result["weight_bytes"] = sum(weight_sizes)
-    pieces = [min(limit // 16 * 16, size - start) for size in weight_sizes      # within the binding limit
-              for start in range(0, size, limit // 16 * 16)]
-    data = [await tensors.allocate(f"step.stream.{i}", (size // 4,), "u32") for i, size in enumerate(pieces)]
-    stream = Plan(runtime, "step.stream")
-    for tensor in data:
-        await stream.add(_stream_call(tensor, sink_tensor))
-    stream.record()
-    stream_ns = await _measure_span(stream, trials) * len(stream)
-    stream.release()
-    for tensor in data + owned:
+    # Consecutive regions of the pool (1 GiB on a GPU: the whole step fits, so no region is re-read;
+    # a smaller pool on CPU adapters wraps around, and a weight larger than it is read in pieces).
+    ranges, offset = [], 0
+    for size in weight_sizes:
+        for start in range(0, size, pool.nbytes):
+            piece = min(pool.nbytes, size - start) // 16 * 16
+            offset = offset if offset + piece <= pool.nbytes else 0
+            ranges.append((offset, piece))
+            offset += piece
+    stream_ns = await _stream_ns(runtime, pool, ranges, trials, sink_tensor, span=True) * len(ranges)
+    for tensor in owned:
         tensors.release(tensor.name)
     result["stream_us"] = stream_ns / 1e3
     result["stream_gbps"] = result["weight_bytes"] / stream_ns

@@ -115,13 +115,15 @@ def _cost(weight: Q4Weight, m: int, has_bias: bool) -> tuple[int, int]:
 
 
 def gemv_shape_for(k: int, n: int) -> str:
-    """The GEMV variant for a K x N weight, from `bench kernels --preset gemv_variants` on an H200
-    in Chromium and natively (docs/PERFORMANCE.md): word lanes with many rows per thread for
-    vocab-sized N, two warps per row group for the wide Llama projections, four for the rest."""
+    """The GEMV variant for a K x N weight, from `bench kernels --preset gemv_variants` and
+    `gemv_next` on an H200 in Chromium and natively (docs/PERFORMANCE.md): word lanes with many rows
+    per thread for vocab-sized N; masked nibbles with two warps per row group for the Llama
+    projections (4 rows per thread where N >= 2048, 2 below); four warps for the short Qwen rows,
+    whose masked variants were not measured on the H200."""
     if n >= 65536:
         return "w8u4"
-    if k >= 2048 and n >= 2048:
-        return "r4s2"
+    if k >= 2048:
+        return "r4s2m" if n >= 2048 else "r2s2m"
     return "r2u2s4"
 
 
@@ -146,7 +148,11 @@ def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str | None:
         return None
     if group_size != 64:
         return f"i8r4g{group_size}"
-    return "i8r8g64" if n >= 65536 and k <= int8_max_k(8) else "i8r4g64"
+    # From `gemv_next` natively on the H200 (decode chains): lm_head ~ i8r4g64 = i8r2g64st, gate/up
+    # i8r4u2g64, the 2048-row projections and down i8r2s2g64.
+    if n >= 65536:
+        return "i8r4g64"
+    return "i8r4u2g64" if n >= 8192 else "i8r2s2g64"
 
 
 def gemv_variant(adapter: AdapterReport, shape: str) -> tuple[str, str]:
@@ -316,12 +322,19 @@ def q4_embedding(*, ids: Tensor, weight: Q4Weight, out: Tensor, status: Tensor, 
                   tensors={0: ids, 1: weight.packed, 2: weight.scales, 3: out, 4: status}, sizing=sizing)
 
 
-def stream_read(*, data: Tensor, sink: Tensor, workgroups: int) -> OpCall:
-    """Read every byte of `data` once (the bandwidth yardstick)."""
-    words4 = data.nbytes // 16
+def stream_read(*, data: Tensor, sink: Tensor, nbytes: int | None = None, offset: int = 0) -> OpCall:
+    """Read bytes [offset, offset + nbytes) of `data` once (default: all of it), one vec4 per
+    invocation up to 65535 workgroups, then grid-stride (the bandwidth yardstick)."""
+    nbytes = data.nbytes - offset if nbytes is None else nbytes
+    if offset % 16 or nbytes < 16 or offset + nbytes > data.nbytes:
+        raise ValueError(f"stream_read({data.name}): range [{offset}, {offset + nbytes}) must be 16-byte aligned, "
+                         f"at least 16 bytes, within {data.nbytes}")
+    words4 = nbytes // 16
 
     def sizing(spec, live):
-        return Sizing(workgroups=(workgroups, 1, 1), params=struct.pack("<I", words4), bytes_moved=16 * words4)
+        workgroups = max(1, min(65535, -(-words4 // spec.invocations)))
+        return Sizing(workgroups=(workgroups, 1, 1), params=struct.pack("<2I", words4, offset // 16),
+                      bytes_moved=16 * words4)
 
-    return OpCall(label=f"stream_read({data.name})", kernel="stream_read", route="stream_read",
+    return OpCall(label=f"stream_read({data.name}@{offset})", kernel="stream_read", route="stream_read",
                   tensors={0: data, 1: sink}, sizing=sizing)

@@ -1,9 +1,11 @@
-// Streaming read: sums every u32 of a buffer (vec4 loads, grid-stride) and writes one value per
-// workgroup, so nothing is optimised away. The bandwidth yardstick for every kernel benchmark.
+// Streaming read: folds every u32 of a range of a buffer (vec4 loads, grid-stride) and writes one
+// value per workgroup, so nothing is optimised away. The bandwidth yardstick for every kernel
+// benchmark; a range lets one big buffer serve as many distinct regions (no cache reuse between them).
 const WG: u32 = 256u;
 
 struct Params {
-  words4: u32,
+  words4: u32,        // vec4s to read
+  first4: u32,        // from this vec4 on
 }
 
 @group(0) @binding(0) var<storage, read> data: array<vec4<u32>>;
@@ -16,7 +18,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let stride = groups.x * WG;
   var acc = vec4<u32>(0u);
   for (var i = gid.x; i < params.words4; i += stride) {
-    acc ^= data[i];
+    acc ^= data[params.first4 + i];
   }
   let folded = acc.x ^ acc.y ^ acc.z ^ acc.w;
   if (folded == 0xFFFFFFFFu && lane == 0u) {
