@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-results/gpu}
 work=results/gpu-run
-mkdir -p "$out" "$work"
+mkdir -p "$out" "$work" results
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   || { echo "wheel install failed"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
@@ -27,13 +27,14 @@ step() {
   grep -v "^  console" "$work/$name.txt" | tail -n 45 >> "$out/summary.txt"
 }
 
-steps=${*:-"native-check browser-check native-host browser-host native-kernels browser-kernels native-gemv browser-gemv native-prefill browser-prefill"}
+# The default fits two device calls of 10 minutes: run it as two halves (native-*, then browser-*).
+steps=${*:-"native-check browser-check native-host browser-host native-kernels browser-kernels native-int8 browser-int8 native-step browser-step"}
 for s in $steps; do
   case $s in
     native-check)    step "$s" 150 check --suite q4 --backend native ;;
     browser-check)   step "$s" 150 check --suite q4 --backend browser --driver plain ;;
-    native-host)     step "$s" 90 bench host --backend native ;;
-    browser-host)    step "$s" 90 bench host --backend browser --driver plain --steps 20 --timeout 80 ;;
+    native-host)     step "$s" 90 bench host --backend native --steps 100 ;;
+    browser-host)    step "$s" 110 bench host --backend browser --driver plain --steps 100 --timeout 100 ;;
     native-kernels)  step "$s" 140 bench kernels --backend native --preset decode ;;
     browser-kernels) step "$s" 140 bench kernels --backend browser --driver plain --preset decode --timeout 130 ;;
     native-gemv)     step "$s" 150 bench kernels --backend native --preset gemv_variants ;;

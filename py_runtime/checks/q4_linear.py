@@ -66,12 +66,13 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
     cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape)
               for shape in GEMV_SHAPES for k in (160, 2048)]
     # Int8 activations: real shapes, a prefill taking the f32 routes, a K beyond the workgroup memory
-    # (the f32 GEMV runs instead), each int8 variant with a K tail (3 groups: shorter than a warp's
+    # and a vocab-sized N with short rows (the f32 GEMV runs instead), each int8 variant with a K tail (3 groups: shorter than a warp's
     # step) and the full Llama K.
     cases += [LinearCase("int8.llama.q_o", 2048, 2048, (1, 7), int8=True),
               LinearCase("int8.llama.down", 8192, 2048, (1,), int8=True),
               LinearCase("int8.k160_bias", 160, 72, (1, 5), group_size=32, bias=True, int8=True),
-              LinearCase("int8.k_beyond_workgroup_memory", 8256, 40, (1,), int8=True)]
+              LinearCase("int8.k_beyond_workgroup_memory", 8256, 40, (1,), int8=True),
+              LinearCase("int8.vocab_with_short_rows", 1024, 65600, (1,), int8=True)]   # f32 GEMV: half the lanes idle
     cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=gs, bias=True, gemv_shape=shape, int8=True)
               for shape in GEMV_INT8_SHAPES for gs in (int8_shape_params(shape)[1],) for k in (3 * gs, 2048)]
     # The persistent variants with more blocks than workgroups (N past STREAM_WORKGROUPS blocks of 8 R

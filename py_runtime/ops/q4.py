@@ -143,16 +143,17 @@ def int8_max_k(rows_per_thread: int) -> int:
 
 def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str | None:
     """The int8 GEMV variant (a lane owns whole groups, so only gs 64 has a choice of shape), or None
-    when K is beyond every variant's workgroup memory."""
-    if k > int8_max_k(4):
+    for the f32 GEMV: K beyond every variant's workgroup memory, or a vocab-sized N with fewer groups
+    than a warp has lanes (Qwen's lm_head, K 1024: half the lanes idle, slower than f32 on the H200)."""
+    if k > int8_max_k(4) or (n >= 65536 and k // group_size < 32):
         return None
     if group_size != 64:
         return f"i8r4g{group_size}"
-    # From `gemv_next` natively on the H200 (decode chains): lm_head ~ i8r4g64 = i8r2g64st, gate/up
-    # i8r4u2g64, the 2048-row projections and down i8r2s2g64.
+    # From `gemv_next` on the H200 (decode chains, both backends; run-to-run spread ~10%): lm_head
+    # i8r4g64 ~ i8r2g64st, gate/up i8r4g64 ~ i8r4u2g64, the 2048-row projections and down i8r2s2g64.
     if n >= 65536:
         return "i8r4g64"
-    return "i8r4u2g64" if n >= 8192 else "i8r2s2g64"
+    return "i8r4g64" if n >= 8192 else "i8r2s2g64"
 
 
 def gemv_variant(adapter: AdapterReport, shape: str) -> tuple[str, str]:

@@ -67,8 +67,10 @@ def expected_q4_routes(case: dict, rows: int, adapter: dict) -> list[str]:
     gemv = "q4_gemv_subgroup" if ("subgroups" in adapter["device_features"] and isinstance(sub_max, int)
                                   and 0 < sub_max <= 32) else "q4_gemv_workgroup"
     if rows == 1:
-        # int8 where the workgroup memory holds the row (K <= 8192, ops/q4.py int8_max_k), else f32.
-        return ["q4_gemv_int8"] if case.get("int8") and case["k"] <= 8192 else [gemv]
+        # int8 where the workgroup memory holds the row (K <= 8192, ops/q4.py int8_max_k) and, for a
+        # vocab-sized N, a warp's lanes all have a group (K / gs >= 32); else the f32 GEMV.
+        int8 = case.get("int8") and case["k"] <= 8192 and (case["n"] < 65536 or case["k"] // case["group_size"] >= 32)
+        return ["q4_gemv_int8"] if int8 else [gemv]
     if case["n_kv"]:
         if (case["k"], case["n"], case["n_kv"], case["group_size"]) == (2048, 2048, 512, 64):
             return ["q4_qkv_fused_bk64"]
