@@ -155,6 +155,50 @@ fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4
   return s;
 }
 
+// The epilogue: each row's partial sums reduced across the KL lanes of its warp (subgroupAdd, or a
+// workgroup-memory tree) and across the KSPLIT warps of its row group, then stored (with the bias)
+// by lane 0 of the group's first warp: out[first_row + r] for r < R, rows past N skipped.
+fn store_rows(lid: vec3<u32>, first_row: u32, sums: array<f32, R>${", sg_size: u32" if SUBGROUP else ""}) {
+  $if SUBGROUP:
+    for (var r = 0u; r < R; r++) {
+      let total = subgroupAdd(sums[r]);
+      if (lid.x % sg_size == 0u) {
+        partial[(lid.y * R + r) * KL + lid.x] = total;
+      }
+    }
+    workgroupBarrier();
+    let lane_step = sg_size;
+  $else:
+    for (var r = 0u; r < R; r++) {
+      partial[(lid.y * R + r) * KL + lid.x] = sums[r];
+    }
+    workgroupBarrier();
+    for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
+      if (lid.x < stride) {
+        for (var r = 0u; r < R; r++) {
+          let i = (lid.y * R + r) * KL + lid.x;
+          partial[i] += partial[i + stride];
+        }
+      }
+      workgroupBarrier();
+    }
+    let lane_step = KL;
+  if (lid.x == 0u && lid.y % KSPLIT == 0u) {
+    for (var r = 0u; r < R; r++) {
+      let n = first_row + r;
+      var total = 0.0;
+      for (var sp = 0u; sp < KSPLIT; sp++) {
+        for (var lane = 0u; lane < KL; lane += lane_step) {
+          total += partial[((lid.y + sp) * R + r) * KL + lane];
+        }
+      }
+      if (n < params.n) {
+        out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
+      }
+    }
+  }
+}
+
 $if STREAM:
   // Persistent streaming (I8 only, KSPLIT 1): a workgroup quantizes x once, then walks blocks of ROWS
   // rows (blocks wg, wg + nwg, ...) and, within each, K in steps of KL groups: one "tile" per (block,
@@ -205,40 +249,10 @@ $if STREAM:
           d${r} += dot_i8(w${r}_${v}, xa${v}, xb${v});
         acc${r} += s${r} * st.x * (f32(d${r}) - st.y);
       if (kstep + 1u == ksteps) {     // the block's rows are complete: reduce over the lanes, store
-        $if SUBGROUP:
-          $for r in range(R):
-            let total${r} = subgroupAdd(acc${r});
-            if (lid.x % sg_size == 0u) {
-              partial[(lid.y * R + ${r}u) * KL + lid.x] = total${r};
-            }
-          workgroupBarrier();
-          let lane_step = sg_size;
-        $else:
-          $for r in range(R):
-            partial[(lid.y * R + ${r}u) * KL + lid.x] = acc${r};
-          workgroupBarrier();
-          for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
-            if (lid.x < stride) {
-              for (var r = 0u; r < R; r++) {
-                let i = (lid.y * R + r) * KL + lid.x;
-                partial[i] += partial[i + stride];
-              }
-            }
-            workgroupBarrier();
-          }
-          let lane_step = KL;
-        if (lid.x == 0u) {
-          for (var r = 0u; r < R; r++) {
-            let n = block * ROWS + lid.y * R + r;
-            var total = 0.0;
-            for (var lane = 0u; lane < KL; lane += lane_step) {
-              total += partial[(lid.y * R + r) * KL + lane];
-            }
-            if (n < params.n) {
-              out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
-            }
-          }
-        }
+        var sums: array<f32, R>;
+        $for r in range(R):
+          sums[${r}] = acc${r};
+        store_rows(lid, block * ROWS + lid.y * R, sums${", sg_size" if SUBGROUP else ""});
         workgroupBarrier();           // partial is rewritten by the next block
         $for r in range(R):
           acc${r} = 0.0;
@@ -346,42 +360,8 @@ $else:
               acc${r} += keep${u} * s${u}_${r} * dot_chunk(w${u}_${r}, x${u}_0, x${u}_1, x${u}_2, x${u}_3, x${u}_4, x${u}_5,
                                                           x${u}_6, x${u}_7);
       }
-    $if SUBGROUP:
-      // Lane 0 of each subgroup stores its subgroup's sum.
-      $for r in range(R):
-        let total${r} = subgroupAdd(acc${r});
-        if (lid.x % sg_size == 0u) {
-          partial[(lid.y * R + ${r}u) * KL + lid.x] = total${r};
-        }
-      workgroupBarrier();
-      let lane_step = sg_size;
-    $else:
-      $for r in range(R):
-        partial[(lid.y * R + ${r}u) * KL + lid.x] = acc${r};
-      workgroupBarrier();
-      for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
-        if (lid.x < stride) {
-          for (var r = 0u; r < R; r++) {
-            let i = (lid.y * R + r) * KL + lid.x;
-            partial[i] += partial[i + stride];
-          }
-        }
-        workgroupBarrier();
-      }
-      let lane_step = KL;
-    // Lane 0 of the first warp of each row group adds up its row group's partials.
-    if (lid.x == 0u && split == 0u) {
-      for (var r = 0u; r < R; r++) {
-        let n = first_row + r;
-        var total = 0.0;
-        for (var sp = 0u; sp < KSPLIT; sp++) {
-          for (var lane = 0u; lane < KL; lane += lane_step) {
-            total += partial[((lid.y + sp) * R + r) * KL + lane];
-          }
-        }
-        if (n < params.n) {
-          out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
-        }
-      }
-    }
+    var sums: array<f32, R>;
+    $for r in range(R):
+      sums[${r}] = acc${r};
+    store_rows(lid, first_row, sums${", sg_size" if SUBGROUP else ""});
   }

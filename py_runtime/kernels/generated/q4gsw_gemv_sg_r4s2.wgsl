@@ -61,6 +61,34 @@ fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4
   return s;
 }
 
+// The epilogue: each row's partial sums reduced across the KL lanes of its warp (subgroupAdd, or a
+// workgroup-memory tree) and across the KSPLIT warps of its row group, then stored (with the bias)
+// by lane 0 of the group's first warp: out[first_row + r] for r < R, rows past N skipped.
+fn store_rows(lid: vec3<u32>, first_row: u32, sums: array<f32, R>, sg_size: u32) {
+  for (var r = 0u; r < R; r++) {
+    let total = subgroupAdd(sums[r]);
+    if (lid.x % sg_size == 0u) {
+      partial[(lid.y * R + r) * KL + lid.x] = total;
+    }
+  }
+  workgroupBarrier();
+  let lane_step = sg_size;
+  if (lid.x == 0u && lid.y % KSPLIT == 0u) {
+    for (var r = 0u; r < R; r++) {
+      let n = first_row + r;
+      var total = 0.0;
+      for (var sp = 0u; sp < KSPLIT; sp++) {
+        for (var lane = 0u; lane < KL; lane += lane_step) {
+          total += partial[((lid.y + sp) * R + r) * KL + lane];
+        }
+      }
+      if (n < params.n) {
+        out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
+      }
+    }
+  }
+}
+
 @compute @workgroup_size(KL, RG, 1)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_size) sg_size: u32) {
@@ -107,38 +135,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     acc3 += keep0 * s0_3 * dot_chunk(w0_3, x0_0, x0_1, x0_2, x0_3, x0_4, x0_5,
                                                 x0_6, x0_7);
   }
-  // Lane 0 of each subgroup stores its subgroup's sum.
-  let total0 = subgroupAdd(acc0);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 0u) * KL + lid.x] = total0;
-  }
-  let total1 = subgroupAdd(acc1);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 1u) * KL + lid.x] = total1;
-  }
-  let total2 = subgroupAdd(acc2);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 2u) * KL + lid.x] = total2;
-  }
-  let total3 = subgroupAdd(acc3);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 3u) * KL + lid.x] = total3;
-  }
-  workgroupBarrier();
-  let lane_step = sg_size;
-  // Lane 0 of the first warp of each row group adds up its row group's partials.
-  if (lid.x == 0u && split == 0u) {
-    for (var r = 0u; r < R; r++) {
-      let n = first_row + r;
-      var total = 0.0;
-      for (var sp = 0u; sp < KSPLIT; sp++) {
-        for (var lane = 0u; lane < KL; lane += lane_step) {
-          total += partial[((lid.y + sp) * R + r) * KL + lane];
-        }
-      }
-      if (n < params.n) {
-        out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
-      }
-    }
-  }
+  var sums: array<f32, R>;
+  sums[0] = acc0;
+  sums[1] = acc1;
+  sums[2] = acc2;
+  sums[3] = acc3;
+  store_rows(lid, first_row, sums, sg_size);
 }

@@ -64,6 +64,34 @@ fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4
   return s;
 }
 
+// The epilogue: each row's partial sums reduced across the KL lanes of its warp (subgroupAdd, or a
+// workgroup-memory tree) and across the KSPLIT warps of its row group, then stored (with the bias)
+// by lane 0 of the group's first warp: out[first_row + r] for r < R, rows past N skipped.
+fn store_rows(lid: vec3<u32>, first_row: u32, sums: array<f32, R>, sg_size: u32) {
+  for (var r = 0u; r < R; r++) {
+    let total = subgroupAdd(sums[r]);
+    if (lid.x % sg_size == 0u) {
+      partial[(lid.y * R + r) * KL + lid.x] = total;
+    }
+  }
+  workgroupBarrier();
+  let lane_step = sg_size;
+  if (lid.x == 0u && lid.y % KSPLIT == 0u) {
+    for (var r = 0u; r < R; r++) {
+      let n = first_row + r;
+      var total = 0.0;
+      for (var sp = 0u; sp < KSPLIT; sp++) {
+        for (var lane = 0u; lane < KL; lane += lane_step) {
+          total += partial[((lid.y + sp) * R + r) * KL + lane];
+        }
+      }
+      if (n < params.n) {
+        out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
+      }
+    }
+  }
+}
+
 @compute @workgroup_size(KL, RG, 1)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_size) sg_size: u32) {
@@ -319,86 +347,22 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     acc14 += keep3 * s3_14 * dot_word(w3_14, x3_0, x3_1);
     acc15 += keep3 * s3_15 * dot_word(w3_15, x3_0, x3_1);
   }
-  // Lane 0 of each subgroup stores its subgroup's sum.
-  let total0 = subgroupAdd(acc0);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 0u) * KL + lid.x] = total0;
-  }
-  let total1 = subgroupAdd(acc1);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 1u) * KL + lid.x] = total1;
-  }
-  let total2 = subgroupAdd(acc2);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 2u) * KL + lid.x] = total2;
-  }
-  let total3 = subgroupAdd(acc3);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 3u) * KL + lid.x] = total3;
-  }
-  let total4 = subgroupAdd(acc4);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 4u) * KL + lid.x] = total4;
-  }
-  let total5 = subgroupAdd(acc5);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 5u) * KL + lid.x] = total5;
-  }
-  let total6 = subgroupAdd(acc6);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 6u) * KL + lid.x] = total6;
-  }
-  let total7 = subgroupAdd(acc7);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 7u) * KL + lid.x] = total7;
-  }
-  let total8 = subgroupAdd(acc8);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 8u) * KL + lid.x] = total8;
-  }
-  let total9 = subgroupAdd(acc9);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 9u) * KL + lid.x] = total9;
-  }
-  let total10 = subgroupAdd(acc10);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 10u) * KL + lid.x] = total10;
-  }
-  let total11 = subgroupAdd(acc11);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 11u) * KL + lid.x] = total11;
-  }
-  let total12 = subgroupAdd(acc12);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 12u) * KL + lid.x] = total12;
-  }
-  let total13 = subgroupAdd(acc13);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 13u) * KL + lid.x] = total13;
-  }
-  let total14 = subgroupAdd(acc14);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 14u) * KL + lid.x] = total14;
-  }
-  let total15 = subgroupAdd(acc15);
-  if (lid.x % sg_size == 0u) {
-    partial[(lid.y * R + 15u) * KL + lid.x] = total15;
-  }
-  workgroupBarrier();
-  let lane_step = sg_size;
-  // Lane 0 of the first warp of each row group adds up its row group's partials.
-  if (lid.x == 0u && split == 0u) {
-    for (var r = 0u; r < R; r++) {
-      let n = first_row + r;
-      var total = 0.0;
-      for (var sp = 0u; sp < KSPLIT; sp++) {
-        for (var lane = 0u; lane < KL; lane += lane_step) {
-          total += partial[((lid.y + sp) * R + r) * KL + lane];
-        }
-      }
-      if (n < params.n) {
-        out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
-      }
-    }
-  }
+  var sums: array<f32, R>;
+  sums[0] = acc0;
+  sums[1] = acc1;
+  sums[2] = acc2;
+  sums[3] = acc3;
+  sums[4] = acc4;
+  sums[5] = acc5;
+  sums[6] = acc6;
+  sums[7] = acc7;
+  sums[8] = acc8;
+  sums[9] = acc9;
+  sums[10] = acc10;
+  sums[11] = acc11;
+  sums[12] = acc12;
+  sums[13] = acc13;
+  sums[14] = acc14;
+  sums[15] = acc15;
+  store_rows(lid, first_row, sums, sg_size);
 }

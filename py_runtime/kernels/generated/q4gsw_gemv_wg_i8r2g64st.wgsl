@@ -126,6 +126,40 @@ fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4
   return s;
 }
 
+// The epilogue: each row's partial sums reduced across the KL lanes of its warp (subgroupAdd, or a
+// workgroup-memory tree) and across the KSPLIT warps of its row group, then stored (with the bias)
+// by lane 0 of the group's first warp: out[first_row + r] for r < R, rows past N skipped.
+fn store_rows(lid: vec3<u32>, first_row: u32, sums: array<f32, R>) {
+  for (var r = 0u; r < R; r++) {
+    partial[(lid.y * R + r) * KL + lid.x] = sums[r];
+  }
+  workgroupBarrier();
+  for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
+    if (lid.x < stride) {
+      for (var r = 0u; r < R; r++) {
+        let i = (lid.y * R + r) * KL + lid.x;
+        partial[i] += partial[i + stride];
+      }
+    }
+    workgroupBarrier();
+  }
+  let lane_step = KL;
+  if (lid.x == 0u && lid.y % KSPLIT == 0u) {
+    for (var r = 0u; r < R; r++) {
+      let n = first_row + r;
+      var total = 0.0;
+      for (var sp = 0u; sp < KSPLIT; sp++) {
+        for (var lane = 0u; lane < KL; lane += lane_step) {
+          total += partial[((lid.y + sp) * R + r) * KL + lane];
+        }
+      }
+      if (n < params.n) {
+        out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
+      }
+    }
+  }
+}
+
 // Persistent streaming (I8 only, KSPLIT 1): a workgroup quantizes x once, then walks blocks of ROWS
 // rows (blocks wg, wg + nwg, ...) and, within each, K in steps of KL groups: one "tile" per (block,
 // step). The next tile's weights are requested before the current one is computed, so loads stay in
@@ -186,31 +220,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     d1 += dot_i8(w1_1, xa1, xb1);
     acc1 += s1 * st.x * (f32(d1) - st.y);
     if (kstep + 1u == ksteps) {     // the block's rows are complete: reduce over the lanes, store
-      partial[(lid.y * R + 0u) * KL + lid.x] = acc0;
-      partial[(lid.y * R + 1u) * KL + lid.x] = acc1;
-      workgroupBarrier();
-      for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
-        if (lid.x < stride) {
-          for (var r = 0u; r < R; r++) {
-            let i = (lid.y * R + r) * KL + lid.x;
-            partial[i] += partial[i + stride];
-          }
-        }
-        workgroupBarrier();
-      }
-      let lane_step = KL;
-      if (lid.x == 0u) {
-        for (var r = 0u; r < R; r++) {
-          let n = block * ROWS + lid.y * R + r;
-          var total = 0.0;
-          for (var lane = 0u; lane < KL; lane += lane_step) {
-            total += partial[(lid.y * R + r) * KL + lane];
-          }
-          if (n < params.n) {
-            out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
-          }
-        }
-      }
+      var sums: array<f32, R>;
+      sums[0] = acc0;
+      sums[1] = acc1;
+      store_rows(lid, block * ROWS + lid.y * R, sums);
       workgroupBarrier();           // partial is rewritten by the next block
       acc0 = 0.0;
       acc1 = 0.0;

@@ -63,6 +63,40 @@ fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4
   return s;
 }
 
+// The epilogue: each row's partial sums reduced across the KL lanes of its warp (subgroupAdd, or a
+// workgroup-memory tree) and across the KSPLIT warps of its row group, then stored (with the bias)
+// by lane 0 of the group's first warp: out[first_row + r] for r < R, rows past N skipped.
+fn store_rows(lid: vec3<u32>, first_row: u32, sums: array<f32, R>) {
+  for (var r = 0u; r < R; r++) {
+    partial[(lid.y * R + r) * KL + lid.x] = sums[r];
+  }
+  workgroupBarrier();
+  for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
+    if (lid.x < stride) {
+      for (var r = 0u; r < R; r++) {
+        let i = (lid.y * R + r) * KL + lid.x;
+        partial[i] += partial[i + stride];
+      }
+    }
+    workgroupBarrier();
+  }
+  let lane_step = KL;
+  if (lid.x == 0u && lid.y % KSPLIT == 0u) {
+    for (var r = 0u; r < R; r++) {
+      let n = first_row + r;
+      var total = 0.0;
+      for (var sp = 0u; sp < KSPLIT; sp++) {
+        for (var lane = 0u; lane < KL; lane += lane_step) {
+          total += partial[((lid.y + sp) * R + r) * KL + lane];
+        }
+      }
+      if (n < params.n) {
+        out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
+      }
+    }
+  }
+}
+
 @compute @workgroup_size(KL, RG, 1)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
@@ -150,34 +184,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     acc2 += keep3 * s3_2 * dot_word(w3_2, x3_0, x3_1);
     acc3 += keep3 * s3_3 * dot_word(w3_3, x3_0, x3_1);
   }
-  partial[(lid.y * R + 0u) * KL + lid.x] = acc0;
-  partial[(lid.y * R + 1u) * KL + lid.x] = acc1;
-  partial[(lid.y * R + 2u) * KL + lid.x] = acc2;
-  partial[(lid.y * R + 3u) * KL + lid.x] = acc3;
-  workgroupBarrier();
-  for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
-    if (lid.x < stride) {
-      for (var r = 0u; r < R; r++) {
-        let i = (lid.y * R + r) * KL + lid.x;
-        partial[i] += partial[i + stride];
-      }
-    }
-    workgroupBarrier();
-  }
-  let lane_step = KL;
-  // Lane 0 of the first warp of each row group adds up its row group's partials.
-  if (lid.x == 0u && split == 0u) {
-    for (var r = 0u; r < R; r++) {
-      let n = first_row + r;
-      var total = 0.0;
-      for (var sp = 0u; sp < KSPLIT; sp++) {
-        for (var lane = 0u; lane < KL; lane += lane_step) {
-          total += partial[((lid.y + sp) * R + r) * KL + lane];
-        }
-      }
-      if (n < params.n) {
-        out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
-      }
-    }
-  }
+  var sums: array<f32, R>;
+  sums[0] = acc0;
+  sums[1] = acc1;
+  sums[2] = acc2;
+  sums[3] = acc3;
+  store_rows(lid, first_row, sums);
 }
