@@ -68,11 +68,38 @@ fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4
 // workgroup-memory tree) and across the KSPLIT warps of its row group, then stored (with the bias)
 // by lane 0 of the group's first warp: out[first_row + r] for r < R, rows past N skipped.
 fn store_rows(lid: vec3<u32>, first_row: u32, sums: array<f32, R>, sg_size: u32) {
-  for (var r = 0u; r < R; r++) {
-    let total = subgroupAdd(sums[r]);
-    if (lid.x % sg_size == 0u) {
-      partial[(lid.y * R + r) * KL + lid.x] = total;
-    }
+  // Unrolled by the template: constant indices keep `sums` in registers.
+  let total0 = subgroupAdd(sums[0]);
+  if (lid.x % sg_size == 0u) {
+    partial[(lid.y * R + 0u) * KL + lid.x] = total0;
+  }
+  let total1 = subgroupAdd(sums[1]);
+  if (lid.x % sg_size == 0u) {
+    partial[(lid.y * R + 1u) * KL + lid.x] = total1;
+  }
+  let total2 = subgroupAdd(sums[2]);
+  if (lid.x % sg_size == 0u) {
+    partial[(lid.y * R + 2u) * KL + lid.x] = total2;
+  }
+  let total3 = subgroupAdd(sums[3]);
+  if (lid.x % sg_size == 0u) {
+    partial[(lid.y * R + 3u) * KL + lid.x] = total3;
+  }
+  let total4 = subgroupAdd(sums[4]);
+  if (lid.x % sg_size == 0u) {
+    partial[(lid.y * R + 4u) * KL + lid.x] = total4;
+  }
+  let total5 = subgroupAdd(sums[5]);
+  if (lid.x % sg_size == 0u) {
+    partial[(lid.y * R + 5u) * KL + lid.x] = total5;
+  }
+  let total6 = subgroupAdd(sums[6]);
+  if (lid.x % sg_size == 0u) {
+    partial[(lid.y * R + 6u) * KL + lid.x] = total6;
+  }
+  let total7 = subgroupAdd(sums[7]);
+  if (lid.x % sg_size == 0u) {
+    partial[(lid.y * R + 7u) * KL + lid.x] = total7;
   }
   workgroupBarrier();
   let lane_step = sg_size;

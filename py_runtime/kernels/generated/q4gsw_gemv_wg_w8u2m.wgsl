@@ -84,9 +84,15 @@ fn dot_chunk(w: vec4<u32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4
 // workgroup-memory tree) and across the KSPLIT warps of its row group, then stored (with the bias)
 // by lane 0 of the group's first warp: out[first_row + r] for r < R, rows past N skipped.
 fn store_rows(lid: vec3<u32>, first_row: u32, sums: array<f32, R>) {
-  for (var r = 0u; r < R; r++) {
-    partial[(lid.y * R + r) * KL + lid.x] = sums[r];
-  }
+  // Unrolled by the template: constant indices keep `sums` in registers.
+  partial[(lid.y * R + 0u) * KL + lid.x] = sums[0];
+  partial[(lid.y * R + 1u) * KL + lid.x] = sums[1];
+  partial[(lid.y * R + 2u) * KL + lid.x] = sums[2];
+  partial[(lid.y * R + 3u) * KL + lid.x] = sums[3];
+  partial[(lid.y * R + 4u) * KL + lid.x] = sums[4];
+  partial[(lid.y * R + 5u) * KL + lid.x] = sums[5];
+  partial[(lid.y * R + 6u) * KL + lid.x] = sums[6];
+  partial[(lid.y * R + 7u) * KL + lid.x] = sums[7];
   workgroupBarrier();
   for (var stride = KL / 2u; stride > 0u; stride >>= 1u) {
     if (lid.x < stride) {
