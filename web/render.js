@@ -102,11 +102,36 @@ function renderQ4(report) {
     table(["case", "K", "N", "gs", "rows", "routes"], rows));
 }
 
+// Kernel bench: per-pass rows, the decode-chain rows (one pass over weight copies larger than L2,
+// beside a streaming read of the same bytes) with a chart of their ratio, or a decode step's table.
 function renderKernelBench(report) {
+  const pct = (x) => `${(100 * x).toFixed(x < 0.1 ? 1 : 0)}%`;
+  if (report.step) {
+    const step = report.step;
+    const rows = Object.entries(step.routes).map(([name, r]) => [name, r.dispatches, r.us.toFixed(1),
+      r.gbps.toFixed(1), pct(r.ratio_same_stream), pct(r.ratio_big_stream), (1e6 / r.us).toFixed(0)]);
+    document.getElementById("timings").replaceChildren(
+      el("h2", {}, `One ${step.geometry} decode token: ${step.linears} linears in one pass`),
+      table(["activations", "dispatches", "µs per token", "GB/s", "vs same stream", "vs big stream", "tok/s bound"], rows),
+      el("p", {}, `the same bytes streamed the same way: ${step.stream_us.toFixed(1)} µs`));
+    barChart("Decode step: GB/s", Object.entries(step.routes).map(([name, r]) =>
+      ({ label: name, value: r.gbps, text: `${r.gbps.toFixed(0)} GB/s` })));
+    return;
+  }
   const rows = report.rows.map((r) => [r.case, r.route, r.rows, (r.ns / 1000).toFixed(1), r.gbps.toFixed(1),
-    r.gflops.toFixed(1), `${(100 * r.ratio_same_bytes).toFixed(0)}%`, `${(100 * r.ratio_big_stream).toFixed(0)}%`]);
-  document.getElementById("timings").replaceChildren(el("h2", {}, "Kernel benchmark (timestamp queries)"),
-    table(["case", "route", "M", "µs", "GB/s", "GFLOP/s", "vs stream (same bytes)", "vs stream (big)"], rows));
+    r.gflops.toFixed(1), pct(r.ratio_same_bytes), pct(r.ratio_big_stream)]);
+  const parts = [el("h2", {}, "Kernel benchmark, one profiled pass per dispatch (timestamp queries)"),
+    table(["case", "route", "M", "µs", "GB/s", "GFLOP/s", "vs stream (same bytes)", "vs stream (big)"], rows)];
+  const chained = report.rows.filter((r) => r.chain_ns !== undefined);
+  if (chained.length) {
+    parts.push(el("h2", {}, "Decode chain: one pass, back to back over weight copies (per dispatch)"),
+      table(["case", "copies", "µs", "GB/s", "stream µs", "vs same", "vs big"], chained.map((r) => [r.case,
+        r.chain_copies, (r.chain_ns / 1000).toFixed(2), r.chain_gbps.toFixed(1), (r.chain_stream_ns / 1000).toFixed(2),
+        pct(r.chain_ratio_same_bytes), pct(r.chain_ratio_big_stream)])));
+    barChart("Decode chain: % of a streaming read of the same bytes", chained.map((r) =>
+      ({ label: r.case, value: r.chain_ratio_same_bytes, text: pct(r.chain_ratio_same_bytes) })));
+  }
+  document.getElementById("timings").replaceChildren(...parts);
 }
 
 function renderHostCost(report) {
@@ -159,29 +184,33 @@ function renderTimings(report) {
 // Bar chart: GPU time per unary kernel at the largest length checked.
 function renderChart(report) {
   const longest = Math.max(...report.timings.map((t) => t.length));
-  const bars = report.timings.filter((t) => t.length === longest && t.kernel !== "fill_uniform");
-  if (!bars.length) return;
-  const width = 640, barH = 18, gap = 4, left = 130, top = 8;
-  const max = Math.max(...bars.map((b) => b.ns), 1);
+  const bars = report.timings.filter((t) => t.length === longest && t.kernel !== "fill_uniform")
+    .map((t) => ({ label: t.kernel, value: t.ns, text: `${(t.ns / 1000).toFixed(1)} µs` }));
+  if (bars.length) barChart(`GPU time per kernel at length ${longest.toLocaleString()}`, bars);
+}
+
+// A horizontal bar chart of [{label, value, text}] into #chart.
+function barChart(title, bars) {
+  const width = 720, barH = 18, gap = 4, left = 210, top = 8;
+  const max = Math.max(...bars.map((b) => b.value), 1e-12);
   const svgNS = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(svgNS, "svg");
   svg.setAttribute("width", width);
   svg.setAttribute("height", top + bars.length * (barH + gap));
   bars.forEach((b, i) => {
     const y = top + i * (barH + gap);
-    const w = Math.max(1, ((width - left - 90) * b.ns) / max);
+    const w = Math.max(1, ((width - left - 90) * b.value) / max);
     const label = document.createElementNS(svgNS, "text");
-    label.setAttribute("x", 0); label.setAttribute("y", y + 13); label.textContent = b.kernel;
+    label.setAttribute("x", 0); label.setAttribute("y", y + 13); label.textContent = b.label;
     const rect = document.createElementNS(svgNS, "rect");
     rect.setAttribute("x", left); rect.setAttribute("y", y); rect.setAttribute("width", w);
     rect.setAttribute("height", barH); rect.setAttribute("fill", "#54aeff");
     const value = document.createElementNS(svgNS, "text");
     value.setAttribute("x", left + w + 6); value.setAttribute("y", y + 13);
-    value.textContent = `${(b.ns / 1000).toFixed(1)} µs`;
+    value.textContent = b.text;
     svg.append(label, rect, value);
   });
-  document.getElementById("chart").replaceChildren(
-    el("h2", {}, `GPU time per kernel at length ${longest.toLocaleString()}`), svg);
+  document.getElementById("chart").replaceChildren(el("h2", {}, title), svg);
 }
 
 // Decoder blocks: per geometry, each step of the resized plan (S, start position) with its routes

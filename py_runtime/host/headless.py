@@ -46,6 +46,7 @@ class PageRun:
     console_errors: list[str] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)
     status_text: str = ""           # what the page shows in its status box
+    page_text: str = ""             # the whole rendered page as text (tables, chart labels)
 
 
 class HeadlessLab:
@@ -103,7 +104,8 @@ class HeadlessLab:
                 screenshot.parent.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(screenshot), full_page=True)
             state["status_text"] = page.inner_text("#status")
+            state["page_text"] = page.inner_text("body")
             return PageRun(state["state"], state.get("result"), state.get("error"), state.get("stage"),
-                           console_errors, page_errors, state["status_text"])
+                           console_errors, page_errors, state["status_text"], state["page_text"])
         finally:
             page.close()

@@ -1,0 +1,27 @@
+"""The kernel bench in the page: its JSON report, and what the page renders from it (the per-pass
+table, the decode-chain table and its chart; the decode-step table)."""
+
+from __future__ import annotations
+
+from .conftest import assert_clean
+
+
+def test_kernel_bench_page_shows_the_decode_chain(lab):
+    run = lab.run_page({"suite": "kernel_bench", "preset": "tiny", "repeats": 2, "trials": 1,
+                        "chain_bytes": 1 << 19}, timeout_s=300)
+    assert_clean(run)
+    rows = run.report["rows"]
+    assert [r["route"] for r in rows][1] == "q4_gemv_int8"
+    decode = [r for r in rows if r["rows"] == 1]
+    assert decode and all(r["chain_copies"] > 1 and r["chain_ns"] > 0 and r["chain_stream_ns"] > 0 for r in decode)
+    text = run.page_text
+    assert "Decode chain: one pass" in text and "Decode chain: % of a streaming read" in text
+    assert all(r["case"] in text for r in rows)
+
+
+def test_kernel_bench_page_shows_a_decode_step(lab):
+    run = lab.run_page({"suite": "kernel_bench", "preset": "tiny_step", "trials": 1}, timeout_s=300)
+    assert_clean(run)
+    step = run.report["step"]
+    assert step["routes"]["int8"]["routes"] == ["q4_gemv_int8"] and step["routes"]["f32"]["dispatches"] == 7
+    assert "decode token: 7 linears in one pass" in run.page_text and "Decode step: GB/s" in run.page_text
