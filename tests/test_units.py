@@ -54,3 +54,34 @@ def test_ranges_that_would_round_are_refused(scale_log2, offset):
 def test_ulp32_matches_numpy_spacing():
     for v in [1.0, 1.5, 2.0, 1e-3, 3e4, 0.9999999]:
         assert ulp32(v) == float(np.spacing(np.float32(v))) or ulp32(v) * 2 == float(np.spacing(np.float32(v)))
+
+
+def test_row_major_scales_are_refused_by_every_route_but_the_int8_rs_gemv():
+    """Only the SROW int8 GEMV variants read scales [N, K/gs]; every other route would misread them,
+    so q4_linear refuses rather than record a silent wrong answer (and refuses prefill row counts)."""
+    import pytest
+
+    from py_runtime.gpu.device import AdapterReport
+    from py_runtime.ops.q4 import Q4Weight, q4_linear
+    from py_runtime.tensors import Tensor
+
+    k, n = 256, 64
+    adapter = AdapterReport(backend="native", info={}, features=(), device_features=(),
+                            limits={"maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupStorageSize": 32768})
+    weight = Q4Weight(Tensor("w", (n * k // 8,), "u32", 0), Tensor("s", (k // 64 * n,), "f32", 0), k, n, 64,
+                      scales_row_major=True)
+    x, out = Tensor("x", (4, k), "f32", 0), Tensor("out", (4, n), "f32", 0)
+    with pytest.raises(ValueError, match="row-major scales"):
+        q4_linear(x=x, weight=weight, out=out, adapter=adapter, rows=1)
+    with pytest.raises(ValueError, match="row-major scales"):
+        q4_linear(x=x, weight=weight, out=out, adapter=adapter, rows=1, int8=True, gemv_shape="i8r4g64")
+    with pytest.raises(ValueError, match="only the int8 decode GEMV"):
+        q4_linear(x=x, weight=weight, out=out, adapter=adapter, rows=1, int8=True, gemv_shape="i8r4g64rs",
+                  force_route="q4_gemm_tiled")
+    (decode,) = q4_linear(x=x, weight=weight, out=out, adapter=adapter, rows="rows", int8=True,
+                          gemv_shape="i8r4g64rs")
+    assert decode.route == "q4_gemv_int8" and decode.kernel == "q4gsw_gemv_wg_i8r4g64rs"
+    spec = type("Spec", (), {"params": {"I8": True, "R": 4, "KSPLIT": 1}, "workgroup_size": (32, 8, 1),
+                             "name": decode.kernel})()
+    with pytest.raises(ValueError, match="decode GEMV"):
+        decode.sizing(spec, {"rows": 3})

@@ -45,6 +45,10 @@ class BenchCase:
     group_size: int = 64
     int8: bool = False                  # int8 activations (q4_gemv_int8)
 
+    @property
+    def scales_row_major(self) -> bool:
+        return bool(self.gemv_shape and self.gemv_shape.endswith("rs"))     # the SROW int8 variants
+
 
 def _fits(gemv_shape: str | None, k: int) -> bool:
     """An int8 variant holds at most int8_max_k activations in its workgroup memory."""
@@ -196,11 +200,13 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         if progress:
             progress(f"[{index + 1}/{len(cases)}] {case.name}")
         weight_bytes = case.n * case.k // 2 + 4 * case.n * case.k // case.group_size
-        weight = Q4Weight(packed_pool, scales_pool, case.k, case.n * count, case.group_size)
+        weight = Q4Weight(packed_pool, scales_pool, case.k, case.n * count, case.group_size,
+                          scales_row_major=case.scales_row_major)
         x = await tensors.allocate("bench.x", (case.rows, case.k))
         out = await tensors.allocate("bench.out", (case.rows, case.n))
         setup = Plan(runtime, "bench.setup")
-        await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index)))
+        await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index),
+                                    scales_row_major=case.scales_row_major))
         await setup.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
         setup.record()
         await setup.replay()

@@ -40,6 +40,7 @@ class LinearCase:
     stream: int = 0
     gemv_shape: str | None = None            # pin a GEMV variant (None: the route's choice)
     int8: bool = False                       # decode with int8 activations (q4_gemv_int8)
+    scales_row_major: bool = False           # quantize with scales [N, K/gs] (the "rs" int8 variants)
 
     @property
     def n_total(self) -> int:
@@ -73,14 +74,16 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
               LinearCase("int8.k160_bias", 160, 72, (1, 5), group_size=32, bias=True, int8=True),
               LinearCase("int8.k_beyond_workgroup_memory", 8256, 40, (1,), int8=True),
               LinearCase("int8.vocab_with_short_rows", 1024, 65600, (1,), int8=True)]   # f32 GEMV: half the lanes idle
-    cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=gs, bias=True, gemv_shape=shape, int8=True)
+    cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=gs, bias=True, gemv_shape=shape, int8=True,
+                         scales_row_major=shape.endswith("rs"))
               for shape in GEMV_INT8_SHAPES for gs in (int8_shape_params(shape)[1],) for k in (3 * gs, 2048)]
     # The persistent variants with more blocks than workgroups (N past STREAM_WORKGROUPS blocks of 8 R
     # rows) and K longer than one step of the lanes (40 groups: a second, partial step).
     cases += [LinearCase(f"gemv.{shape}.blocks", 2560, STREAM_WORKGROUPS * 8 * int8_shape_params(shape)[0] + 37, (1,),
-                         bias=True, gemv_shape=shape, int8=True) for shape in GEMV_INT8_SHAPES if shape.endswith("st")]
+                         bias=True, gemv_shape=shape, int8=True, scales_row_major=shape.endswith("rs"))
+              for shape in GEMV_INT8_SHAPES if "st" in shape]
     return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
-                       c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8)
+                       c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.scales_row_major)
             for i, c in enumerate(cases)]
 
 
@@ -124,7 +127,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     prefix = f"q4.{case.name}"
     packed = await tensors.allocate(f"{prefix}.packed", (n_total * k // 8,), "u32")
     scales = await tensors.allocate(f"{prefix}.scales", (k // gs * n_total,))
-    weight = Q4Weight(packed, scales, k, n_total, gs)
+    weight = Q4Weight(packed, scales, k, n_total, gs, scales_row_major=case.scales_row_major)
     x = await tensors.allocate(f"{prefix}.x", (rows_max, k))
     bias = await tensors.allocate(f"{prefix}.bias", (case.n,)) if case.bias else None
     if case.n_kv:
@@ -134,7 +137,8 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     else:
         outs = (await tensors.allocate(f"{prefix}.out", (rows_max, case.n)),)
     plan = Plan(runtime, prefix, live={"rows": case.rows[0]})
-    await plan.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, case.stream)))
+    await plan.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, case.stream),
+                               scales_row_major=case.scales_row_major))
     await plan.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=case.stream + 1000))
     if bias is not None:
         await plan.add(fill_uniform(target=bias, value_range=BIAS_RANGE, seed=seed, stream=case.stream + 2000))
@@ -171,7 +175,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         if tensor is not None:
             tensors.release(tensor.name)
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
-            "gemv_shape": case.gemv_shape, "int8": case.int8,
+            "gemv_shape": case.gemv_shape, "int8": case.int8, "scales_row_major": case.scales_row_major,
             "stream": case.stream, "force_route": case.force_route, "runs": runs, "weight_artifacts": weight_artifacts}
 
 

@@ -40,7 +40,8 @@ GEMV_SHAPES = ("r8", "r4u2", "r4s2", "r2u2s4", "r1u2s8", "r2s8", "w8u4", "w4u4s2
                "w8u8", "r4s2m", "r2u2s4m", "r2s2m", "w8u4m", "w8u2m", "w4u4s2m")     # the combinations in q4gsw_gemv.yaml
 
 GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "i8r4g128",
-                    "i8r2g64st", "i8r4g64st", "i8r8g64st")      # the I8 combinations ("st": STREAM)
+                    "i8r2g64st", "i8r4g64st", "i8r8g64st",       # the I8 combinations ("st": STREAM,
+                    "i8r4g64rs", "i8r2s2g64rs", "i8r2g64strs")   # "rs": SROW, row-major scales)
 STREAM_WORKGROUPS = 512     # persistent GEMV workgroups: each walks blocks wg, wg + 512, ...
 
 
@@ -55,6 +56,7 @@ class Q4Weight:
     group_size: int
     n_offset: int = 0
     n: int | None = None
+    scales_row_major: bool = False      # scales [n_total, K/gs]: only the int8 "rs" GEMV variants read it
 
     def __post_init__(self):
         if self.group_size not in GROUP_SIZES or self.k % self.group_size:
@@ -74,7 +76,8 @@ class Q4Weight:
 
     def rows(self, n_offset: int, n: int) -> "Q4Weight":
         """A view of rows [n_offset, n_offset + n): one projection of a packed QKV weight."""
-        return Q4Weight(self.packed, self.scales, self.k, self.n_total, self.group_size, n_offset, n)
+        return Q4Weight(self.packed, self.scales, self.k, self.n_total, self.group_size, n_offset, n,
+                        self.scales_row_major)
 
 
 def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | None = None,
@@ -129,7 +132,7 @@ def gemv_shape_for(k: int, n: int) -> str:
 
 def int8_shape_params(shape: str) -> tuple[int, int]:
     """(rows per thread, group size) of an int8 GEMV shape name: "i8r4u2g64" -> (4, 64)."""
-    found = re.fullmatch(r"i8r(\d+)(?:u\d+)?(?:s\d+)?g(\d+)(?:st)?", shape)
+    found = re.fullmatch(r"i8r(\d+)(?:u\d+)?(?:s\d+)?g(\d+)(?:st)?(?:rs)?", shape)
     if not found:
         raise ValueError(f"{shape!r} is not an int8 GEMV shape")
     return int(found.group(1)), int(found.group(2))
@@ -198,6 +201,8 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
     def decode_sizing(spec, live):
         m = live_value(rows, live, label)
         check_rows(m)
+        if weight.scales_row_major and m != 1:
+            raise ValueError(f"{label}: a weight with row-major scales runs only the decode GEMV (rows == 1), not {m} rows")
         moved, flops = _cost(weight, 1, has_bias)
         if spec.params.get("I8") and weight.k > int8_max_k(int(spec.params["R"])):
             raise ValueError(f"{label}: K={weight.k} exceeds {spec.name}'s workgroup memory "
@@ -232,6 +237,11 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         gemv_shape_for(weight.k, weight.n)
     if shape in GEMV_INT8_SHAPES and int8_shape_params(shape)[1] != weight.group_size:
         raise ValueError(f"{label}: {shape!r} is an int8 GEMV for another group size than {weight.group_size}")
+    if weight.scales_row_major != shape.endswith("rs"):
+        # Only the SROW variants read row-major scales, and they read nothing else: no other route
+        # (prefill included) can take such a weight, so it is refused rather than misread.
+        raise ValueError(f"{label}: row-major scales need an int8 'rs' GEMV shape and decode only; "
+                         f"got shape {shape!r} with scales_row_major={weight.scales_row_major}")
     decode_kernel, decode_route = gemv_variant(adapter, shape)
     prefill_kernel, prefill_route = None, None
     if limits.get("maxComputeWorkgroupStorageSize", 0) >= 2 * _TILE * 32 * 4 and \
@@ -251,6 +261,10 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         "generic": OpCall(label=f"{label}.generic", kernel="q4gsw_linear_generic", route="q4_linear_generic",
                           tensors=tensors, sizing=generic_sizing),
     }
+    if weight.scales_row_major:
+        if calls["decode"] is None or force_route not in (None, decode_route):
+            raise ValueError(f"{label}: row-major scales: only the int8 decode GEMV ({decode_route}) reads them")
+        return [calls["decode"]]
     if force_route is not None:
         chosen = [c for c in calls.values() if c and c.route == force_route]
         if not chosen:

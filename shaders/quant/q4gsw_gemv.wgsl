@@ -1,4 +1,7 @@
 // Q4 GEMV (one activation row): out[n] = sum_k x[k] * (q[n, k] * scale[k / gs, n]) (+ bias[n]).
+$if SROW:
+  // This variant reads scales row-major, [N, K/gs] (int8 only), so a warp's lanes read one row's
+  // scales contiguously: an experiment against the reference layout's reads, strided by N.
 // Weights in the reference layout (see q4gsw_quantize.wgsl), rows n_offset.. of a packed matrix of
 // n_total rows, so one packed QKV weight serves three projections.
 //
@@ -222,7 +225,10 @@ $if STREAM:
       var row${r} = min(block * ROWS + lid.y * R + ${r}u, last_row) + params.n_offset;
       $for v in range(GS // 32):
         var w${r}_${v} = weights[row${r} * row_words4 + g * ${GS // 32}u + ${v}u];
-      var s${r} = scales[g * params.n_total + row${r}];
+      $if SROW:
+        var s${r} = scales[row${r} * (params.k / GS) + g];
+      $else:
+        var s${r} = scales[g * params.n_total + row${r}];
       var acc${r} = 0.0;
     quantize_row(lid.y * KL + lid.x, params.k);
     loop {
@@ -236,7 +242,10 @@ $if STREAM:
         let next_row${r} = min(next_block * ROWS + lid.y * R + ${r}u, last_row) + params.n_offset;
         $for v in range(GS // 32):
           let next_w${r}_${v} = weights[next_row${r} * row_words4 + next_g * ${GS // 32}u + ${v}u];
-        let next_s${r} = scales[next_g * params.n_total + next_row${r}];
+        $if SROW:
+          let next_s${r} = scales[next_row${r} * (params.k / GS) + next_g];
+        $else:
+          let next_s${r} = scales[next_g * params.n_total + next_row${r}];
       // A lane past the last group of the row computes with zero stats.
       let st = select(vec2<f32>(0.0), xstats[g], kstep * KL + lid.x < groups_k);
       $for v in range(GS // 32):
@@ -292,7 +301,10 @@ $else:
         $for r in range(R):
           $for v in range(GS // 32):
             var w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
-          var s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+          $if SROW:
+            var s${u}_${r} = scales[row${r} * (params.k / GS) + g${u}];
+          $else:
+            var s${u}_${r} = scales[g${u} * params.n_total + row${r}];
       quantize_row(lid.y * KL + lid.x, params.k);
       loop {
         if (base >= groups_k) {
@@ -315,7 +327,10 @@ $else:
           $for r in range(R):
             $for v in range(GS // 32):
               w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
-            s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+            $if SROW:
+              s${u}_${r} = scales[row${r} * (params.k / GS) + g${u}];
+            $else:
+              s${u}_${r} = scales[g${u} * params.n_total + row${r}];
       }
     $else:
       for (var base = split * KL + lid.x; base < chunks; base += KL * KSPLIT * U) {
