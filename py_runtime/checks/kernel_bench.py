@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
-from ..ops.q4 import GEMV_INT8_SHAPES, GEMV_SHAPES, Q4Weight, int8_max_k, int8_shape_params, q4_linear, q4_quantize, stream_read
+from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_SHAPES, Q4Weight, int8_max_k, int8_shape_params, q4_linear, q4_quantize,
+                      stream_read)
 from ..ops.synth import fill_uniform
 from ..plan import Plan, runs_at
 from ..runtime import Runtime
@@ -64,7 +65,7 @@ _LLAMA = [("q_o", 2048, 2048), ("kv", 2048, 512), ("qkv_as_one", 2048, 3072), ("
           ("down", 8192, 2048), ("lm_head", 2048, 128256)]
 _QWEN = [("q", 1024, 2048), ("kv", 1024, 1024), ("o", 2048, 1024), ("gate_up", 1024, 3072), ("down", 3072, 1024),
          ("lm_head", 1024, 151936)]
-_F32_NEXT = ("r4s2", "w8u4", "r4s2m", "r2s2m", "w4u4s2m", "w8u2m")      # today's picks and the masked contenders
+_F32_NEXT = ("r4s2", "w8u4", "r4s2m", "r2s2m", "w4u4s2m", "w8u2m")      # the first session's picks and the masked ones
 _INT8_G64 = tuple(s for s in GEMV_INT8_SHAPES if int8_shape_params(s)[1] == 64)
 BENCH_PRESETS = {
     "tiny": [BenchCase("tiny.gemv", 256, 96, 1), BenchCase("tiny.gemv.int8", 256, 96, 1, int8=True),
@@ -74,7 +75,8 @@ BENCH_PRESETS = {
     # The Llama shapes under the f32 variants the route picks today, the masked ones, and the int8 ones.
     "gemv_next": (_decode("llama", _LLAMA, gemv_shapes=_F32_NEXT)
                   + _decode("llama", _LLAMA, gemv_shapes=_INT8_G64, int8=True)),
-    "gemv_variants": _decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES) + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES),
+    "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES)
+                      + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES)),
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in
                    (("llama", 2048, 128256), ("qwen", 1024, 151936))
                    for g in ("r8", "w8u4", "w4u8", "w16u2", "w16u4", "w8u8")],

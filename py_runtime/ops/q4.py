@@ -28,8 +28,9 @@ from ..plan import OpCall, Sizing
 from ..tensors import Tensor
 from .grid import linear_grid, live_limit, live_value
 
-__all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES", "q4_quantize", "q4_linear", "q4_linear_qkv",
-           "gemv_variant", "int8_max_k", "int8_shape_params", "stream_read"]
+__all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES",
+           "q4_quantize", "q4_linear", "q4_linear_qkv", "gemv_variant", "int8_max_k", "int8_shape_params",
+           "stream_read", "STREAM_WORKGROUPS"]
 
 GROUP_SIZES = (32, 64, 128)
 BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama-1B projections
@@ -37,7 +38,7 @@ QKV_SHAPE = (2048, 2048, 512)                                 # K, Nq, Nk = Nv
 IDLE = (0, 0, 0)
 _TILE = 64
 GEMV_SHAPES = ("r8", "r4u2", "r4s2", "r2u2s4", "r1u2s8", "r2s8", "w8u4", "w4u4s2", "w4u8", "w16u2", "w16u4",
-               "w8u8", "r4s2m", "r2u2s4m", "r2s2m", "w8u4m", "w8u2m", "w4u4s2m")     # the combinations in q4gsw_gemv.yaml
+               "w8u8", "r4s2m", "r2u2s4m", "r2s2m", "w8u4m", "w8u2m", "w4u4s2m")   # the f32 combinations in the yaml
 
 GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "i8r4g128",
                     "i8r2g64st", "i8r4g64st", "i8r8g64st",       # the I8 combinations ("st": STREAM,
@@ -202,7 +203,8 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         m = live_value(rows, live, label)
         check_rows(m)
         if weight.scales_row_major and m != 1:
-            raise ValueError(f"{label}: a weight with row-major scales runs only the decode GEMV (rows == 1), not {m} rows")
+            raise ValueError(f"{label}: a weight with row-major scales runs only the decode GEMV (rows == 1), "
+                             f"not {m} rows")
         moved, flops = _cost(weight, 1, has_bias)
         if spec.params.get("I8") and weight.k > int8_max_k(int(spec.params["R"])):
             raise ValueError(f"{label}: K={weight.k} exceeds {spec.name}'s workgroup memory "
