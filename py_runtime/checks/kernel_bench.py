@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
 from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_SHAPES, Q4Weight, int8_max_k, int8_shape_params, q4_linear, q4_quantize,
-                      stream_read)
+                      q4_weight_bytes, stream_read)
 from ..ops.synth import fill_uniform
 from ..plan import Plan, runs_at
 from ..runtime import Runtime
@@ -50,10 +50,14 @@ class BenchCase:
     def scales_row_major(self) -> bool:
         return bool(self.gemv_shape and self.gemv_shape.endswith("rs"))     # the SROW int8 variants
 
+    @property
+    def weight_bytes(self) -> int:
+        return q4_weight_bytes(self.k, self.n, self.group_size)
+
 
 def _fits(gemv_shape: str | None, k: int) -> bool:
     """An int8 variant holds at most int8_max_k activations in its workgroup memory."""
-    return not (gemv_shape and gemv_shape.startswith("i8r")) or k <= int8_max_k(int8_shape_params(gemv_shape)[0])
+    return gemv_shape not in GEMV_INT8_SHAPES or k <= int8_max_k(int8_shape_params(gemv_shape)[0])
 
 
 def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,), int8=False) -> list[BenchCase]:
@@ -84,17 +88,14 @@ BENCH_PRESETS = {
 }
 
 
-async def _active_calls(runtime: Runtime, calls, live):
-    """The dispatches of a linear that run at this row count (an int8 decode is two), with sizings."""
-    active = []
+async def _active_call(runtime: Runtime, calls, live):
+    """The one of a linear's alternative dispatches that runs at this row count, and its sizing."""
     for call in calls:
         spec, _ = await runtime.pipelines.get(call.kernel)
         sizing = call.sizing(spec, live)
         if runs_at(sizing.workgroups):
-            active.append((call, sizing))
-    if not active:
-        raise ValueError(f"no active dispatch among {[c.route for c in calls]}")
-    return active
+            return call, sizing
+    raise ValueError(f"no active dispatch among {[c.route for c in calls]}")
 
 
 async def _queue(plan: Plan, seconds: float, per_replay: float) -> None:
@@ -114,20 +115,17 @@ async def _warm_up(plan: Plan) -> float:
     return per_replay
 
 
-async def _measure(plan: Plan, trials: int) -> dict[str, int]:
-    """Median ns per kernel: over a replay's profiled passes, then over `trials` replays, each queued
-    behind a few ms of untimed replays (sustained load, as in a decode loop)."""
+async def _measure(plan: Plan, trials: int) -> int:
+    """Median ns of a plan's dispatches (one kernel repeated): over a replay's profiled passes, then
+    over `trials` replays, each queued behind a few ms of untimed replays (sustained load, as in a
+    decode loop)."""
     per_replay = await _warm_up(plan)
-    samples: dict[str, list[float]] = {}
+    samples = []
     for _ in range(trials):
         await _queue(plan, TRIAL_LEAD_SECONDS, per_replay)
         execution = await plan.replay(profile=True)
-        per_kernel: dict[str, list[int]] = {}
-        for row in execution.rows:
-            per_kernel.setdefault(row.kernel, []).append(row.ns)
-        for kernel, values in per_kernel.items():
-            samples.setdefault(kernel, []).append(statistics.median(values))
-    return {kernel: int(statistics.median(values)) for kernel, values in samples.items()}
+        samples.append(statistics.median(row.ns for row in execution.rows))
+    return int(statistics.median(samples))
 
 
 async def _measure_span(plan: Plan, trials: int) -> float:
@@ -148,7 +146,7 @@ async def _stream_ns(runtime: Runtime, pool, ranges, trials: int, sink_tensor, *
     for offset, nbytes in ranges:
         await plan.add(stream_read(data=pool, sink=sink_tensor, nbytes=nbytes // 16 * 16, offset=offset))
     plan.record()
-    ns = await _measure_span(plan, trials) if span else (await _measure(plan, trials))["stream_read"]
+    ns = await _measure_span(plan, trials) if span else await _measure(plan, trials)
     plan.release()
     return ns
 
@@ -159,8 +157,8 @@ def _copies(case: BenchCase, chain_bytes: int, pool_bytes: int, limit: int) -> i
     if case.rows != 1 or chain_bytes <= 0:
         return 1
     packed = case.n * case.k // 2
-    weight_bytes = packed + 4 * case.n * case.k // case.group_size
-    return max(1, min(_CHAIN_MAX, -(-chain_bytes // weight_bytes), limit // packed, pool_bytes // weight_bytes))
+    return max(1, min(_CHAIN_MAX, -(-chain_bytes // case.weight_bytes), limit // packed,
+                      pool_bytes // case.weight_bytes))
 
 
 async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats: int = 10, trials: int = 5,
@@ -201,7 +199,7 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
     for index, (case, count) in enumerate(zip(cases, copies)):
         if progress:
             progress(f"[{index + 1}/{len(cases)}] {case.name}")
-        weight_bytes = case.n * case.k // 2 + 4 * case.n * case.k // case.group_size
+        weight_bytes = case.weight_bytes
         weight = Q4Weight(packed_pool, scales_pool, case.k, case.n * count, case.group_size,
                           scales_row_major=case.scales_row_major)
         x = await tensors.allocate("bench.x", (case.rows, case.k))
@@ -216,15 +214,12 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         calls = q4_linear(x=x, weight=weight.rows(0, case.n), out=out, adapter=device.adapter, rows=case.rows,
                           gemv_shape=case.gemv_shape, force_route=case.route, int8=case.int8)
         plan = Plan(runtime, f"bench.{case.name}")
-        active = await _active_calls(runtime, calls, plan.live)
+        main, moved = await _active_call(runtime, calls, plan.live)
         for _ in range(repeats):
-            for call, _ in active:
-                await plan.add(call)
+            await plan.add(main)
         plan.record()
-        per_kernel = await _measure(plan, trials)
+        ns = await _measure(plan, trials)
         plan.release()
-        main, moved = active[-1]
-        ns = per_kernel[main.kernel]
         stream_same = weight_bytes / await _stream_ns(runtime, pool, [(0, weight_bytes)] * repeats, trials,
                                                       sink_tensor, span=False)
         gbps = moved.bytes_moved / ns if ns else float("nan")
@@ -255,11 +250,11 @@ async def _chain_row(runtime, case, weight, x, out, copies, trials, sink_tensor,
     for copy in range(copies):
         calls = q4_linear(x=x, weight=weight.rows(copy * case.n, case.n), out=out, adapter=device.adapter, rows=1,
                           gemv_shape=case.gemv_shape, force_route=case.route, int8=case.int8)
-        await plan.add((await _active_calls(runtime, calls, plan.live))[-1][0])
+        await plan.add((await _active_call(runtime, calls, plan.live))[0])
     plan.record()
     chain_ns = await _measure_span(plan, trials)
     plan.release()
-    weight_bytes = (case.n * case.k // 2 + 4 * case.n * case.k // case.group_size) // 16 * 16
+    weight_bytes = case.weight_bytes // 16 * 16
     stream_ns = await _stream_ns(runtime, pool, [(i * weight_bytes, weight_bytes) for i in range(copies)], trials,
                                  sink_tensor, span=True)
     chain_gbps = moved / chain_ns if chain_ns else float("nan")
@@ -271,24 +266,21 @@ async def _chain_row(runtime, case, weight, x, out, copies, trials, sink_tensor,
 
 @dataclass(frozen=True)
 class StepGeometry:
-    """The linears of one decode token: per layer (name, K, N, shares the previous linear's input: a
-    fusion opportunity the step does not take yet)."""
+    """The linears of one decode token: per layer (name, K, N), then lm_head (K, N). Each is its own
+    dispatch: q/k/v and gate/up share an input, a fusion the step does not take yet."""
 
     name: str
     layers: int
-    per_layer: tuple[tuple[str, int, int, bool], ...]
+    per_layer: tuple[tuple[str, int, int], ...]
     lm_head: tuple[int, int]
 
 
-# Llama-3.2-1B: q, k, v share the normed input, so do gate and up; o and down have their own.
 STEP_PRESETS = {
-    "llama_step": StepGeometry("llama-3.2-1b", 16, (("q", 2048, 2048, False), ("k", 2048, 512, True),
-                                                   ("v", 2048, 512, True), ("o", 2048, 2048, False),
-                                                   ("gate", 2048, 8192, False), ("up", 2048, 8192, True),
-                                                   ("down", 8192, 2048, False)), (2048, 128256)),
+    "llama_step": StepGeometry("llama-3.2-1b", 16, (("q", 2048, 2048), ("k", 2048, 512), ("v", 2048, 512),
+                                                   ("o", 2048, 2048), ("gate", 2048, 8192), ("up", 2048, 8192),
+                                                   ("down", 8192, 2048)), (2048, 128256)),
     # The same structure at toy sizes (tests and CPU adapters).
-    "tiny_step": StepGeometry("tiny", 2, (("q", 256, 128, False), ("k", 256, 64, True), ("down", 512, 256, False)),
-                              (256, 1000)),
+    "tiny_step": StepGeometry("tiny", 2, (("q", 256, 128), ("k", 256, 64), ("down", 512, 256)), (256, 1000)),
 }
 
 
@@ -298,12 +290,11 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
     its own weight (no L2 reuse between them, as in a real step), under the f32 route and under the
     int8 route; and a streaming read of the same byte counts in the same order. gs 64, M = 1."""
     tensors, adapter = runtime.tensors, runtime.device.adapter
-    linears = [(f"l{layer}.{name}", k, n, shared) for layer in range(geometry.layers)
-               for name, k, n, shared in geometry.per_layer]
-    linears.append(("lm_head", *geometry.lm_head, False))
+    linears = [(f"l{layer}.{name}", k, n) for layer in range(geometry.layers) for name, k, n in geometry.per_layer]
+    linears.append(("lm_head", *geometry.lm_head))
     owned, weights = [], {}
     by_shape: dict[tuple[int, int], list[str]] = {}
-    for name, k, n, _ in linears:
+    for name, k, n in linears:
         by_shape.setdefault((k, n), []).append(name)
     limit = adapter.limits.get("maxStorageBufferBindingSize", 1 << 27)
     stacks = []     # stacked matrices of one shape, each within the binding limit
@@ -323,7 +314,7 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
         for i, name in enumerate(names):
             weights[name] = stacked.rows(i * n, n)
     inputs, outputs = {}, {}
-    for k in sorted({k for _, k, _, _ in linears}):
+    for k in sorted({k for _, k, _ in linears}):
         inputs[k] = await tensors.allocate(f"step.x.{k}", (1, k))
         owned.append(inputs[k])
         fill = Plan(runtime, "step.fill")
@@ -331,7 +322,7 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
         fill.record()
         await fill.replay()
         fill.release()
-    for n in sorted({n for _, _, n, _ in linears}):
+    for n in sorted({n for _, _, n in linears}):
         outputs[n] = await tensors.allocate(f"step.out.{n}", (1, n))
         owned.append(outputs[n])
 
@@ -339,17 +330,17 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
     for label, int8 in (("f32", False), ("int8", True)):
         plan = Plan(runtime, f"step.{label}")
         moved = 0
-        for name, k, n, shared in linears:
+        for name, k, n in linears:
             calls = q4_linear(x=inputs[k], weight=weights[name], out=outputs[n], adapter=adapter, rows=1, int8=int8)
-            for call, sizing in await _active_calls(runtime, calls, plan.live):
-                await plan.add(call)
-                moved += sizing.bytes_moved
+            call, sizing = await _active_call(runtime, calls, plan.live)
+            await plan.add(call)
+            moved += sizing.bytes_moved
         plan.record()
         span = await _measure_span(plan, trials) * len(plan)
         result["routes"][label] = {"dispatches": len(plan), "routes": list(plan.routes), "us": span / 1e3,
                                    "bytes": moved, "gbps": moved / span, "ratio_big_stream": moved / span / stream_big}
         plan.release()
-    weight_sizes = [n * k // 2 + 4 * n * k // 64 for _, k, n, _ in linears]
+    weight_sizes = [q4_weight_bytes(k, n, 64) for _, k, n in linears]
     result["weight_bytes"] = sum(weight_sizes)
     # Consecutive regions of the pool (1 GiB on a GPU: the whole step fits, so no region is re-read;
     # a smaller pool on CPU adapters wraps around, and a weight larger than it is read in pieces).

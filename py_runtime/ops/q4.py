@@ -29,7 +29,7 @@ from ..tensors import Tensor
 from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES",
-           "q4_quantize", "q4_linear", "q4_linear_qkv", "gemv_variant", "int8_max_k", "int8_shape_params",
+           "q4_quantize", "q4_linear", "q4_linear_qkv", "gemv_variant", "int8_max_k", "int8_shape_params", "q4_weight_bytes",
            "stream_read", "STREAM_WORKGROUPS"]
 
 GROUP_SIZES = (32, 64, 128)
@@ -112,8 +112,13 @@ def _linear_params(weight: Q4Weight, m: int, has_bias: bool) -> bytes:
     return struct.pack("<7I", m, weight.k, weight.n, weight.n_total, weight.n_offset, weight.group_size, int(has_bias))
 
 
+def q4_weight_bytes(k: int, n: int, group_size: int) -> int:
+    """Bytes of an N x K Q4 weight: packed nibbles plus f32 scales."""
+    return n * k // 2 + 4 * n * k // group_size
+
+
 def _cost(weight: Q4Weight, m: int, has_bias: bool) -> tuple[int, int]:
-    moved = weight.n * weight.k // 2 + 4 * weight.n * weight.k // weight.group_size
+    moved = q4_weight_bytes(weight.k, weight.n, weight.group_size)
     moved += 4 * m * weight.k + 4 * m * weight.n + (4 * weight.n if has_bias else 0)
     return moved, 2 * m * weight.n * weight.k
 
@@ -153,10 +158,8 @@ def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str | None:
         return None
     if group_size != 64:
         return f"i8r4g{group_size}"
-    # From `gemv_next` on the H200 (decode chains, both backends; run-to-run spread ~10%): lm_head
-    # i8r4g64 ~ i8r2g64st, gate/up i8r4g64 ~ i8r4u2g64, the 2048-row projections and down i8r2s2g64.
-    if n >= 65536:
-        return "i8r4g64"
+    # From `gemv_next` on the H200 (decode chains, both backends; run-to-run spread ~10%): gate/up and
+    # lm_head i8r4g64 (~ i8r4u2g64, i8r2g64st), the 2048-row projections and down i8r2s2g64.
     return "i8r4g64" if n >= 8192 else "i8r2s2g64"
 
 
