@@ -35,6 +35,8 @@ ROUTES = (
     "argmax",               # two-pass argmax (blocks, then one workgroup), lowest index on ties
     "q4_embedding",         # Q4 embedding lookup, both nibble orders and scale layouts
     "q4_gemv_int8",         # Q4 decode GEMV quantizing x to int8 in workgroup memory (dot4I8Packed), opt-in
+    "int8_activations",     # an activation row quantized to int8 per group once, for q4_gemv_int8x
+    "q4_gemv_int8x",        # Q4 decode GEMV on pre-quantized int8 activations (dot4I8Packed), opt-in
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset()      # SDPA routes join here as they land
 _BITS = {name: i for i, name in enumerate(ROUTES)}

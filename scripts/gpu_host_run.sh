@@ -45,6 +45,10 @@ for s in $steps; do
     browser-next)    step "$s" 280 bench kernels --backend browser --driver plain --preset gemv_next --trials 3 --timeout 270 ;;
     native-int8)     step "$s" 200 bench kernels --backend native --preset decode_int8 ;;
     browser-int8)    step "$s" 200 bench kernels --backend browser --driver plain --preset decode_int8 --timeout 190 ;;
+    native-check8x)  step "$s" 60 check --suite q4 --preset int8x --backend native ;;
+    browser-check8x) step "$s" 90 check --suite q4 --preset int8x --backend browser --driver plain ;;
+    native-int8x)    step "$s" 280 bench kernels --backend native --preset gemv_int8x --trials 3 ;;
+    browser-int8x)   step "$s" 280 bench kernels --backend browser --driver plain --preset gemv_int8x --trials 3 --timeout 270 ;;
     native-step)     step "$s" 120 bench kernels --backend native --preset llama_step ;;
     browser-step)    step "$s" 120 bench kernels --backend browser --driver plain --preset llama_step --timeout 110 ;;
     native-prefill)  step "$s" 140 bench kernels --backend native --preset prefill ;;

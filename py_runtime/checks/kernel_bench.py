@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
-from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_SHAPES, Q4Weight, int8_max_k, int8_shape_params, q4_linear, q4_quantize,
-                      q4_weight_bytes, stream_read)
+from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, int8_max_k,
+                      int8_shape_params, q4_linear, q4_quantize, q4_weight_bytes, quantize_activations, stream_read)
 from ..ops.synth import fill_uniform
 from ..plan import Plan, runs_at
 from ..runtime import Runtime
@@ -45,6 +45,7 @@ class BenchCase:
     gemv_shape: str | None = None        # None: the route's choice
     group_size: int = 64
     int8: bool = False                  # int8 activations (q4_gemv_int8)
+    int8x: bool = False                 # pre-quantized int8 activations (q4_gemv_int8x; quantized once, untimed)
 
     @property
     def scales_row_major(self) -> bool:
@@ -60,8 +61,9 @@ def _fits(gemv_shape: str | None, k: int) -> bool:
     return gemv_shape not in GEMV_INT8_SHAPES or k <= int8_max_k(int8_shape_params(gemv_shape)[0])
 
 
-def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,), int8=False) -> list[BenchCase]:
-    return [BenchCase(f"{prefix}.{name}" + (".int8" if int8 else ""), k, n, 1, route, g, int8=int8)
+def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,), int8=False, int8x=False) -> list[BenchCase]:
+    suffix = ".int8x" if int8x else ".int8" if int8 else ""
+    return [BenchCase(f"{prefix}.{name}{suffix}", k, n, 1, route, g, int8=int8, int8x=int8x)
             for name, k, n in shapes for route in routes for g in gemv_shapes if _fits(g, k)]
 
 
@@ -73,12 +75,16 @@ _F32_NEXT = ("r4s2", "w8u4", "r4s2m", "r2s2m", "w4u4s2m", "w8u2m")      # the fi
 _INT8_G64 = tuple(s for s in GEMV_INT8_SHAPES if int8_shape_params(s)[1] == 64)
 BENCH_PRESETS = {
     "tiny": [BenchCase("tiny.gemv", 256, 96, 1), BenchCase("tiny.gemv.int8", 256, 96, 1, int8=True),
+             BenchCase("tiny.gemv.int8x", 256, 96, 1, int8x=True),
              BenchCase("tiny.gemm", 256, 96, 9)],
     "decode": _decode("llama", _LLAMA) + _decode("qwen", _QWEN),
     "decode_int8": _decode("llama", _LLAMA, int8=True) + _decode("qwen", _QWEN, int8=True),
     # The Llama shapes under the f32 variants the route picks today, the masked ones, and the int8 ones.
     "gemv_next": (_decode("llama", _LLAMA, gemv_shapes=_F32_NEXT)
                   + _decode("llama", _LLAMA, gemv_shapes=_INT8_G64, int8=True)),
+    # The pre-quantized int8 GEMV's variants at the Llama shapes, beside the fused int8 route's picks.
+    "gemv_int8x": (_decode("llama", _LLAMA, gemv_shapes=GEMV_INT8X_SHAPES, int8x=True)
+                   + _decode("llama", _LLAMA, int8=True)),
     "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES)
                       + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES)),
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in
@@ -208,11 +214,16 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index),
                                     scales_row_major=case.scales_row_major))
         await setup.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
+        int8 = case.int8
+        if case.int8x:
+            int8 = Int8Activations(x, await tensors.allocate("bench.xq", (case.k // 4,), "u32"),
+                                   await tensors.allocate("bench.xstats", (case.k // 16,)), case.group_size)
+            await setup.add(quantize_activations(int8))
         setup.record()
         await setup.replay()
         setup.release()
         calls = q4_linear(x=x, weight=weight.rows(0, case.n), out=out, adapter=device.adapter, rows=case.rows,
-                          gemv_shape=case.gemv_shape, force_route=case.route, int8=case.int8)
+                          gemv_shape=case.gemv_shape, force_route=case.route, int8=int8)
         plan = Plan(runtime, f"bench.{case.name}")
         main, moved = await _active_call(runtime, calls, plan.live)
         for _ in range(repeats):
@@ -230,10 +241,10 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
                "stream_gbps_same_bytes": stream_same, "ratio_same_bytes": gbps / stream_same,
                "ratio_big_stream": gbps / stream_big}
         if case.rows == 1 and chain_bytes > 0:
-            row.update(await _chain_row(runtime, case, weight, x, out, count, trials, sink_tensor, pool,
+            row.update(await _chain_row(runtime, case, weight, x, out, int8, count, trials, sink_tensor, pool,
                                         moved.bytes_moved, stream_big))
         rows.append(row)
-        for tensor in (x, out):
+        for tensor in (x, out, *((int8.words, int8.stats) if case.int8x else ())):
             tensors.release(tensor.name)
     for tensor in (packed_pool, scales_pool, pool, sink_tensor):
         tensors.release(tensor.name)
@@ -242,14 +253,14 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
             "rows": rows, "passed": True}
 
 
-async def _chain_row(runtime, case, weight, x, out, copies, trials, sink_tensor, pool, moved, stream_big) -> dict:
+async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_tensor, pool, moved, stream_big) -> dict:
     """The decode-like figures: the linear over each weight copy in turn, one pass; the same for a
     streaming read of the same bytes (consecutive regions of the pool)."""
     device = runtime.device
     plan = Plan(runtime, f"bench.chain.{case.name}")
     for copy in range(copies):
         calls = q4_linear(x=x, weight=weight.rows(copy * case.n, case.n), out=out, adapter=device.adapter, rows=1,
-                          gemv_shape=case.gemv_shape, force_route=case.route, int8=case.int8)
+                          gemv_shape=case.gemv_shape, force_route=case.route, int8=int8)
         await plan.add((await _active_call(runtime, calls, plan.live))[0])
     plan.record()
     chain_ns = await _measure_span(plan, trials)
@@ -267,7 +278,8 @@ async def _chain_row(runtime, case, weight, x, out, copies, trials, sink_tensor,
 @dataclass(frozen=True)
 class StepGeometry:
     """The linears of one decode token: per layer (name, K, N), then lm_head (K, N). Each is its own
-    dispatch: q/k/v and gate/up share an input, a fusion the step does not take yet."""
+    dispatch: q/k/v and gate/up share an input, a fusion the step does not take yet, except that the
+    pre-quantized int8 route quantizes a shared input once (before q and before gate)."""
 
     name: str
     layers: int
@@ -282,6 +294,7 @@ STEP_PRESETS = {
     # The same structure at toy sizes (tests and CPU adapters).
     "tiny_step": StepGeometry("tiny", 2, (("q", 256, 128), ("k", 256, 64), ("down", 512, 256)), (256, 1000)),
 }
+_SHARED_INPUT = ("k", "v", "up")        # these linears read the input of the linear before them
 
 
 async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, seed: int, sink_tensor, pool,
@@ -325,12 +338,22 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
     for n in sorted({n for _, _, n in linears}):
         outputs[n] = await tensors.allocate(f"step.out.{n}", (1, n))
         owned.append(outputs[n])
+    activations = {}
+    for k, x in inputs.items():
+        activations[k] = Int8Activations(x, await tensors.allocate(f"step.xq.{k}", (k // 4,), "u32"),
+                                         await tensors.allocate(f"step.xstats.{k}", (k // 16,)), 64)
+        owned += [activations[k].words, activations[k].stats]
 
     result = {"geometry": geometry.name, "linears": len(linears), "weight_bytes": 0, "routes": {}}
-    for label, int8 in (("f32", False), ("int8", True)):
+    for label in ("f32", "int8", "int8x"):
         plan = Plan(runtime, f"step.{label}")
         moved = 0
         for name, k, n in linears:
+            int8 = label == "int8"
+            if label == "int8x":
+                int8 = activations[k]
+                if name.rsplit(".", 1)[-1] not in _SHARED_INPUT:
+                    await plan.add(quantize_activations(int8))
             calls = q4_linear(x=inputs[k], weight=weights[name], out=outputs[n], adapter=adapter, rows=1, int8=int8)
             call, sizing = await _active_call(runtime, calls, plan.live)
             await plan.add(call)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import struct
 
-from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_SHAPES, STREAM_WORKGROUPS, Q4Weight, int8_shape_params, q4_embedding,
-                      q4_linear, q4_linear_qkv, q4_quantize)
+from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, STREAM_WORKGROUPS, Int8Activations, Q4Weight,
+                      int8_shape_params, q4_embedding, q4_linear, q4_linear_qkv, q4_quantize, quantize_activations)
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
@@ -41,6 +41,7 @@ class LinearCase:
     gemv_shape: str | None = None            # pin a GEMV variant (None: the route's choice)
     int8: bool = False                       # decode with int8 activations (q4_gemv_int8)
     scales_row_major: bool = False           # quantize with scales [N, K/gs] (the "rs" int8 variants)
+    int8x: bool = False                      # decode from activations quantized beforehand (q4_gemv_int8x)
 
     @property
     def n_total(self) -> int:
@@ -82,8 +83,19 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
     cases += [LinearCase(f"gemv.{shape}.blocks", 2560, STREAM_WORKGROUPS * 8 * int8_shape_params(shape)[0] + 37, (1,),
                          bias=True, gemv_shape=shape, int8=True, scales_row_major=shape.endswith("rs"))
               for shape in GEMV_INT8_SHAPES if "st" in shape]
+    # Pre-quantized int8 activations: real shapes (a prefill beside them takes the f32 routes), K past
+    # the fused route's workgroup memory, gs 32 and 128, a vocab-sized N; every variant with a K tail
+    # shorter than a warp's step (5 chunks), N not a multiple of its rows, a bias, and at the Llama K.
+    cases += [LinearCase("int8x.llama.q_o", 2048, 2048, (1, 7), int8x=True),
+              LinearCase("int8x.llama.down", 8192, 2048, (1,), int8x=True),
+              LinearCase("int8x.k8256_gs32", 8256, 40, (1,), group_size=32, int8x=True),
+              LinearCase("int8x.gs128_bias", 1024, 300, (1, 3), group_size=128, bias=True, int8x=True),
+              LinearCase("int8x.vocab", 2048, 40000, (1,), int8x=True)]
+    cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape, int8x=True)
+              for shape in GEMV_INT8X_SHAPES for k in (160, 2048)]
     return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
-                       c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.scales_row_major)
+                       c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.scales_row_major,
+                       c.int8x)
             for i, c in enumerate(cases)]
 
 
@@ -117,6 +129,8 @@ PRESETS = {
     "ci": _cases((1, 7), (1,)),
     # The full matrix (opt-in: minutes on a CPU adapter).
     "full": _cases((1, 7, 128, 512), (1, 7, 128, 512)),
+    # The pre-quantized int8 route alone (a quick check while tuning its variants).
+    "int8x": [c for c in _cases((1, 7), (1,)) if c.int8x],
 }
 
 
@@ -142,11 +156,17 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     await plan.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=case.stream + 1000))
     if bias is not None:
         await plan.add(fill_uniform(target=bias, value_range=BIAS_RANGE, seed=seed, stream=case.stream + 2000))
+    activations = None
+    if case.int8x:
+        activations = Int8Activations(x, await tensors.allocate(f"{prefix}.xq", (k // 4,), "u32"),
+                                      await tensors.allocate(f"{prefix}.xstats", (k // 16,)), gs)
+        await plan.add(quantize_activations(activations, rows="rows"))
     if case.n_kv:
         calls = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, rows="rows")
     else:
         calls = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, rows="rows", bias=bias,
-                          force_route=case.force_route, gemv_shape=case.gemv_shape, int8=case.int8)
+                          force_route=case.force_route, gemv_shape=case.gemv_shape,
+                          int8=activations if activations else case.int8)
     for call in calls:
         await plan.add(call)
     plan.record()
@@ -163,6 +183,12 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             if sink:
                 await sink(name, data)
             artifacts.append(name)
+        if activations and m == 1:      # the quantized row itself, checked against the twin
+            for tensor, suffix in ((activations.words, "u32"), (activations.stats, "f32")):
+                name = f"{prefix}.{tensor.name.rsplit('.', 1)[1]}.{suffix}"
+                if sink:
+                    await sink(name, await device.read_buffer(tensor.buffer))
+                artifacts.append(name)
         runs.append({"rows": m, "routes": [r for r in execution.routes if r not in ("q4_quantize", "fill_uniform")],
                      "artifacts": artifacts})
     weight_artifacts = None
@@ -171,11 +197,12 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         await sink(weight_artifacts[0], await device.read_buffer(packed.buffer))
         await sink(weight_artifacts[1], await device.read_buffer(scales.buffer))
     plan.release()
-    for tensor in (packed, scales, x, bias, *outs):
+    for tensor in (packed, scales, x, bias, *outs, *((activations.words, activations.stats) if activations else ())):
         if tensor is not None:
             tensors.release(tensor.name)
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
             "gemv_shape": case.gemv_shape, "int8": case.int8, "scales_row_major": case.scales_row_major,
+            "int8x": case.int8x,
             "stream": case.stream, "force_route": case.force_route, "runs": runs, "weight_artifacts": weight_artifacts}
 
 

@@ -13,6 +13,10 @@ Routes, first passing guard wins; every route is attested:
                             q4_gemv_int8      each workgroup quantizes x per group (scale = max|x| / 127)
                             into workgroup memory, then dot4I8Packed; gs 32, 64, 128 and K up to
                             int8_max_k, else the f32 GEMV. Differs from the f32 routes by the int8 rounding.
+  opt-in pre-quantized int8 activations (q4_linear(int8=Int8Activations), decode only):
+                            q4_gemv_int8x     x quantized once by quantize_activations (same rounding as
+                            q4_gemv_int8), shared by every linear that reads it; any K, gs of the activations
+                            must equal the weight's.
 Both the decode and the prefill dispatch are recorded in a plan; a resize gives the one that does
 not apply zero workgroups, so one plan serves prefill then decode and attestation shows what ran.
 """
@@ -30,7 +34,8 @@ from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES",
            "q4_quantize", "q4_linear", "q4_linear_qkv", "gemv_variant", "int8_max_k", "int8_shape_params", "q4_weight_bytes",
-           "stream_read", "STREAM_WORKGROUPS"]
+           "stream_read", "STREAM_WORKGROUPS", "Int8Activations", "quantize_activations", "GEMV_INT8X_SHAPES",
+           "gemv_int8x_shape_for"]
 
 GROUP_SIZES = (32, 64, 128)
 BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama-1B projections
@@ -44,6 +49,8 @@ GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "
                     "i8r2g64st", "i8r4g64st", "i8r8g64st",       # the I8 combinations ("st": STREAM,
                     "i8r4g64rs", "i8r2s2g64rs", "i8r2g64strs")   # "rs": SROW, row-major scales)
 STREAM_WORKGROUPS = 512     # persistent GEMV workgroups: each walks blocks wg, wg + 512, ...
+GEMV_INT8X_SHAPES = ("r2u2w2", "r4u2w2", "r4u1w2", "r8u2w2", "r4u2w4", "r4u2w8", "r2u4w2", "r1u4w4", "r2u2w1",
+                     "r4u4w2")   # q4gsw_gemv_i8x.yaml: rows per lane, chunks in flight per row, warps
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,47 @@ class Q4Weight:
         """A view of rows [n_offset, n_offset + n): one projection of a packed QKV weight."""
         return Q4Weight(self.packed, self.scales, self.k, self.n_total, self.group_size, n_offset, n,
                         self.scales_row_major)
+
+
+@dataclass(frozen=True)
+class Int8Activations:
+    """An f32 activation row `x` [1, K] quantized to int8 per group of `group_size` values once
+    (quantize_activations), for every Q4 GEMV that reads x through the q4_gemv_int8x route. `words`:
+    u32 [K / 4], two planes of 16 bytes per 32-value chunk; `stats`: f32 [K / 16], per chunk (its
+    group's scale, 8 * sum of its q). See shaders/quant/int8_activations.wgsl."""
+
+    x: Tensor
+    words: Tensor
+    stats: Tensor
+    group_size: int
+
+    def __post_init__(self):
+        k = self.x.shape[-1]
+        if self.group_size not in GROUP_SIZES or k % self.group_size:
+            raise ValueError(f"int8 activations of {self.x.name!r}: K {k} must be a multiple of the group size "
+                             f"{self.group_size}, one of {GROUP_SIZES}")
+        if self.words.dtype != "u32" or self.words.numel < k // 4 or self.stats.dtype != "f32" or \
+                self.stats.numel < k // 16:
+            raise ValueError(f"int8 activations of {self.x.name!r}: words must be u32 [{k // 4}] and stats f32 "
+                             f"[{k // 16}], got {self.words!r} and {self.stats!r}")
+
+    @property
+    def k(self) -> int:
+        return self.x.shape[-1]
+
+
+def quantize_activations(act: Int8Activations, *, rows: int | str = 1) -> OpCall:
+    """Quantize act.x into act.words / act.stats: one dispatch, idle unless the live row count is 1
+    (the decode: prefill linears read the f32 x)."""
+    k, gs = act.k, act.group_size
+
+    def sizing(spec, live):
+        active = live_value(rows, live, "quantize_activations") == 1
+        return Sizing(workgroups=linear_grid(k // gs, spec.invocations, live_limit(live)) if active else IDLE,
+                      params=struct.pack("<2I", k, gs), bytes_moved=(4 * k + k + 8 * (k // 32)) if active else 0)
+
+    return OpCall(label=f"quantize_activations({act.x.name})", kernel="int8_activations", route="int8_activations",
+                  tensors={0: act.x, 1: act.words, 2: act.stats}, sizing=sizing)
 
 
 def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | None = None,
@@ -163,13 +211,20 @@ def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str | None:
     return "i8r4g64" if n >= 8192 else "i8r2s2g64"
 
 
+def gemv_int8x_shape_for(k: int, n: int) -> str:
+    """The pre-quantized int8 GEMV variant for a K x N weight."""
+    return "r4u2w2"
+
+
 def gemv_variant(adapter: AdapterReport, shape: str) -> tuple[str, str]:
     """(kernel, route) of the decode GEMV this adapter can run, in the given shape. The int8 shapes
     share the reduction guard but report the q4_gemv_int8 route."""
-    if shape not in GEMV_SHAPES + GEMV_INT8_SHAPES:
-        raise ValueError(f"unknown GEMV shape {shape!r}; known: {GEMV_SHAPES + GEMV_INT8_SHAPES}")
+    if shape not in GEMV_SHAPES + GEMV_INT8_SHAPES + GEMV_INT8X_SHAPES:
+        raise ValueError(f"unknown GEMV shape {shape!r}; known: {GEMV_SHAPES + GEMV_INT8_SHAPES + GEMV_INT8X_SHAPES}")
     sub_max = adapter.info.get("subgroupMaxSize")
     subgroup = "subgroups" in adapter.device_features and isinstance(sub_max, int) and 0 < sub_max <= 32
+    if shape in GEMV_INT8X_SHAPES:
+        return f"q4gsw_gemv_i8x_{'sg' if subgroup else 'wg'}_{shape}", "q4_gemv_int8x"
     kernel = f"q4gsw_gemv_{'sg' if subgroup else 'wg'}_{shape}"
     if shape in GEMV_INT8_SHAPES:
         return kernel, "q4_gemv_int8"
@@ -186,12 +241,14 @@ def _check_io(x: Tensor, weight: Q4Weight, out: Tensor, bias: Tensor | None, wha
 
 def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterReport, rows: int | str,
               bias: Tensor | None = None, gemv_shape: str | None = None,
-              force_route: str | None = None, int8: bool = False) -> list[OpCall]:
+              force_route: str | None = None, int8: "bool | Int8Activations" = False) -> list[OpCall]:
     """out[:M] = x[:M] @ dequant(weight).T (+ bias). Returns the dispatches to add to a plan (a
     decode one and a prefill one; the one that does not apply idles). `force_route` pins a route
     (tests and benchmarks): only routes whose guards pass can be pinned, and a pinned decode route
-    runs at rows == 1, a pinned prefill route at rows > 1. `int8` opts the decode into int8
-    activations (q4_gemv_int8) where K allows; elsewhere the f32 GEMV runs, and attestation says so."""
+    runs at rows == 1, a pinned prefill route at rows > 1. `int8=True` opts the decode into int8
+    activations (q4_gemv_int8) where K allows; elsewhere the f32 GEMV runs, and attestation says so.
+    `int8=Int8Activations` (of this x) decodes from activations quantized beforehand (q4_gemv_int8x);
+    the plan must run quantize_activations first."""
     label = f"q4_linear({out.name})"
     capacity = _check_io(x, weight, out, bias, label)
     has_bias = bias is not None
@@ -212,7 +269,10 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         if spec.params.get("I8") and weight.k > int8_max_k(int(spec.params["R"])):
             raise ValueError(f"{label}: K={weight.k} exceeds {spec.name}'s workgroup memory "
                              f"(K <= {int8_max_k(int(spec.params['R']))})")
-        rows_per_group = spec.workgroup_size[1] // int(spec.params["KSPLIT"]) * int(spec.params["R"])
+        if "RG" in spec.params:         # q4gsw_gemv_i8x: RG warps of 32 invocations, R rows each
+            rows_per_group = int(spec.params["RG"]) * int(spec.params["R"])
+        else:
+            rows_per_group = spec.workgroup_size[1] // int(spec.params["KSPLIT"]) * int(spec.params["R"])
         active = m == 1
         blocks = -(-weight.n // rows_per_group)
         if spec.params.get("STREAM"):
@@ -238,8 +298,18 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         return Sizing(workgroups=linear_grid(m * weight.n, spec.invocations, live_limit(live)),
                       params=_linear_params(weight, m, has_bias), bytes_moved=moved, flops=flops)
 
-    shape = gemv_shape or (int8 and gemv_int8_shape_for(weight.k, weight.n, weight.group_size)) or \
-        gemv_shape_for(weight.k, weight.n)
+    prequantized = isinstance(int8, Int8Activations)
+    if prequantized:
+        if int8.x is not x or int8.group_size != weight.group_size:
+            raise ValueError(f"{label}: int8 activations of {int8.x.name!r} in groups of {int8.group_size} cannot "
+                             f"feed x {x.name!r} and a weight in groups of {weight.group_size}")
+        shape = gemv_shape or gemv_int8x_shape_for(weight.k, weight.n)
+        if shape not in GEMV_INT8X_SHAPES:
+            raise ValueError(f"{label}: pre-quantized activations need a GEMV shape of {GEMV_INT8X_SHAPES}, "
+                             f"not {shape!r}")
+    else:
+        shape = gemv_shape or (int8 and gemv_int8_shape_for(weight.k, weight.n, weight.group_size)) or \
+            gemv_shape_for(weight.k, weight.n)
     if shape in GEMV_INT8_SHAPES and int8_shape_params(shape)[1] != weight.group_size:
         raise ValueError(f"{label}: {shape!r} is an int8 GEMV for another group size than {weight.group_size}")
     if weight.scales_row_major != shape.endswith("rs"):
@@ -258,8 +328,10 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         prefill_kernel, prefill_route = "q4gsw_gemm_bk64", "q4_gemm_bk64"
     if limits.get("maxComputeInvocationsPerWorkgroup", 0) < 256:
         decode_kernel = None            # the GEMV variants are 256 invocations wide
+    decode_tensors = tensors if not prequantized else \
+        {0: int8.words, 1: int8.stats, 2: weight.packed, 3: weight.scales, 4: tensors[3], 5: out}
     calls = {
-        "decode": OpCall(label=f"{label}.decode", kernel=decode_kernel, route=decode_route, tensors=tensors,
+        "decode": OpCall(label=f"{label}.decode", kernel=decode_kernel, route=decode_route, tensors=decode_tensors,
                          sizing=decode_sizing) if decode_kernel else None,
         "prefill": OpCall(label=f"{label}.prefill", kernel=prefill_kernel, route=prefill_route, tensors=tensors,
                           sizing=gemm_sizing) if prefill_kernel else None,

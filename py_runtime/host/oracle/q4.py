@@ -121,6 +121,9 @@ def verify_q4_report(report: dict, read) -> dict:
         ratio = 0.0
         for run in case["runs"]:
             m = run["rows"]
+            if case.get("int8x") and m == 1:
+                ratio = max(ratio, _verify_int8_decode(case, run, seed, read))
+                continue
             if case.get("int8") and m == 1 and run["routes"] == ["q4_gemv_int8"]:
                 ratio = max(ratio, _verify_int8_decode(case, run, seed, read))
                 continue
@@ -161,32 +164,63 @@ def int8_activations_np(x: np.ndarray, group_size: int) -> tuple[np.ndarray, np.
     return q.reshape(-1), peak.astype(np.float64) / 127, ambiguous.reshape(-1)
 
 
+def _verify_int8_activations(q: np.ndarray, x_scale: np.ndarray, ambiguous: np.ndarray, words: bytes,
+                             stats: bytes, name: str) -> None:
+    """int8_activations.wgsl's output against the twin: each q equal (or one away where the twin marks
+    it ambiguous), in the planar layout (chunk c: values 0-15 in vec4 c, 16-31 in vec4 K/32 + c, each
+    u32 the (even, odd) quadruple of a weight word's nibbles); per chunk the scale within the GPU
+    division's 2.5 ulp and 8 * sum(q) of the GPU's own q exactly."""
+    k = q.size
+    chunks = k // 32
+    planes = np.frombuffer(words, np.int8)[:k].reshape(2, chunks, 16).transpose(1, 0, 2).reshape(chunks, 32)
+    order = np.array([0, 2, 4, 6, 1, 3, 5, 7])
+    order = np.concatenate([order + 8 * i for i in range(4)])     # the byte at position p holds value order[p]
+    gpu_q = np.empty((chunks, 32), np.int64)
+    gpu_q[:, order] = planes
+    gpu_q = gpu_q.reshape(-1)
+    moved = gpu_q != q
+    assert not np.any(moved & ~ambiguous), f"{name}: int8 values differ from the twin at {np.flatnonzero(moved & ~ambiguous)[:5].tolist()}"
+    assert not np.any(np.abs(gpu_q - q) > 1), f"{name}: an ambiguous int8 value moved by more than one"
+    got = np.frombuffer(stats, np.float32)[:2 * chunks].reshape(chunks, 2).astype(np.float64)
+    chunk_scale = np.repeat(x_scale, chunks // x_scale.size)
+    assert np.all(np.abs(got[:, 0] - chunk_scale) <= 3 * 2.0 ** -23 * chunk_scale), f"{name}: chunk scales off"
+    assert np.array_equal(got[:, 1], 8.0 * gpu_q.reshape(chunks, 32).sum(axis=1)), f"{name}: chunk sums differ"
+
+
 def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
-    """The int8 decode against the Q4 weight times the twin's int8 row (int8_activations_np). The group
-    dots are exact integers; then two f32 products per group, the scale's own rounding (a division on
-    the GPU: 3 u) and G + 8 sequential f32 sums (lanes, reduction, bias): (G + 11) u sum_g |s_w s_x d_g|,
-    plus, per value that may round the other way, |s_w (n - 8) s_x| (its int8 value moves by one).
-    Returns the worst error/bound."""
+    """The int8 decode against the Q4 weight times the twin's int8 row (int8_activations_np). The dots
+    are exact integers, one per group (q4_gemv_int8) or per 32-value chunk (q4_gemv_int8x, whose
+    quantized row is also checked, _verify_int8_activations); then two f32 products per term, the
+    scale's own rounding (a division on the GPU: 3 u) and T + 8 sequential f32 sums over the T terms
+    (lanes, reduction, bias): (T + 11) u sum_t |s_w s_x d_t|, plus, per value that may round the
+    other way, |s_w (n - 8) s_x| (its int8 value moves by one). Returns the worst error/bound."""
     from ...checks.q4_linear import ACT_RANGE, BIAS_RANGE, WEIGHT_RANGE
 
     k, gs, n = case["k"], case["group_size"], case["n"]
-    groups = k // gs
-    assert run["routes"] == ["q4_gemv_int8"], f"{case['name']}: attested {run['routes']}"
+    prequantized = bool(case.get("int8x"))
+    expected = ["int8_activations", "q4_gemv_int8x"] if prequantized else ["q4_gemv_int8"]
+    assert run["routes"] == expected, f"{case['name']}: attested {run['routes']}, expected {expected}"
     x = synth_values_np(ACT_RANGE, seed, case["stream"] + 1000, k)
     q, x_scale, ambiguous = int8_activations_np(x, gs)
+    if prequantized:
+        out_name, words_name, stats_name = run["artifacts"]
+        _verify_int8_activations(q, x_scale, ambiguous, read(words_name), read(stats_name), words_name)
+    else:
+        (out_name,) = run["artifacts"]
+    term = 32 if prequantized else gs
     levels, w_scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], k, 0, n), gs)
     centred = levels.astype(np.int64) - 8
-    dots = np.einsum("ngk,gk->ng", centred.reshape(n, groups, gs), q.reshape(groups, gs))
-    terms = dots * w_scale.astype(np.float64) * x_scale            # [n, groups]
+    dots = np.einsum("ntk,tk->nt", centred.reshape(n, k // term, term), q.reshape(k // term, term))
+    terms = dots * np.repeat(w_scale.astype(np.float64) * x_scale, gs // term, axis=1)     # [n, terms]
     exact = terms.sum(axis=1)
     u = 2.0 ** -24
-    bound = (groups + 11) * u / (1 - (groups + 11) * u) * np.abs(terms).sum(axis=1)
+    count = k // term
+    bound = (count + 11) * u / (1 - (count + 11) * u) * np.abs(terms).sum(axis=1)
     flips = np.abs(centred) * np.repeat(w_scale.astype(np.float64) * x_scale, gs, axis=1) * ambiguous
     bound = bound + flips.sum(axis=1)
     if case["bias"]:
         b = synth_values_np(BIAS_RANGE, seed, case["stream"] + 2000, n).astype(np.float64)
         exact, bound = exact + b, bound + np.abs(b) * 2.0 ** -23
-    (out_name,) = run["artifacts"]
     data = read(out_name)
     poison = np.frombuffer(bytes.fromhex("addbba7f"), np.uint32)[0]
     assert not np.any(np.frombuffer(data, np.uint32) == poison), f"{out_name}: outputs never written"

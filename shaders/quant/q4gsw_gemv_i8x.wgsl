@@ -1,0 +1,125 @@
+// Q4 GEMV on pre-quantized int8 activations (the q4_gemv_int8x route):
+//   out[n] = sum over chunks c of  s_w[c, n] * s_x[c] * (dot(nibbles[n, c], q[c]) - 8 * sum(q[c]))  (+ bias[n])
+// x comes from int8_activations.wgsl (quantized once per activation, shared by every GEMV reading it),
+// so this kernel has no prologue, no workgroup memory and, with subgroups, no barrier: a workgroup's
+// life is its loads, the integer dots and one subgroupAdd per row.
+//
+// Every load a warp issues is contiguous: lane l of a warp takes the chunks (32 values, one vec4<u32>
+// of a row) l, l + W, l + 2W, ... (W = the warp's width), so one weight load covers W x 16 consecutive
+// bytes of a row, and the int8 activations, stored in two planes of 16 bytes per chunk, likewise. The
+// scales, [K/gs, N], are the one strided read: a lane's R rows are consecutive, so its R scales share
+// a 16-byte run. Per step a lane has R x U weight vec4s in flight, all issued before any is used
+// (rows past N and chunks past K are clamped and their products discarded), R x U x 16 bytes.
+//
+// Per weight word: two masks, one shift and two dot4I8Packed (exact); per chunk and row one conversion
+// to float and two products. The sums are exact integers below 2^24 until the per-chunk product.
+$if SUBGROUP:
+  // Warps are subgroups: the workgroup's subgroups take its RG row groups in turn (one pass where the
+  // subgroup is 32 wide, the NVIDIA case), and a row's lanes reduce with one subgroupAdd.
+  enable subgroups;
+$else:
+  // Warps are 32 invocations; a row's lanes reduce through a workgroup-memory tree.
+const R: u32 = ${R}u;
+const U: u32 = ${U}u;
+const RG: u32 = ${RG}u;
+const WG: u32 = ${32 * RG}u;
+
+struct Params {
+  k: u32,
+  n: u32,
+  n_total: u32,
+  n_offset: u32,
+  group_size: u32,
+  has_bias: u32,
+}
+
+@group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> xstats: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> weights: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> scales: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<uniform> params: Params;
+$if not SUBGROUP:
+  var<workgroup> partial: array<f32, ${32 * RG * R}>;
+
+// 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
+// high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
+fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
+  let lo = w & vec4<u32>(0x0F0F0F0Fu);
+  let hi = (w >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu);
+  return dot4I8Packed(lo.x, a.x) + dot4I8Packed(hi.x, a.y) + dot4I8Packed(lo.y, a.z) + dot4I8Packed(hi.y, a.w)
+       + dot4I8Packed(lo.z, b.x) + dot4I8Packed(hi.z, b.y) + dot4I8Packed(lo.w, b.z) + dot4I8Packed(hi.w, b.w);
+}
+
+fn store(row: u32, total: f32) {
+  if (row < params.n) {
+    out[row] = total + select(0.0, bias[row], params.has_bias != 0u);
+  }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) width: u32" if SUBGROUP else ""}) {
+  let block = wid.y * groups.x + wid.x;
+  let chunks = params.k / 32u;
+  let last_row = params.n - 1u;
+  $if SUBGROUP:
+    // A uniform trip count keeps subgroupAdd in uniform control flow; a subgroup past the last row
+    // group computes clamped rows and stores nothing.
+    let passes = (RG + WG / width - 1u) / (WG / width);
+  $else:
+    let lane = index % 32u;
+    let width = 32u;
+    let passes = 1u;
+  let steps = (chunks + width * U - 1u) / (width * U);
+  for (var turn = 0u; turn < passes; turn++) {
+    let group = index / width + turn * (WG / width);      // this warp's row group
+    let first_row = (block * RG + min(group, RG - 1u)) * R;
+    $for r in range(R):
+      let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
+      var acc${r} = 0.0;
+    for (var step = 0u; step < steps; step++) {
+      // Every load of the step first: weights, scales, activations.
+      $for u in range(U):
+        let at${u} = (step * U + ${u}u) * width + lane;
+        let c${u} = min(at${u}, chunks - 1u);
+        let g${u} = c${u} * 32u / params.group_size;
+        $for r in range(R):
+          let w${u}_${r} = weights[row${r} * chunks + c${u}];
+          let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+        let a${u} = xq[c${u}];
+        let b${u} = xq[chunks + c${u}];
+        // A discarded (clamped) chunk gets zero stats, so its products vanish.
+        let st${u} = select(vec2<f32>(0.0), xstats[c${u}], at${u} < chunks);
+      $for u in range(U):
+        $for r in range(R):
+          acc${r} += s${u}_${r} * st${u}.x * (f32(dot_chunk(w${u}_${r}, a${u}, b${u})) - st${u}.y);
+    }
+    $if SUBGROUP:
+      let live = group < RG && lane == 0u;
+      $for r in range(R):
+        let total${r} = subgroupAdd(acc${r});
+        if (live) {
+          store(first_row + ${r}u, total${r});
+        }
+    $else:
+      $for r in range(R):
+        partial[(group * R + ${r}u) * 32u + lane] = acc${r};
+      workgroupBarrier();
+      for (var stride = 16u; stride > 0u; stride >>= 1u) {
+        if (lane < stride) {
+          for (var r = 0u; r < R; r++) {
+            let i = (group * R + r) * 32u + lane;
+            partial[i] += partial[i + stride];
+          }
+        }
+        workgroupBarrier();
+      }
+      if (lane == 0u) {
+        for (var r = 0u; r < R; r++) {
+          store(first_row + r, partial[(group * R + r) * 32u]);
+        }
+      }
+  }
+}
