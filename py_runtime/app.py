@@ -34,7 +34,7 @@ async def run(backend: str, options: dict | None = None, sink=None) -> dict:
         return await run_q4_checks(await Runtime.create(backend), preset=options.get("preset", "ci"),
                                    only=options.get("only"), seed=options.get("seed", 5), sink=sink)
     if suite == "kernel_bench":
-        known = ["preset", "repeats", "trials", "chain_bytes"]
+        known = ["preset", "repeats", "trials", "chain_bytes", "only"]
         unknown = sorted(set(options) - {*known, "artifacts"})
         if unknown:
             raise ValueError(f"unknown option(s) {unknown} for suite 'kernel_bench'; known: {known}")
@@ -42,7 +42,7 @@ async def run(backend: str, options: dict | None = None, sink=None) -> dict:
         return await run_kernel_bench(await Runtime.create(backend, params_capacity=1 << 19),
                                       preset=options.get("preset", "decode"),
                                       repeats=options.get("repeats", 10), trials=options.get("trials", 5),
-                                      chain_bytes=options.get("chain_bytes", CHAIN_BYTES))
+                                      chain_bytes=options.get("chain_bytes", CHAIN_BYTES), only=options.get("only"))
     if suite == "host_cost":
         unknown = sorted(set(options) - {"dispatches", "steps", "artifacts"})
         if unknown:

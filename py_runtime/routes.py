@@ -37,6 +37,7 @@ ROUTES = (
     "q4_gemv_int8",         # Q4 decode GEMV quantizing x to int8 in workgroup memory (dot4I8Packed), opt-in
     "int8_activations",     # an activation row quantized to int8 per group once, for q4_gemv_int8x
     "q4_gemv_int8x",        # Q4 decode GEMV on pre-quantized int8 activations (dot4I8Packed), opt-in
+    "q4_gemv_int8x_qkv",    # the same, fused decode QKV: one dispatch writing q, k and v
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset()      # SDPA routes join here as they land
 _BITS = {name: i for i, name in enumerate(ROUTES)}

@@ -48,7 +48,11 @@ for s in $steps; do
     native-check8x)  step "$s" 60 check --suite q4 --preset int8x --backend native ;;
     browser-check8x) step "$s" 90 check --suite q4 --preset int8x --backend browser --driver plain ;;
     native-int8x)    step "$s" 280 bench kernels --backend native --preset gemv_int8x --trials 3 ;;
-    browser-int8x)   step "$s" 280 bench kernels --backend browser --driver plain --preset gemv_int8x --trials 3 --timeout 270 ;;
+    browser-int8x)   # one browser per shape: long Chromium runs slow down partway (docs/PERFORMANCE.md)
+                     for shape in q_o kv qkv_as_one gate_up down lm_head; do
+                       step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x \
+                         --trials 3 --only "llama.$shape." --timeout 80
+                     done ;;
     native-step)     step "$s" 120 bench kernels --backend native --preset llama_step ;;
     browser-step)    step "$s" 120 bench kernels --backend browser --driver plain --preset llama_step --timeout 110 ;;
     native-prefill)  step "$s" 140 bench kernels --backend native --preset prefill ;;

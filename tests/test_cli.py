@@ -26,24 +26,27 @@ def test_bench_kernels_tiny_preset_reports_ratios(tmp_path, capsys):
     assert main(["bench", "kernels", "--backend", "native", "--preset", "tiny", "--repeats", "2", "--trials", "1",
                  "--chain-mb", "0.5", "--json", str(target)]) == 0
     report = json.loads(target.read_text())
-    assert [r["case"] for r in report["rows"]] == ["tiny.gemv", "tiny.gemv.int8", "tiny.gemm"]
+    assert [r["case"] for r in report["rows"]] == ["tiny.gemv", "tiny.gemv.int8", "tiny.gemv.int8x", "tiny.gemm"]
     assert all(r["ns"] > 0 and r["ratio_same_bytes"] > 0 for r in report["rows"])
-    assert [r["route"] for r in report["rows"]] == ["q4_gemv_workgroup", "q4_gemv_int8", "q4_gemm_tiled"]
+    assert [r["route"] for r in report["rows"]] == ["q4_gemv_workgroup", "q4_gemv_int8", "q4_gemv_int8x",
+                                                    "q4_gemm_tiled"]
     decode = [r for r in report["rows"] if r["rows"] == 1]
     # The decode chain: enough copies for half a MiB, timed in one pass, next to the same-bytes stream.
     assert all(r["chain_copies"] > 1 and r["chain_ns"] > 0 and r["chain_stream_ns"] > 0 for r in decode)
     assert "decode chain" in capsys.readouterr().out
 
 
-def test_bench_kernels_decode_step_runs_both_routes(tmp_path, capsys):
+def test_bench_kernels_decode_step_runs_every_route(tmp_path, capsys):
     target = tmp_path / "step.json"
     assert main(["bench", "kernels", "--backend", "native", "--preset", "tiny_step", "--trials", "1",
                  "--json", str(target)]) == 0
     step = json.loads(target.read_text())["step"]
-    f32, int8 = step["routes"]["f32"], step["routes"]["int8"]
-    # 2 layers x 3 linears + lm_head, one dispatch each (the int8 GEMV quantizes its own input).
-    assert (f32["dispatches"], int8["dispatches"]) == (7, 7)
+    f32, int8, int8x = step["routes"]["f32"], step["routes"]["int8"], step["routes"]["int8x"]
+    # 2 layers x (q, k, v, down) + lm_head, one dispatch each (the int8 GEMV quantizes its own input);
+    # pre-quantized: per layer one quantize + the fused QKV, one quantize + down; then lm_head's two.
+    assert (step["linears"], f32["dispatches"], int8["dispatches"], int8x["dispatches"]) == (9, 9, 9, 10)
     assert int8["routes"] == ["q4_gemv_int8"]
+    assert sorted(int8x["routes"]) == ["int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_qkv"]
     assert "q4_gemv_int8" not in f32["routes"]
-    assert all(r["us"] > 0 and r["ratio_same_stream"] > 0 for r in (f32, int8)) and step["stream_us"] > 0
+    assert all(r["us"] > 0 and r["ratio_same_stream"] > 0 for r in (f32, int8, int8x)) and step["stream_us"] > 0
     assert "tok/s bound" in capsys.readouterr().out

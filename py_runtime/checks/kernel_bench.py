@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
 from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, int8_max_k,
-                      int8_shape_params, q4_linear, q4_quantize, q4_weight_bytes, quantize_activations, stream_read)
+                      int8_shape_params, q4_linear, q4_linear_qkv, q4_quantize, q4_weight_bytes, quantize_activations,
+                      stream_read)
 from ..ops.synth import fill_uniform
 from ..plan import Plan, runs_at
 from ..runtime import Runtime
@@ -92,6 +93,10 @@ BENCH_PRESETS = {
                    for g in ("r8", "w8u4", "w4u8", "w16u2", "w16u4", "w8u8")],
     "prefill": [BenchCase(f"llama.{name}.m{m}", k, n, m) for name, k, n in _LLAMA[:5] for m in (128, 512)],
 }
+
+
+def _label(case: BenchCase) -> str:
+    return case.name + (f"[{case.gemv_shape}]" if case.gemv_shape else "")
 
 
 async def _active_call(runtime: Runtime, calls, live):
@@ -168,7 +173,8 @@ def _copies(case: BenchCase, chain_bytes: int, pool_bytes: int, limit: int) -> i
 
 
 async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats: int = 10, trials: int = 5,
-                           seed: int = 9, chain_bytes: int = CHAIN_BYTES, progress=None) -> dict:
+                           seed: int = 9, chain_bytes: int = CHAIN_BYTES, only: list[str] | None = None,
+                           progress=None) -> dict:
     """Buffers are allocated once per run and reused by every case (browsers free destroyed GPU memory
     lazily: allocating hundreds of MB per case made later cases of long runs 2-3x slower in Chromium)."""
     if preset not in BENCH_PRESETS and preset not in STEP_PRESETS:
@@ -196,7 +202,9 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "trials": trials,
                 "repeats": repeats, "stream_big_bytes": big, "stream_big_gbps": stream_big, "rows": [], "step": step,
                 "passed": True}
-    cases = BENCH_PRESETS[preset]
+    cases = [c for c in BENCH_PRESETS[preset] if not only or any(o in _label(c) for o in only)]
+    if not cases:
+        raise ValueError(f"no case of preset {preset!r} matches {only}; cases: {[_label(c) for c in BENCH_PRESETS[preset]]}")
     copies = [_copies(case, chain_bytes, big, limit) for case in cases]
     packed_pool = await tensors.allocate("bench.packed", (max(c * x.n * x.k // 8 for c, x in zip(copies, cases)),), "u32")
     scales_pool = await tensors.allocate("bench.scales", (max(c * x.n * x.k // x.group_size
@@ -234,7 +242,7 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         stream_same = weight_bytes / await _stream_ns(runtime, pool, [(0, weight_bytes)] * repeats, trials,
                                                       sink_tensor, span=False)
         gbps = moved.bytes_moved / ns if ns else float("nan")
-        row = {"case": case.name + (f"[{case.gemv_shape}]" if case.gemv_shape else ""),
+        row = {"case": _label(case),
                "kernel": main.kernel, "route": main.route, "k": case.k,
                "n": case.n, "rows": case.rows, "bytes": moved.bytes_moved, "flops": moved.flops, "ns": ns,
                "gbps": gbps, "gflops": moved.flops / ns if ns else float("nan"),
@@ -277,31 +285,33 @@ async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_t
 
 @dataclass(frozen=True)
 class StepGeometry:
-    """The linears of one decode token: per layer (name, K, N), then lm_head (K, N). Each is its own
-    dispatch: q/k/v and gate/up share an input, a fusion the step does not take yet, except that the
-    pre-quantized int8 route quantizes a shared input once (before q and before gate)."""
+    """The linears of one decode token: per layer (name, K, N), then lm_head (K, N); "qkv" is a packed
+    [n_q + 2 n_kv, K] weight (qkv = (n_q, n_kv)): three projections, three dispatches on the f32 and
+    int8 routes, one fused dispatch on the pre-quantized int8 route. That route quantizes each distinct
+    input once: before qkv, o, gate (gate and up share theirs) and down."""
 
     name: str
     layers: int
     per_layer: tuple[tuple[str, int, int], ...]
     lm_head: tuple[int, int]
+    qkv: tuple[int, int]
 
 
 STEP_PRESETS = {
-    "llama_step": StepGeometry("llama-3.2-1b", 16, (("q", 2048, 2048), ("k", 2048, 512), ("v", 2048, 512),
-                                                   ("o", 2048, 2048), ("gate", 2048, 8192), ("up", 2048, 8192),
-                                                   ("down", 8192, 2048)), (2048, 128256)),
+    "llama_step": StepGeometry("llama-3.2-1b", 16, (("qkv", 2048, 3072), ("o", 2048, 2048), ("gate", 2048, 8192),
+                                                   ("up", 2048, 8192), ("down", 8192, 2048)), (2048, 128256),
+                               (2048, 512)),
     # The same structure at toy sizes (tests and CPU adapters).
-    "tiny_step": StepGeometry("tiny", 2, (("q", 256, 128), ("k", 256, 64), ("down", 512, 256)), (256, 1000)),
+    "tiny_step": StepGeometry("tiny", 2, (("qkv", 256, 256), ("down", 512, 256)), (256, 1000), (128, 64)),
 }
-_SHARED_INPUT = ("k", "v", "up")        # these linears read the input of the linear before them
+_SHARED_INPUT = ("up",)         # these linears read the input of the linear before them
 
 
 async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, seed: int, sink_tensor, pool,
                        stream_big: float) -> dict:
     """Every linear of one decode token (all layers, then lm_head) back to back in one pass, each over
     its own weight (no L2 reuse between them, as in a real step), under the f32 route and under the
-    int8 route; and a streaming read of the same byte counts in the same order. gs 64, M = 1."""
+    int8 routes; and a streaming read of each projection's bytes in the same order. gs 64, M = 1."""
     tensors, adapter = runtime.tensors, runtime.device.adapter
     linears = [(f"l{layer}.{name}", k, n) for layer in range(geometry.layers) for name, k, n in geometry.per_layer]
     linears.append(("lm_head", *geometry.lm_head))
@@ -335,16 +345,23 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
         fill.record()
         await fill.replay()
         fill.release()
-    for n in sorted({n for _, _, n in linears}):
+    for n in sorted({n for name, _, n in linears if not name.endswith("qkv")}):
         outputs[n] = await tensors.allocate(f"step.out.{n}", (1, n))
         owned.append(outputs[n])
+    n_q, n_kv = geometry.qkv
+    qkv_outs = tuple([await tensors.allocate(f"step.out.{part}", (1, size)) for part, size in
+                      (("q", n_q), ("k", n_kv), ("v", n_kv))])
+    owned += qkv_outs
     activations = {}
     for k, x in inputs.items():
         activations[k] = Int8Activations(x, await tensors.allocate(f"step.xq.{k}", (k // 4,), "u32"),
                                          await tensors.allocate(f"step.xstats.{k}", (k // 16,)), 64)
         owned += [activations[k].words, activations[k].stats]
 
-    result = {"geometry": geometry.name, "linears": len(linears), "weight_bytes": 0, "routes": {}}
+    projections = [(name, k, n) for name, k, n in linears if not name.endswith("qkv")]
+    projections += [(f"{name}.{part}", k, size) for name, k, _ in linears if name.endswith("qkv")
+                    for part, size in (("q", n_q), ("k", n_kv), ("v", n_kv))]
+    result = {"geometry": geometry.name, "linears": len(projections), "weight_bytes": 0, "routes": {}}
     for label in ("f32", "int8", "int8x"):
         plan = Plan(runtime, f"step.{label}")
         moved = 0
@@ -354,16 +371,26 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
                 int8 = activations[k]
                 if name.rsplit(".", 1)[-1] not in _SHARED_INPUT:
                     await plan.add(quantize_activations(int8))
-            calls = q4_linear(x=inputs[k], weight=weights[name], out=outputs[n], adapter=adapter, rows=1, int8=int8)
-            call, sizing = await _active_call(runtime, calls, plan.live)
-            await plan.add(call)
-            moved += sizing.bytes_moved
+            if name.endswith("qkv") and label == "int8x":
+                groups = [q4_linear_qkv(x=inputs[k], weight=weights[name], outs=qkv_outs, adapter=adapter, rows=1,
+                                        int8=int8)]
+            elif name.endswith("qkv"):
+                views = (weights[name].rows(0, n_q), weights[name].rows(n_q, n_kv), weights[name].rows(n_q + n_kv, n_kv))
+                groups = [q4_linear(x=inputs[k], weight=view, out=out, adapter=adapter, rows=1, int8=int8)
+                          for view, out in zip(views, qkv_outs)]
+            else:
+                groups = [q4_linear(x=inputs[k], weight=weights[name], out=outputs[n], adapter=adapter, rows=1,
+                                    int8=int8)]
+            for calls in groups:
+                call, sizing = await _active_call(runtime, calls, plan.live)
+                await plan.add(call)
+                moved += sizing.bytes_moved
         plan.record()
         span = await _measure_span(plan, trials) * len(plan)
         result["routes"][label] = {"dispatches": len(plan), "routes": list(plan.routes), "us": span / 1e3,
                                    "bytes": moved, "gbps": moved / span, "ratio_big_stream": moved / span / stream_big}
         plan.release()
-    weight_sizes = [q4_weight_bytes(k, n, 64) for _, k, n in linears]
+    weight_sizes = [q4_weight_bytes(k, n, 64) for _, k, n in projections]
     result["weight_bytes"] = sum(weight_sizes)
     # Consecutive regions of the pool (1 GiB on a GPU: the whole step fits, so no region is re-read;
     # a smaller pool on CPU adapters wraps around, and a weight larger than it is read in pieces).

@@ -90,8 +90,14 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
               LinearCase("int8x.llama.down", 8192, 2048, (1,), int8x=True),
               LinearCase("int8x.k8256_gs32", 8256, 40, (1,), group_size=32, int8x=True),
               LinearCase("int8x.gs128_bias", 1024, 300, (1, 3), group_size=128, bias=True, int8x=True),
-              LinearCase("int8x.vocab", 2048, 40000, (1,), int8x=True)]
-    cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape, int8x=True)
+              LinearCase("int8x.vocab", 2048, 40000, (1,), int8x=True),
+              # The fused decode QKV (one dispatch, three outputs): Llama's, Qwen's, and odd row counts.
+              LinearCase("int8x.llama.qkv", 2048, 2048, (1, 7), n_kv=512, int8x=True),
+              LinearCase("int8x.qwen.qkv", 1024, 2048, (1,), n_kv=1024, int8x=True),
+              LinearCase("int8x.qkv_odd", 160, 37, (1, 3), group_size=32, n_kv=9, int8x=True)]
+    # (N = 37 is no multiple of 4: the vec4-scale "v" variants get N = 44)
+    cases += [LinearCase(f"gemv.{shape}", k, 44 if shape.endswith("v") else 37, (1,), group_size=32, bias=True,
+                         gemv_shape=shape, int8x=True)
               for shape in GEMV_INT8X_SHAPES for k in (160, 2048)]
     return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
                        c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.scales_row_major,
@@ -162,7 +168,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
                                       await tensors.allocate(f"{prefix}.xstats", (k // 16,)), gs)
         await plan.add(quantize_activations(activations, rows="rows"))
     if case.n_kv:
-        calls = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, rows="rows")
+        calls = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, rows="rows", int8=activations)
     else:
         calls = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, rows="rows", bias=bias,
                           force_route=case.force_route, gemv_shape=case.gemv_shape,

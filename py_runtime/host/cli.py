@@ -167,7 +167,7 @@ def _bench(args) -> int:
         default_json, formatter = f"results/bench/host-{args.backend}.json", format_host_cost
     else:
         options = {"suite": "kernel_bench", "preset": args.preset, "repeats": args.repeats, "trials": args.trials,
-                   "chain_bytes": int(args.chain_mb * (1 << 20))}
+                   "chain_bytes": int(args.chain_mb * (1 << 20)), **({"only": args.only} if args.only else {})}
         default_json, formatter = f"results/bench/kernels-{args.preset}-{args.backend}.json", format_kernel_bench
     report, _ = _run_suite(args.backend, options, args.timeout, args.driver)
     if report is None:
@@ -222,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--dispatches", type=int, default=230, help="dispatches per step (a 16-layer decode: ~230)")
     bench.add_argument("--steps", type=int, default=50)
     bench.add_argument("--preset", default="decode", help="kernels: tiny | decode | decode_int8 | gemv_variants | gemv_vocab | "
-                                                                 "gemv_next | prefill | llama_step (a whole decode token's linears)")
+                                                                 "gemv_next | gemv_int8x | prefill | llama_step (a whole decode token's linears)")
+    bench.add_argument("--only", nargs="+", help="kernels: only the cases whose name (with its [shape]) contains one of "
+                                                 "these (shorter browser runs: long ones slow down in Chromium)")
     bench.add_argument("--repeats", type=int, default=10, help="kernels: dispatches per measured replay")
     bench.add_argument("--trials", type=int, default=5, help="kernels: replays per row (median)")
     bench.add_argument("--chain-mb", type=float, default=384,

@@ -49,8 +49,8 @@ GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "
                     "i8r2g64st", "i8r4g64st", "i8r8g64st",       # the I8 combinations ("st": STREAM,
                     "i8r4g64rs", "i8r2s2g64rs", "i8r2g64strs")   # "rs": SROW, row-major scales)
 STREAM_WORKGROUPS = 512     # persistent GEMV workgroups: each walks blocks wg, wg + 512, ...
-GEMV_INT8X_SHAPES = ("r2u2w2", "r4u2w2", "r4u1w2", "r8u2w2", "r4u2w4", "r4u2w8", "r2u4w2", "r1u4w4", "r2u2w1",
-                     "r4u4w2")   # q4gsw_gemv_i8x.yaml: rows per lane, chunks in flight per row, warps
+GEMV_INT8X_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r2u4w2", "r4u1w2", "r4u2w8",    # q4gsw_gemv_i8x.yaml: rows
+                     "r4u1w1v", "r4u1w2v", "r4u2w2v", "r4u2w8v")   # per lane, chunks in flight, warps, v: vec4 scales
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def quantize_activations(act: Int8Activations, *, rows: int | str = 1) -> OpCall
 
     def sizing(spec, live):
         active = live_value(rows, live, "quantize_activations") == 1
-        return Sizing(workgroups=linear_grid(k // gs, spec.invocations, live_limit(live)) if active else IDLE,
+        return Sizing(workgroups=(-(-k // 8 // spec.invocations), 1, 1) if active else IDLE,
                       params=struct.pack("<2I", k, gs), bytes_moved=(4 * k + k + 8 * (k // 32)) if active else 0)
 
     return OpCall(label=f"quantize_activations({act.x.name})", kernel="int8_activations", route="int8_activations",
@@ -211,9 +211,51 @@ def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str | None:
     return "i8r4g64" if n >= 8192 else "i8r2s2g64"
 
 
-def gemv_int8x_shape_for(k: int, n: int) -> str:
-    """The pre-quantized int8 GEMV variant for a K x N weight."""
-    return "r4u2w2"
+def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool) -> str:
+    """The pre-quantized int8 GEMV variant for a K x N weight; `scales_vec4`: the weight's n_total and
+    n_offset are multiples of 4, as the vec4-scale ("v") variants require."""
+    return "r4u1w2v" if scales_vec4 else "r4u1w2"
+
+
+def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tuple[Tensor, ...], adapter: AdapterReport,
+                  rows: int | str, bias: Tensor | None, shape: str | None) -> OpCall:
+    """The q4_gemv_int8x dispatch (decode only: idle unless the live row count is 1). Three outputs make
+    it the fused decode QKV (q4_gemv_int8x_qkv): rows of the packed weight split n_q, n_kv, n_kv."""
+    if act.group_size != weight.group_size or act.k != weight.k:
+        raise ValueError(f"{label}: int8 activations of {act.x.name!r} (K {act.k}, groups of {act.group_size}) cannot "
+                         f"feed a weight with K {weight.k} in groups of {weight.group_size}")
+    aligned = weight.n_total % 4 == 0 and weight.n_offset % 4 == 0
+    shape = shape or gemv_int8x_shape_for(weight.k, weight.n, aligned)
+    if shape not in GEMV_INT8X_SHAPES:
+        raise ValueError(f"{label}: pre-quantized activations need a GEMV shape of {GEMV_INT8X_SHAPES}, not {shape!r}")
+    if shape.endswith("v") and not aligned:
+        raise ValueError(f"{label}: {shape!r} loads scales as vec4, which needs n_total ({weight.n_total}) and n_offset "
+                         f"({weight.n_offset}) to be multiples of 4")
+    kernel, route = gemv_variant(adapter, shape)
+    qkv = len(outs) == 3
+    if qkv:
+        kernel, route = kernel.replace("_i8x_", "_i8x_qkv_"), "q4_gemv_int8x_qkv"
+    has_bias = bias is not None
+    capacity = min(o.numel // o.shape[-1] for o in outs)
+
+    def sizing(spec, live):
+        m = live_value(rows, live, label)
+        if not 0 <= m <= capacity:
+            raise ValueError(f"{label}: {m} rows, but the outputs hold {capacity}")
+        active = m == 1
+        moved, flops = _cost(weight, 1, has_bias)
+        rows_per_group = int(spec.params["RG"]) * int(spec.params["R"])
+        params = struct.pack("<6I", weight.k, weight.n, weight.n_total, weight.n_offset, weight.group_size, int(has_bias))
+        if qkv:
+            params += struct.pack("<2I", outs[0].shape[-1], outs[1].shape[-1])
+        return Sizing(workgroups=linear_grid(-(-weight.n // rows_per_group), 1, live_limit(live)) if active else IDLE,
+                      params=params, bytes_moved=moved if active else 0, flops=flops if active else 0)
+
+    tensors = {0: act.words, 1: act.stats, 2: weight.packed, 3: weight.scales, 4: bias if has_bias else weight.scales,
+               5: outs[0]}
+    if qkv:
+        tensors.update({7: outs[1], 8: outs[2]})
+    return OpCall(label=f"{label}.decode", kernel=kernel, route=route, tensors=tensors, sizing=sizing)
 
 
 def gemv_variant(adapter: AdapterReport, shape: str) -> tuple[str, str]:
@@ -269,10 +311,7 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         if spec.params.get("I8") and weight.k > int8_max_k(int(spec.params["R"])):
             raise ValueError(f"{label}: K={weight.k} exceeds {spec.name}'s workgroup memory "
                              f"(K <= {int8_max_k(int(spec.params['R']))})")
-        if "RG" in spec.params:         # q4gsw_gemv_i8x: RG warps of 32 invocations, R rows each
-            rows_per_group = int(spec.params["RG"]) * int(spec.params["R"])
-        else:
-            rows_per_group = spec.workgroup_size[1] // int(spec.params["KSPLIT"]) * int(spec.params["R"])
+        rows_per_group = spec.workgroup_size[1] // int(spec.params["KSPLIT"]) * int(spec.params["R"])
         active = m == 1
         blocks = -(-weight.n // rows_per_group)
         if spec.params.get("STREAM"):
@@ -299,25 +338,19 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
                       params=_linear_params(weight, m, has_bias), bytes_moved=moved, flops=flops)
 
     prequantized = isinstance(int8, Int8Activations)
-    if prequantized:
-        if int8.x is not x or int8.group_size != weight.group_size:
-            raise ValueError(f"{label}: int8 activations of {int8.x.name!r} in groups of {int8.group_size} cannot "
-                             f"feed x {x.name!r} and a weight in groups of {weight.group_size}")
-        shape = gemv_shape or gemv_int8x_shape_for(weight.k, weight.n)
-        if shape not in GEMV_INT8X_SHAPES:
-            raise ValueError(f"{label}: pre-quantized activations need a GEMV shape of {GEMV_INT8X_SHAPES}, "
-                             f"not {shape!r}")
-    else:
-        shape = gemv_shape or (int8 and gemv_int8_shape_for(weight.k, weight.n, weight.group_size)) or \
-            gemv_shape_for(weight.k, weight.n)
-    if shape in GEMV_INT8_SHAPES and int8_shape_params(shape)[1] != weight.group_size:
+    if prequantized and int8.x is not x:
+        raise ValueError(f"{label}: int8 activations of {int8.x.name!r} cannot feed x {x.name!r}")
+    # (the pre-quantized decode picks its own shape: _int8x_decode)
+    shape = gemv_shape if prequantized else \
+        gemv_shape or (int8 and gemv_int8_shape_for(weight.k, weight.n, weight.group_size)) or gemv_shape_for(weight.k, weight.n)
+    if shape and shape in GEMV_INT8_SHAPES and int8_shape_params(shape)[1] != weight.group_size:
         raise ValueError(f"{label}: {shape!r} is an int8 GEMV for another group size than {weight.group_size}")
-    if weight.scales_row_major != shape.endswith("rs"):
+    if weight.scales_row_major != bool(shape and shape.endswith("rs")):
         # Only the SROW variants read row-major scales, and they read nothing else: no other route
         # (prefill included) can take such a weight, so it is refused rather than misread.
         raise ValueError(f"{label}: row-major scales need an int8 'rs' GEMV shape and decode only; "
                          f"got shape {shape!r} with scales_row_major={weight.scales_row_major}")
-    decode_kernel, decode_route = gemv_variant(adapter, shape)
+    decode_kernel, decode_route = (None, None) if prequantized else gemv_variant(adapter, shape)
     prefill_kernel, prefill_route = None, None
     if limits.get("maxComputeWorkgroupStorageSize", 0) >= 2 * _TILE * 32 * 4 and \
             limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 256:
@@ -328,11 +361,12 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         prefill_kernel, prefill_route = "q4gsw_gemm_bk64", "q4_gemm_bk64"
     if limits.get("maxComputeInvocationsPerWorkgroup", 0) < 256:
         decode_kernel = None            # the GEMV variants are 256 invocations wide
-    decode_tensors = tensors if not prequantized else \
-        {0: int8.words, 1: int8.stats, 2: weight.packed, 3: weight.scales, 4: tensors[3], 5: out}
+    decode = OpCall(label=f"{label}.decode", kernel=decode_kernel, route=decode_route, tensors=tensors,
+                    sizing=decode_sizing) if decode_kernel else None
+    if prequantized:
+        decode = _int8x_decode(label, int8, weight, (out,), adapter, rows, bias, gemv_shape)
     calls = {
-        "decode": OpCall(label=f"{label}.decode", kernel=decode_kernel, route=decode_route, tensors=decode_tensors,
-                         sizing=decode_sizing) if decode_kernel else None,
+        "decode": decode,
         "prefill": OpCall(label=f"{label}.prefill", kernel=prefill_kernel, route=prefill_route, tensors=tensors,
                           sizing=gemm_sizing) if prefill_kernel else None,
         "generic": OpCall(label=f"{label}.generic", kernel="q4gsw_linear_generic", route="q4_linear_generic",
@@ -354,19 +388,26 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
 
 
 def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,
-                  rows: int | str) -> list[OpCall]:
+                  rows: int | str, int8: "Int8Activations | None" = None) -> list[OpCall]:
     """q, k, v = x @ W.T for a packed [Nq + 2 Nkv, K] weight. The fused BK64 kernel for the exact
     Llama geometry (K 2048, Nq 2048, Nkv 512, gs 64) at rows > 1; otherwise three ordinary linears
-    over row ranges of the same packed weight."""
+    over row ranges of the same packed weight. With pre-quantized activations `int8` (of x), the decode
+    is one fused GEMV writing the three outputs (q4_gemv_int8x_qkv), at any shape."""
     q_out, k_out, v_out = outs
     n_q, n_kv = q_out.shape[-1], k_out.shape[-1]
-    if v_out.shape[-1] != n_kv or weight.n_total != n_q + 2 * n_kv:
-        raise ValueError(f"q4_linear_qkv: outputs {[list(t.shape) for t in outs]} do not split a {weight.n_total}-row weight")
-    views = (weight.rows(0, n_q), weight.rows(n_q, n_kv), weight.rows(n_q + n_kv, n_kv))
+    if v_out.shape[-1] != n_kv or weight.n != n_q + 2 * n_kv:
+        raise ValueError(f"q4_linear_qkv: outputs {[list(t.shape) for t in outs]} do not split a {weight.n}-row weight")
+    first = weight.n_offset         # the weight may itself be rows of a larger stack
+    views = (weight.rows(first, n_q), weight.rows(first + n_q, n_kv), weight.rows(first + n_q + n_kv, n_kv))
     separate = [call for view, out in zip(views, outs)
                 for call in q4_linear(x=x, weight=view, out=out, adapter=adapter, rows=rows)]
+    if int8 is not None and all(c.route != "q4_linear_generic" for c in separate):
+        if int8.x is not x:
+            raise ValueError(f"q4_linear_qkv: int8 activations of {int8.x.name!r} cannot feed x {x.name!r}")
+        prefill = [c for c in separate if not c.route.startswith("q4_gemv")]
+        separate = [_int8x_decode("q4_linear_qkv", int8, weight, outs, adapter, rows, None, None)] + prefill
     limits = adapter.limits
-    fused_fits = ((weight.k, n_q, n_kv) == QKV_SHAPE and weight.group_size == 64
+    fused_fits = ((weight.k, n_q, n_kv) == QKV_SHAPE and weight.group_size == 64 and weight.n == weight.n_total
                   and limits.get("maxComputeWorkgroupStorageSize", 0) >= 2 * _TILE * 64 * 4
                   and limits.get("maxStorageBuffersPerShaderStage", 0) >= 7)
     if not fused_fits:

@@ -13,6 +13,12 @@
 //
 // Per weight word: two masks, one shift and two dot4I8Packed (exact); per chunk and row one conversion
 // to float and two products. The sums are exact integers below 2^24 until the per-chunk product.
+$if SV4:
+  // This variant loads a lane's 4 consecutive rows' scales as one vec4 (one 16-byte load instead of
+  // four): route guard n_total and n_offset multiples of 4, so the vec4 never straddles a row of groups.
+$if QKV:
+  // This variant is the fused decode QKV: rows [0, n_q) of a packed [n_q + 2 n_kv, K] weight go to out
+  // (q), the next n_kv to out_k, the last n_kv to out_v: one dispatch for three projections of one x.
 $if SUBGROUP:
   // Warps are subgroups: the workgroup's subgroups take its RG row groups in turn (one pass where the
   // subgroup is 32 wide, the NVIDIA case), and a row's lanes reduce with one subgroupAdd.
@@ -31,15 +37,21 @@ struct Params {
   n_offset: u32,
   group_size: u32,
   has_bias: u32,
+  $if QKV:
+    n_q: u32,
+    n_kv: u32,
 }
 
 @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> xstats: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read> weights: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> scales: array<f32>;
+@group(0) @binding(3) var<storage, read> scales: array<${"vec4<f32>" if SV4 else "f32"}>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
+$if QKV:
+  @group(0) @binding(7) var<storage, read_write> out_k: array<f32>;
+  @group(0) @binding(8) var<storage, read_write> out_v: array<f32>;
 $if not SUBGROUP:
   var<workgroup> partial: array<f32, ${32 * RG * R}>;
 
@@ -54,7 +66,17 @@ fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
 
 fn store(row: u32, total: f32) {
   if (row < params.n) {
-    out[row] = total + select(0.0, bias[row], params.has_bias != 0u);
+    let value = total + select(0.0, bias[row], params.has_bias != 0u);
+    $if QKV:
+      if (row < params.n_q) {
+        out[row] = value;
+      } else if (row < params.n_q + params.n_kv) {
+        out_k[row - params.n_q] = value;
+      } else {
+        out_v[row - params.n_q - params.n_kv] = value;
+      }
+    $else:
+      out[row] = value;
   }
 }
 
@@ -87,7 +109,14 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
         let g${u} = c${u} * 32u / params.group_size;
         $for r in range(R):
           let w${u}_${r} = weights[row${r} * chunks + c${u}];
-          let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+          $if not SV4:
+            let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+        $if SV4:
+          // row0 is a multiple of 4 (clamped rows stay in its vec4: n_total is a multiple of 4 too).
+          $for q in range(R // 4):
+            let sv${u}_${q} = scales[(g${u} * params.n_total + row${4 * q}) / 4u];
+          $for r in range(R):
+            let s${u}_${r} = sv${u}_${r // 4}[${r % 4}];
         let a${u} = xq[c${u}];
         let b${u} = xq[chunks + c${u}];
         // A discarded (clamped) chunk gets zero stats, so its products vanish.

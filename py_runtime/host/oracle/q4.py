@@ -165,11 +165,11 @@ def int8_activations_np(x: np.ndarray, group_size: int) -> tuple[np.ndarray, np.
 
 
 def _verify_int8_activations(q: np.ndarray, x_scale: np.ndarray, ambiguous: np.ndarray, words: bytes,
-                             stats: bytes, name: str) -> None:
+                             stats: bytes, name: str) -> np.ndarray:
     """int8_activations.wgsl's output against the twin: each q equal (or one away where the twin marks
     it ambiguous), in the planar layout (chunk c: values 0-15 in vec4 c, 16-31 in vec4 K/32 + c, each
     u32 the (even, odd) quadruple of a weight word's nibbles); per chunk the scale within the GPU
-    division's 2.5 ulp and 8 * sum(q) of the GPU's own q exactly."""
+    division's 2.5 ulp and 8 * sum(q) of the GPU's own q exactly. Returns the GPU's q."""
     k = q.size
     chunks = k // 32
     planes = np.frombuffer(words, np.int8)[:k].reshape(2, chunks, 16).transpose(1, 0, 2).reshape(chunks, 32)
@@ -185,28 +185,33 @@ def _verify_int8_activations(q: np.ndarray, x_scale: np.ndarray, ambiguous: np.n
     chunk_scale = np.repeat(x_scale, chunks // x_scale.size)
     assert np.all(np.abs(got[:, 0] - chunk_scale) <= 3 * 2.0 ** -23 * chunk_scale), f"{name}: chunk scales off"
     assert np.array_equal(got[:, 1], 8.0 * gpu_q.reshape(chunks, 32).sum(axis=1)), f"{name}: chunk sums differ"
+    return gpu_q
 
 
 def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
     """The int8 decode against the Q4 weight times the twin's int8 row (int8_activations_np). The dots
     are exact integers, one per group (q4_gemv_int8) or per 32-value chunk (q4_gemv_int8x, whose
-    quantized row is also checked, _verify_int8_activations); then two f32 products per term, the
+    quantized row is checked first, _verify_int8_activations, and then used); then two f32 products per term, the
     scale's own rounding (a division on the GPU: 3 u) and T + 8 sequential f32 sums over the T terms
     (lanes, reduction, bias): (T + 11) u sum_t |s_w s_x d_t|, plus, per value that may round the
     other way, |s_w (n - 8) s_x| (its int8 value moves by one). Returns the worst error/bound."""
     from ...checks.q4_linear import ACT_RANGE, BIAS_RANGE, WEIGHT_RANGE
 
-    k, gs, n = case["k"], case["group_size"], case["n"]
+    k, gs = case["k"], case["group_size"]
+    n = case["n"] + 2 * (case["n_kv"] or 0)         # a fused QKV's outputs are compared as one row
     prequantized = bool(case.get("int8x"))
-    expected = ["int8_activations", "q4_gemv_int8x"] if prequantized else ["q4_gemv_int8"]
+    gemv = "q4_gemv_int8x_qkv" if case["n_kv"] else "q4_gemv_int8x"
+    expected = ["int8_activations", gemv] if prequantized else ["q4_gemv_int8"]
     assert run["routes"] == expected, f"{case['name']}: attested {run['routes']}, expected {expected}"
     x = synth_values_np(ACT_RANGE, seed, case["stream"] + 1000, k)
     q, x_scale, ambiguous = int8_activations_np(x, gs)
+    outputs = 3 if case["n_kv"] else 1
+    out_names = run["artifacts"][:outputs]
     if prequantized:
-        out_name, words_name, stats_name = run["artifacts"]
-        _verify_int8_activations(q, x_scale, ambiguous, read(words_name), read(stats_name), words_name)
-    else:
-        (out_name,) = run["artifacts"]
+        words_name, stats_name = run["artifacts"][outputs:]
+        # The GEMV is then checked against the GPU's own int8 row: no value is left ambiguous.
+        q = _verify_int8_activations(q, x_scale, ambiguous, read(words_name), read(stats_name), words_name)
+        ambiguous = np.zeros_like(ambiguous)
     term = 32 if prequantized else gs
     levels, w_scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], k, 0, n), gs)
     centred = levels.astype(np.int64) - 8
@@ -221,7 +226,8 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
     if case["bias"]:
         b = synth_values_np(BIAS_RANGE, seed, case["stream"] + 2000, n).astype(np.float64)
         exact, bound = exact + b, bound + np.abs(b) * 2.0 ** -23
-    data = read(out_name)
+    data = b"".join(read(name) for name in out_names)
+    out_name = ", ".join(out_names)
     poison = np.frombuffer(bytes.fromhex("addbba7f"), np.uint32)[0]
     assert not np.any(np.frombuffer(data, np.uint32) == poison), f"{out_name}: outputs never written"
     err = np.abs(np.frombuffer(data, np.float32).astype(np.float64) - exact)

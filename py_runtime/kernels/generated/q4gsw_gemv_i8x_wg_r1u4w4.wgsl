@@ -49,7 +49,8 @@ fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
 
 fn store(row: u32, total: f32) {
   if (row < params.n) {
-    out[row] = total + select(0.0, bias[row], params.has_bias != 0u);
+    let value = total + select(0.0, bias[row], params.has_bias != 0u);
+    out[row] = value;
   }
 }
 
