@@ -49,7 +49,7 @@ for s in $steps; do
     browser-check8x) step "$s" 90 check --suite q4 --preset int8x --backend browser --driver plain ;;
     native-int8x)    step "$s" 280 bench kernels --backend native --preset gemv_int8x --trials 3 ;;
     browser-int8x)   # one browser per shape: long Chromium runs slow down partway (docs/PERFORMANCE.md)
-                     for shape in q_o kv qkv_as_one gate_up down lm_head; do
+                     for shape in q_o kv qkv_as_one gate_up gate_up_glu down lm_head; do
                        step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x \
                          --trials 3 --only "llama.$shape." --timeout 80
                      done ;;

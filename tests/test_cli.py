@@ -42,11 +42,12 @@ def test_bench_kernels_decode_step_runs_every_route(tmp_path, capsys):
                  "--json", str(target)]) == 0
     step = json.loads(target.read_text())["step"]
     f32, int8, int8x = step["routes"]["f32"], step["routes"]["int8"], step["routes"]["int8x"]
-    # 2 layers x (q, k, v, down) + lm_head, one dispatch each (the int8 GEMV quantizes its own input);
-    # pre-quantized: per layer one quantize + the fused QKV, one quantize + down; then lm_head's two.
-    assert (step["linears"], f32["dispatches"], int8["dispatches"], int8x["dispatches"]) == (9, 9, 9, 10)
-    assert int8["routes"] == ["q4_gemv_int8"]
-    assert sorted(int8x["routes"]) == ["int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_qkv"]
+    # 2 layers x (q, k, v, gate, up, swiglu, down) + lm_head, one dispatch each (the int8 GEMV quantizes its
+    # own input); pre-quantized: per layer a quantize before each of the fused QKV, the fused gate/up +
+    # SwiGLU and down; then lm_head's two.
+    assert (step["linears"], f32["dispatches"], int8["dispatches"], int8x["dispatches"]) == (13, 15, 15, 14)
+    assert int8["routes"] == ["q4_gemv_int8", "swiglu_fused"]
+    assert sorted(int8x["routes"]) == ["int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_glu", "q4_gemv_int8x_qkv"]
     assert "q4_gemv_int8" not in f32["routes"]
     assert all(r["us"] > 0 and r["ratio_same_stream"] > 0 for r in (f32, int8, int8x)) and step["stream_us"] > 0
     assert "tok/s bound" in capsys.readouterr().out

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
 from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, int8_max_k,
-                      int8_shape_params, q4_linear, q4_linear_qkv, q4_quantize, q4_weight_bytes, quantize_activations,
-                      stream_read)
+                      int8_shape_params, q4_linear, q4_linear_glu, q4_linear_qkv, q4_quantize, q4_weight_bytes,
+                      quantize_activations, stream_read, GEMV_INT8X_GLU_SHAPES)
+from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
 from ..plan import Plan, runs_at
 from ..runtime import Runtime
@@ -47,6 +48,11 @@ class BenchCase:
     group_size: int = 64
     int8: bool = False                  # int8 activations (q4_gemv_int8)
     int8x: bool = False                 # pre-quantized int8 activations (q4_gemv_int8x; quantized once, untimed)
+    glu: bool = False                   # int8x: the fused gate/up + SwiGLU over a [2N, K] weight
+
+    @property
+    def weight_rows(self) -> int:
+        return 2 * self.n if self.glu else self.n
 
     @property
     def scales_row_major(self) -> bool:
@@ -54,7 +60,7 @@ class BenchCase:
 
     @property
     def weight_bytes(self) -> int:
-        return q4_weight_bytes(self.k, self.n, self.group_size)
+        return q4_weight_bytes(self.k, self.weight_rows, self.group_size)
 
 
 def _fits(gemv_shape: str | None, k: int) -> bool:
@@ -85,6 +91,8 @@ BENCH_PRESETS = {
                   + _decode("llama", _LLAMA, gemv_shapes=_INT8_G64, int8=True)),
     # The pre-quantized int8 GEMV's variants at the Llama shapes, beside the fused int8 route's picks.
     "gemv_int8x": (_decode("llama", _LLAMA, gemv_shapes=GEMV_INT8X_SHAPES, int8x=True)
+                   + [BenchCase("llama.gate_up_glu.int8x", 2048, 8192, 1, gemv_shape=g, int8x=True, glu=True)
+                      for g in GEMV_INT8X_GLU_SHAPES]
                    + _decode("llama", _LLAMA, int8=True)),
     "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES)
                       + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES)),
@@ -93,6 +101,13 @@ BENCH_PRESETS = {
                    for g in ("r8", "w8u4", "w4u8", "w16u2", "w16u4", "w8u8")],
     "prefill": [BenchCase(f"llama.{name}.m{m}", k, n, m) for name, k, n in _LLAMA[:5] for m in (128, 512)],
 }
+
+
+def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8) -> list:
+    if case.glu:
+        return [q4_linear_glu(act=int8, weight=weight, out=out, adapter=adapter, rows=rows, gemv_shape=case.gemv_shape)]
+    return q4_linear(x=x, weight=weight, out=out, adapter=adapter, rows=rows, gemv_shape=case.gemv_shape,
+                     force_route=case.route, int8=int8)
 
 
 def _label(case: BenchCase) -> str:
@@ -167,7 +182,7 @@ def _copies(case: BenchCase, chain_bytes: int, pool_bytes: int, limit: int) -> i
     limit (one stacked matrix) and the stream pool (the streaming chain reads as many bytes)."""
     if case.rows != 1 or chain_bytes <= 0:
         return 1
-    packed = case.n * case.k // 2
+    packed = case.weight_rows * case.k // 2
     return max(1, min(_CHAIN_MAX, -(-chain_bytes // case.weight_bytes), limit // packed,
                       pool_bytes // case.weight_bytes))
 
@@ -206,15 +221,16 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
     if not cases:
         raise ValueError(f"no case of preset {preset!r} matches {only}; cases: {[_label(c) for c in BENCH_PRESETS[preset]]}")
     copies = [_copies(case, chain_bytes, big, limit) for case in cases]
-    packed_pool = await tensors.allocate("bench.packed", (max(c * x.n * x.k // 8 for c, x in zip(copies, cases)),), "u32")
-    scales_pool = await tensors.allocate("bench.scales", (max(c * x.n * x.k // x.group_size
+    packed_pool = await tensors.allocate("bench.packed", (max(c * x.weight_rows * x.k // 8 for c, x in zip(copies, cases)),),
+                                         "u32")
+    scales_pool = await tensors.allocate("bench.scales", (max(c * x.weight_rows * x.k // x.group_size
                                                              for c, x in zip(copies, cases)),))
     rows = []
     for index, (case, count) in enumerate(zip(cases, copies)):
         if progress:
             progress(f"[{index + 1}/{len(cases)}] {case.name}")
         weight_bytes = case.weight_bytes
-        weight = Q4Weight(packed_pool, scales_pool, case.k, case.n * count, case.group_size,
+        weight = Q4Weight(packed_pool, scales_pool, case.k, case.weight_rows * count, case.group_size,
                           scales_row_major=case.scales_row_major)
         x = await tensors.allocate("bench.x", (case.rows, case.k))
         out = await tensors.allocate("bench.out", (case.rows, case.n))
@@ -230,8 +246,7 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         setup.record()
         await setup.replay()
         setup.release()
-        calls = q4_linear(x=x, weight=weight.rows(0, case.n), out=out, adapter=device.adapter, rows=case.rows,
-                          gemv_shape=case.gemv_shape, force_route=case.route, int8=int8)
+        calls = _linear(case, x, weight.rows(0, case.weight_rows), out, device.adapter, case.rows, int8)
         plan = Plan(runtime, f"bench.{case.name}")
         main, moved = await _active_call(runtime, calls, plan.live)
         for _ in range(repeats):
@@ -267,8 +282,7 @@ async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_t
     device = runtime.device
     plan = Plan(runtime, f"bench.chain.{case.name}")
     for copy in range(copies):
-        calls = q4_linear(x=x, weight=weight.rows(copy * case.n, case.n), out=out, adapter=device.adapter, rows=1,
-                          gemv_shape=case.gemv_shape, force_route=case.route, int8=int8)
+        calls = _linear(case, x, weight.rows(copy * case.weight_rows, case.weight_rows), out, device.adapter, 1, int8)
         await plan.add((await _active_call(runtime, calls, plan.live))[0])
     plan.record()
     chain_ns = await _measure_span(plan, trials)
@@ -285,10 +299,11 @@ async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_t
 
 @dataclass(frozen=True)
 class StepGeometry:
-    """The linears of one decode token: per layer (name, K, N), then lm_head (K, N); "qkv" is a packed
-    [n_q + 2 n_kv, K] weight (qkv = (n_q, n_kv)): three projections, three dispatches on the f32 and
-    int8 routes, one fused dispatch on the pre-quantized int8 route. That route quantizes each distinct
-    input once: before qkv, o, gate (gate and up share theirs) and down."""
+    """The linears of one decode token: per layer (name, K, N), then lm_head (K, N). "qkv" is a packed
+    [n_q + 2 n_kv, K] weight (qkv = (n_q, n_kv)) and "gate_up" a packed [2 F, K] one: on the f32 and int8
+    routes three and two GEMVs (plus the swiglu of gate and up), on the pre-quantized int8 route one
+    fused dispatch each (the fused QKV; gate/up + SwiGLU). That route quantizes each layer input once:
+    before qkv, o, gate_up and down."""
 
     name: str
     layers: int
@@ -298,13 +313,12 @@ class StepGeometry:
 
 
 STEP_PRESETS = {
-    "llama_step": StepGeometry("llama-3.2-1b", 16, (("qkv", 2048, 3072), ("o", 2048, 2048), ("gate", 2048, 8192),
-                                                   ("up", 2048, 8192), ("down", 8192, 2048)), (2048, 128256),
-                               (2048, 512)),
+    "llama_step": StepGeometry("llama-3.2-1b", 16, (("qkv", 2048, 3072), ("o", 2048, 2048), ("gate_up", 2048, 16384),
+                                                   ("down", 8192, 2048)), (2048, 128256), (2048, 512)),
     # The same structure at toy sizes (tests and CPU adapters).
-    "tiny_step": StepGeometry("tiny", 2, (("qkv", 256, 256), ("down", 512, 256)), (256, 1000), (128, 64)),
+    "tiny_step": StepGeometry("tiny", 2, (("qkv", 256, 256), ("gate_up", 256, 1024), ("down", 512, 256)), (256, 1000),
+                              (128, 64)),
 }
-_SHARED_INPUT = ("up",)         # these linears read the input of the linear before them
 
 
 async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, seed: int, sink_tensor, pool,
@@ -345,46 +359,55 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
         fill.record()
         await fill.replay()
         fill.release()
-    for n in sorted({n for name, _, n in linears if not name.endswith("qkv")}):
+    for n in sorted({n for name, _, n in linears if not name.endswith(("qkv", "gate_up"))}):
         outputs[n] = await tensors.allocate(f"step.out.{n}", (1, n))
         owned.append(outputs[n])
     n_q, n_kv = geometry.qkv
     qkv_outs = tuple([await tensors.allocate(f"step.out.{part}", (1, size)) for part, size in
                       (("q", n_q), ("k", n_kv), ("v", n_kv))])
-    owned += qkv_outs
+    ffn = next(n for name, _, n in geometry.per_layer if name == "gate_up") // 2
+    ffn_outs = tuple([await tensors.allocate(f"step.out.{part}", (1, ffn)) for part in ("gate", "up", "act")])
+    owned += qkv_outs + ffn_outs
     activations = {}
     for k, x in inputs.items():
         activations[k] = Int8Activations(x, await tensors.allocate(f"step.xq.{k}", (k // 4,), "u32"),
                                          await tensors.allocate(f"step.xstats.{k}", (k // 16,)), 64)
         owned += [activations[k].words, activations[k].stats]
 
-    projections = [(name, k, n) for name, k, n in linears if not name.endswith("qkv")]
-    projections += [(f"{name}.{part}", k, size) for name, k, _ in linears if name.endswith("qkv")
-                    for part, size in (("q", n_q), ("k", n_kv), ("v", n_kv))]
+    projections = []
+    for name, k, n in linears:
+        parts = ((("q", n_q), ("k", n_kv), ("v", n_kv)) if name.endswith("qkv") else
+                 (("gate", ffn), ("up", ffn)) if name.endswith("gate_up") else (("", n),))
+        projections += [(f"{name}.{part}", k, size) for part, size in parts]
     result = {"geometry": geometry.name, "linears": len(projections), "weight_bytes": 0, "routes": {}}
     for label in ("f32", "int8", "int8x"):
         plan = Plan(runtime, f"step.{label}")
         moved = 0
         for name, k, n in linears:
-            int8 = label == "int8"
+            int8, weight, first = label == "int8", weights[name], weights[name].n_offset
             if label == "int8x":
                 int8 = activations[k]
-                if name.rsplit(".", 1)[-1] not in _SHARED_INPUT:
-                    await plan.add(quantize_activations(int8))
+                await plan.add(quantize_activations(int8))
             if name.endswith("qkv") and label == "int8x":
-                groups = [q4_linear_qkv(x=inputs[k], weight=weights[name], outs=qkv_outs, adapter=adapter, rows=1,
-                                        int8=int8)]
+                groups = [q4_linear_qkv(x=inputs[k], weight=weight, outs=qkv_outs, adapter=adapter, rows=1, int8=int8)]
+            elif name.endswith("gate_up") and label == "int8x":
+                groups = [[q4_linear_glu(act=int8, weight=weight, out=ffn_outs[2], adapter=adapter)]]
             elif name.endswith("qkv"):
-                views = (weights[name].rows(0, n_q), weights[name].rows(n_q, n_kv), weights[name].rows(n_q + n_kv, n_kv))
+                views = (weight.rows(first, n_q), weight.rows(first + n_q, n_kv), weight.rows(first + n_q + n_kv, n_kv))
                 groups = [q4_linear(x=inputs[k], weight=view, out=out, adapter=adapter, rows=1, int8=int8)
                           for view, out in zip(views, qkv_outs)]
+            elif name.endswith("gate_up"):
+                views = (weight.rows(first, ffn), weight.rows(first + ffn, ffn))
+                groups = [q4_linear(x=inputs[k], weight=view, out=out, adapter=adapter, rows=1, int8=int8)
+                          for view, out in zip(views, ffn_outs)]
+                groups.append([swiglu(gate=ffn_outs[0], up=ffn_outs[1], out=ffn_outs[2], tokens=1)])
             else:
                 groups = [q4_linear(x=inputs[k], weight=weights[name], out=outputs[n], adapter=adapter, rows=1,
                                     int8=int8)]
             for calls in groups:
                 call, sizing = await _active_call(runtime, calls, plan.live)
                 await plan.add(call)
-                moved += sizing.bytes_moved
+                moved += sizing.bytes_moved if call.route != "swiglu_fused" else 0
         plan.record()
         span = await _measure_span(plan, trials) * len(plan)
         result["routes"][label] = {"dispatches": len(plan), "routes": list(plan.routes), "us": span / 1e3,

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import struct
 
-from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, STREAM_WORKGROUPS, Int8Activations, Q4Weight,
-                      int8_shape_params, q4_embedding, q4_linear, q4_linear_qkv, q4_quantize, quantize_activations)
+from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, STREAM_WORKGROUPS,
+                      Int8Activations, Q4Weight, int8_shape_params, q4_embedding, q4_linear, q4_linear_glu,
+                      q4_linear_qkv, q4_quantize, quantize_activations)
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
@@ -42,10 +43,11 @@ class LinearCase:
     int8: bool = False                       # decode with int8 activations (q4_gemv_int8)
     scales_row_major: bool = False           # quantize with scales [N, K/gs] (the "rs" int8 variants)
     int8x: bool = False                      # decode from activations quantized beforehand (q4_gemv_int8x)
+    glu: bool = False                        # int8x only: a [2N, K] gate/up weight, out = silu(g) * u (decode)
 
     @property
     def n_total(self) -> int:
-        return self.n + 2 * self.n_kv if self.n_kv else self.n
+        return self.n + 2 * self.n_kv if self.n_kv else 2 * self.n if self.glu else self.n
 
 
 def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearCase]:
@@ -95,13 +97,20 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
               LinearCase("int8x.llama.qkv", 2048, 2048, (1, 7), n_kv=512, int8x=True),
               LinearCase("int8x.qwen.qkv", 1024, 2048, (1,), n_kv=1024, int8x=True),
               LinearCase("int8x.qkv_odd", 160, 37, (1, 3), group_size=32, n_kv=9, int8x=True)]
+    # The fused gate/up + SwiGLU (decode only): Llama's and Qwen's, and odd row counts.
+    cases += [LinearCase("int8x.llama.gate_up_glu", 2048, 8192, (1,), int8x=True, glu=True),
+              LinearCase("int8x.qwen.gate_up_glu", 1024, 3072, (1,), int8x=True, glu=True),
+              LinearCase("int8x.glu_odd", 160, 37, (1,), group_size=32, int8x=True, glu=True)]
     # (N = 37 is no multiple of 4: the vec4-scale "v" variants get N = 44)
     cases += [LinearCase(f"gemv.{shape}", k, 44 if shape.endswith("v") else 37, (1,), group_size=32, bias=True,
                          gemv_shape=shape, int8x=True)
               for shape in GEMV_INT8X_SHAPES for k in (160, 2048)]
+    cases += [LinearCase(f"gemv.glu.{shape}", k, 44 if shape.endswith("v") else 37, (1,), group_size=32,
+                         gemv_shape=shape, int8x=True, glu=True)
+              for shape in GEMV_INT8X_GLU_SHAPES for k in (160, 2048)]
     return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
                        c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.scales_row_major,
-                       c.int8x)
+                       c.int8x, c.glu)
             for i, c in enumerate(cases)]
 
 
@@ -167,7 +176,10 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         activations = Int8Activations(x, await tensors.allocate(f"{prefix}.xq", (k // 4,), "u32"),
                                       await tensors.allocate(f"{prefix}.xstats", (k // 16,)), gs)
         await plan.add(quantize_activations(activations, rows="rows"))
-    if case.n_kv:
+    if case.glu:
+        calls = [q4_linear_glu(act=activations, weight=weight, out=outs[0], adapter=device.adapter, rows="rows",
+                               gemv_shape=case.gemv_shape)]
+    elif case.n_kv:
         calls = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, rows="rows", int8=activations)
     else:
         calls = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, rows="rows", bias=bias,
@@ -208,7 +220,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             tensors.release(tensor.name)
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
             "gemv_shape": case.gemv_shape, "int8": case.int8, "scales_row_major": case.scales_row_major,
-            "int8x": case.int8x,
+            "int8x": case.int8x, "glu": case.glu,
             "stream": case.stream, "force_route": case.force_route, "runs": runs, "weight_artifacts": weight_artifacts}
 
 

@@ -142,22 +142,29 @@ def _axis(param: str, choices, defaults: dict, rel: str, where: str) -> list[tup
     return options
 
 
+def _axes(forall, defaults: dict, rel: str, where: str) -> list:
+    forall = _expect(forall or {}, dict, "generate_variant_forall", where)
+    return [_axis(param, choices, defaults, rel, _at(rel, forall)) for param, choices in forall.items()]
+
+
 def _variants(family: dict, rel: str) -> list[tuple[str, dict, str]]:
-    """(name, params, where) for every variant: shader_variants x the product of generate_variant_forall."""
+    """(name, params, where) for every variant: shader_variants x the product of generate_variant_forall
+    (the family's, or the entry's own where it has one: a variant used with fewer shapes)."""
     where = _at(rel, family)
     defaults = dict(_expect(family.get("parameter_names_with_default_values") or {}, dict,
                             "parameter_names_with_default_values", where))
-    forall = _expect(family.get("generate_variant_forall") or {}, dict, "generate_variant_forall", where)
-    axes = [_axis(param, choices, defaults, rel, _at(rel, forall)) for param, choices in forall.items()]
+    family_axes = _axes(family.get("generate_variant_forall"), defaults, rel, where)
     variants = []
     for entry in _expect(family.get("shader_variants") or [], list, "shader_variants", where):
         if not isinstance(entry, dict) or "NAME" not in entry:
             raise CodegenError([f"{_at(rel, entry)}: a shader_variants entry has no NAME: {entry}"])
-        unknown = sorted(set(entry) - set(defaults) - {"NAME"})
+        unknown = sorted(set(entry) - set(defaults) - {"NAME", "generate_variant_forall"})
         if unknown:
             raise CodegenError([f"{_at(rel, entry)}: variant {entry['NAME']!r} sets unknown parameter(s) {unknown}"])
+        axes = family_axes if "generate_variant_forall" not in entry else \
+            _axes(entry["generate_variant_forall"], defaults, rel, _at(rel, entry))
         for combo in itertools.product(*axes):
-            params = {**defaults, **{k: v for k, v in entry.items() if k != "NAME"}}
+            params = {**defaults, **{k: v for k, v in entry.items() if k not in ("NAME", "generate_variant_forall")}}
             suffixes = []
             for values, suffix in combo:
                 params.update(values)

@@ -37,8 +37,9 @@ def _format_decode_step(report: dict) -> str:
     return "\n".join([
         _adapter_line(report),
         f"streaming read of {report['stream_big_bytes'] / 2 ** 30:.2f} GiB: {report['stream_big_gbps']:.1f} GB/s",
-        f"one {step['geometry']} decode token's {step['linears']} linears, back to back in one pass, each on its own "
-        f"weight (median of {report['trials']} replays); the same byte counts streamed the same way: "
+        f"one {step['geometry']} decode token's {step['linears']} linears and its swiglu, back to back in one pass, "
+        f"each on its own weight (median of {report['trials']} replays; int8x: per layer 4 activation quantizations, "
+        f"the fused QKV and the fused gate/up + SwiGLU); the same byte counts streamed the same way: "
         f"{step['stream_us']:.1f} us = {step['stream_gbps']:.1f} GB/s",
         _table(["activations", "dispatches", "MB", "us per token", "GB/s", "vs same stream", "vs big", "tok/s bound"],
                rows),

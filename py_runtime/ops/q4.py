@@ -35,7 +35,7 @@ from .grid import linear_grid, live_limit, live_value
 __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES",
            "q4_quantize", "q4_linear", "q4_linear_qkv", "gemv_variant", "int8_max_k", "int8_shape_params", "q4_weight_bytes",
            "stream_read", "STREAM_WORKGROUPS", "Int8Activations", "quantize_activations", "GEMV_INT8X_SHAPES",
-           "gemv_int8x_shape_for"]
+           "gemv_int8x_shape_for", "GEMV_INT8X_GLU_SHAPES", "q4_linear_glu"]
 
 GROUP_SIZES = (32, 64, 128)
 BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama-1B projections
@@ -49,8 +49,9 @@ GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "
                     "i8r2g64st", "i8r4g64st", "i8r8g64st",       # the I8 combinations ("st": STREAM,
                     "i8r4g64rs", "i8r2s2g64rs", "i8r2g64strs")   # "rs": SROW, row-major scales)
 STREAM_WORKGROUPS = 512     # persistent GEMV workgroups: each walks blocks wg, wg + 512, ...
-GEMV_INT8X_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r2u4w2", "r4u1w2", "r4u2w8",    # q4gsw_gemv_i8x.yaml: rows
-                     "r4u1w1v", "r4u1w2v", "r4u2w2v", "r4u2w8v")   # per lane, chunks in flight, warps, v: vec4 scales
+GEMV_INT8X_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2", "r4u1w1v", "r4u1w2v", "r1u8w2", "r1u8w1",  # q4gsw_gemv_i8x.yaml:
+                     "r1u2w1", "r2u1w1", "r8u1w1v")   # rows per lane, chunks in flight, warps; v: vec4 scales
+GEMV_INT8X_GLU_SHAPES = ("r2u2w1", "r2u1w2", "r4u1w1v", "r4u1w2v")     # the _glu variants' own list
 
 
 @dataclass(frozen=True)
@@ -211,30 +212,35 @@ def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str | None:
     return "i8r4g64" if n >= 8192 else "i8r2s2g64"
 
 
-def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool) -> str:
-    """The pre-quantized int8 GEMV variant for a K x N weight; `scales_vec4`: the weight's n_total and
-    n_offset are multiples of 4, as the vec4-scale ("v") variants require."""
+def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False) -> str:
+    """The pre-quantized int8 GEMV variant for a K x N weight (N: output rows); `scales_vec4`: the
+    weight's n_total and n_offset (and N) are multiples of 4, as the vec4-scale ("v") variants require."""
+    if glu:
+        return "r4u1w2v" if scales_vec4 else "r2u2w1"
     return "r4u1w2v" if scales_vec4 else "r4u1w2"
 
 
 def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tuple[Tensor, ...], adapter: AdapterReport,
-                  rows: int | str, bias: Tensor | None, shape: str | None) -> OpCall:
+                  rows: int | str, bias: Tensor | None, shape: str | None, glu: bool = False) -> OpCall:
     """The q4_gemv_int8x dispatch (decode only: idle unless the live row count is 1). Three outputs make
-    it the fused decode QKV (q4_gemv_int8x_qkv): rows of the packed weight split n_q, n_kv, n_kv."""
+    it the fused decode QKV (q4_gemv_int8x_qkv): rows of the packed weight split n_q, n_kv, n_kv; `glu`
+    the fused gate/up + SwiGLU (q4_gemv_int8x_glu): gate rows [0, n), up rows [n, 2n), n = the output's."""
     if act.group_size != weight.group_size or act.k != weight.k:
         raise ValueError(f"{label}: int8 activations of {act.x.name!r} (K {act.k}, groups of {act.group_size}) cannot "
                          f"feed a weight with K {weight.k} in groups of {weight.group_size}")
-    aligned = weight.n_total % 4 == 0 and weight.n_offset % 4 == 0
-    shape = shape or gemv_int8x_shape_for(weight.k, weight.n, aligned)
-    if shape not in GEMV_INT8X_SHAPES:
-        raise ValueError(f"{label}: pre-quantized activations need a GEMV shape of {GEMV_INT8X_SHAPES}, not {shape!r}")
+    n_out = weight.n // 2 if glu else weight.n
+    aligned = weight.n_total % 4 == 0 and weight.n_offset % 4 == 0 and n_out % 4 == 0
+    known = GEMV_INT8X_GLU_SHAPES if glu else GEMV_INT8X_SHAPES
+    shape = shape or gemv_int8x_shape_for(weight.k, n_out, aligned, glu)
+    if shape not in known:
+        raise ValueError(f"{label}: pre-quantized activations need a GEMV shape of {known}, not {shape!r}")
     if shape.endswith("v") and not aligned:
-        raise ValueError(f"{label}: {shape!r} loads scales as vec4, which needs n_total ({weight.n_total}) and n_offset "
-                         f"({weight.n_offset}) to be multiples of 4")
-    kernel, route = gemv_variant(adapter, shape)
-    qkv = len(outs) == 3
-    if qkv:
-        kernel, route = kernel.replace("_i8x_", "_i8x_qkv_"), "q4_gemv_int8x_qkv"
+        raise ValueError(f"{label}: {shape!r} loads scales as vec4, which needs n_total ({weight.n_total}), n_offset "
+                         f"({weight.n_offset}) and the output rows ({n_out}) to be multiples of 4")
+    kind = "_glu" if glu else "_qkv" if len(outs) == 3 else ""
+    kernel = f"q4gsw_gemv_i8x{kind}_{'sg' if _subgroup_reduction(adapter) else 'wg'}_{shape}"
+    route = f"q4_gemv_int8x{kind}"
+    qkv = kind == "_qkv"
     has_bias = bias is not None
     capacity = min(o.numel // o.shape[-1] for o in outs)
 
@@ -245,28 +251,33 @@ def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tu
         active = m == 1
         moved, flops = _cost(weight, 1, has_bias)
         rows_per_group = int(spec.params["RG"]) * int(spec.params["R"])
-        params = struct.pack("<6I", weight.k, weight.n, weight.n_total, weight.n_offset, weight.group_size, int(has_bias))
+        params = struct.pack("<6I", weight.k, n_out, weight.n_total, weight.n_offset, weight.group_size, int(has_bias))
         if qkv:
             params += struct.pack("<2I", outs[0].shape[-1], outs[1].shape[-1])
-        return Sizing(workgroups=linear_grid(-(-weight.n // rows_per_group), 1, live_limit(live)) if active else IDLE,
+        return Sizing(workgroups=linear_grid(-(-n_out // rows_per_group), 1, live_limit(live)) if active else IDLE,
                       params=params, bytes_moved=moved if active else 0, flops=flops if active else 0)
 
-    tensors = {0: act.words, 1: act.stats, 2: weight.packed, 3: weight.scales, 4: bias if has_bias else weight.scales,
-               5: outs[0]}
+    tensors = {0: act.words, 1: act.stats, 2: weight.packed, 3: weight.scales, 5: outs[0]}
+    if not glu:
+        tensors[4] = bias if has_bias else weight.scales
     if qkv:
         tensors.update({7: outs[1], 8: outs[2]})
     return OpCall(label=f"{label}.decode", kernel=kernel, route=route, tensors=tensors, sizing=sizing)
 
 
+def _subgroup_reduction(adapter: AdapterReport) -> bool:
+    """The GEMVs' subgroup guard: subgroups at most 32 wide. (wgpu-native reports 4..128 on every
+    Vulkan adapter, the H200 included, so natively the workgroup-memory variants run.)"""
+    sub_max = adapter.info.get("subgroupMaxSize")
+    return "subgroups" in adapter.device_features and isinstance(sub_max, int) and 0 < sub_max <= 32
+
+
 def gemv_variant(adapter: AdapterReport, shape: str) -> tuple[str, str]:
     """(kernel, route) of the decode GEMV this adapter can run, in the given shape. The int8 shapes
     share the reduction guard but report the q4_gemv_int8 route."""
-    if shape not in GEMV_SHAPES + GEMV_INT8_SHAPES + GEMV_INT8X_SHAPES:
-        raise ValueError(f"unknown GEMV shape {shape!r}; known: {GEMV_SHAPES + GEMV_INT8_SHAPES + GEMV_INT8X_SHAPES}")
-    sub_max = adapter.info.get("subgroupMaxSize")
-    subgroup = "subgroups" in adapter.device_features and isinstance(sub_max, int) and 0 < sub_max <= 32
-    if shape in GEMV_INT8X_SHAPES:
-        return f"q4gsw_gemv_i8x_{'sg' if subgroup else 'wg'}_{shape}", "q4_gemv_int8x"
+    if shape not in GEMV_SHAPES + GEMV_INT8_SHAPES:
+        raise ValueError(f"unknown GEMV shape {shape!r}; known: {GEMV_SHAPES + GEMV_INT8_SHAPES}")
+    subgroup = _subgroup_reduction(adapter)
     kernel = f"q4gsw_gemv_{'sg' if subgroup else 'wg'}_{shape}"
     if shape in GEMV_INT8_SHAPES:
         return kernel, "q4_gemv_int8"
@@ -385,6 +396,18 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
     if calls["decode"] is None or calls["prefill"] is None:
         return [calls["generic"]]
     return [calls["decode"], calls["prefill"]]
+
+
+def q4_linear_glu(*, act: Int8Activations, weight: Q4Weight, out: Tensor, adapter: AdapterReport,
+                  rows: int | str = 1, gemv_shape: str | None = None) -> OpCall:
+    """out = silu(x @ W_gate.T) * (x @ W_up.T) for a packed [2N, K] weight (gate rows, then up rows) and
+    activations quantized beforehand: one fused decode dispatch (q4_gemv_int8x_glu), idle unless the live
+    row count is 1. A prefill runs gate, up and swiglu as separate ops."""
+    label = f"q4_linear_glu({out.name})"
+    if weight.n % 2 or out.shape[-1] != weight.n // 2:
+        raise ValueError(f"{label}: a [{weight.n}, {weight.k}] gate/up weight does not give out {list(out.shape)}: "
+                         f"it needs 2 x {out.shape[-1]} rows")
+    return _int8x_decode(label, act, weight, (out,), adapter, rows, None, gemv_shape, glu=True)
 
 
 def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,

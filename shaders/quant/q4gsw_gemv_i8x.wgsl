@@ -16,6 +16,10 @@
 $if SV4:
   // This variant loads a lane's 4 consecutive rows' scales as one vec4 (one 16-byte load instead of
   // four): route guard n_total and n_offset multiples of 4, so the vec4 never straddles a row of groups.
+$if GLU:
+  // This variant is the fused gate/up + SwiGLU: the weight packs gate rows [0, n) then up rows [n, 2n);
+  // each output row reads both with the same activations, out[i] = g / (1 + exp(-g)) * u, as
+  // shaders/llm/swiglu.wgsl evaluates it. One dispatch for two projections and their activation.
 $if QKV:
   // This variant is the fused decode QKV: rows [0, n_q) of a packed [n_q + 2 n_kv, K] weight go to out
   // (q), the next n_kv to out_k, the last n_kv to out_v: one dispatch for three projections of one x.
@@ -46,14 +50,15 @@ struct Params {
 @group(0) @binding(1) var<storage, read> xstats: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read> weights: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> scales: array<${"vec4<f32>" if SV4 else "f32"}>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
+$if not GLU:
+  @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
 $if QKV:
   @group(0) @binding(7) var<storage, read_write> out_k: array<f32>;
   @group(0) @binding(8) var<storage, read_write> out_v: array<f32>;
 $if not SUBGROUP:
-  var<workgroup> partial: array<f32, ${32 * RG * R}>;
+  var<workgroup> partial: array<f32, ${32 * RG * R * (2 if GLU else 1)}>;
 
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
@@ -64,21 +69,30 @@ fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
        + dot4I8Packed(lo.z, b.x) + dot4I8Packed(hi.z, b.y) + dot4I8Packed(lo.w, b.z) + dot4I8Packed(hi.w, b.w);
 }
 
-fn store(row: u32, total: f32) {
-  if (row < params.n) {
-    let value = total + select(0.0, bias[row], params.has_bias != 0u);
-    $if QKV:
-      if (row < params.n_q) {
-        out[row] = value;
-      } else if (row < params.n_q + params.n_kv) {
-        out_k[row - params.n_q] = value;
-      } else {
-        out_v[row - params.n_q - params.n_kv] = value;
-      }
-    $else:
-      out[row] = value;
+$if GLU:
+  // exp(-g) = inf for a very negative g gives -0, not NaN.
+  fn store_glu(row: u32, g: f32, u: f32) {
+    if (row < params.n) {
+      out[row] = g / (1.0 + exp(-g)) * u;
+    }
   }
-}
+
+$else:
+  fn store(row: u32, total: f32) {
+    if (row < params.n) {
+      let value = total + select(0.0, bias[row], params.has_bias != 0u);
+      $if QKV:
+        if (row < params.n_q) {
+          out[row] = value;
+        } else if (row < params.n_q + params.n_kv) {
+          out_k[row - params.n_q] = value;
+        } else {
+          out_v[row - params.n_q - params.n_kv] = value;
+        }
+      $else:
+        out[row] = value;
+    }
+  }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -98,48 +112,58 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   for (var turn = 0u; turn < passes; turn++) {
     let group = index / width + turn * (WG / width);      // this warp's row group
     let first_row = (block * RG + min(group, RG - 1u)) * R;
+    // h: "" for the row, and "u" for its up row (row + n) in the GLU variants.
     $for r in range(R):
       let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
-      var acc${r} = 0.0;
+      $for h in (["", "u"] if GLU else [""]):
+        var acc${h}${r} = 0.0;
     for (var step = 0u; step < steps; step++) {
       // Every load of the step first: weights, scales, activations.
       $for u in range(U):
         let at${u} = (step * U + ${u}u) * width + lane;
         let c${u} = min(at${u}, chunks - 1u);
         let g${u} = c${u} * 32u / params.group_size;
-        $for r in range(R):
-          let w${u}_${r} = weights[row${r} * chunks + c${u}];
-          $if not SV4:
-            let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
-        $if SV4:
-          // row0 is a multiple of 4 (clamped rows stay in its vec4: n_total is a multiple of 4 too).
-          $for q in range(R // 4):
-            let sv${u}_${q} = scales[(g${u} * params.n_total + row${4 * q}) / 4u];
+        $for h in (["", "u"] if GLU else [""]):
           $for r in range(R):
-            let s${u}_${r} = sv${u}_${r // 4}[${r % 4}];
+            let w${h}${u}_${r} = weights[(row${r}${" + params.n" if h else ""}) * chunks + c${u}];
+            $if not SV4:
+              let s${h}${u}_${r} = scales[g${u} * params.n_total + row${r}${" + params.n" if h else ""}];
+          $if SV4:
+            // row0 is a multiple of 4 (clamped rows stay in its vec4: n_total is a multiple of 4 too).
+            $for q in range(R // 4):
+              let sv${h}${u}_${q} = scales[(g${u} * params.n_total + row${4 * q}${" + params.n" if h else ""}) / 4u];
+            $for r in range(R):
+              let s${h}${u}_${r} = sv${h}${u}_${r // 4}[${r % 4}];
         let a${u} = xq[c${u}];
         let b${u} = xq[chunks + c${u}];
         // A discarded (clamped) chunk gets zero stats, so its products vanish.
         let st${u} = select(vec2<f32>(0.0), xstats[c${u}], at${u} < chunks);
       $for u in range(U):
-        $for r in range(R):
-          acc${r} += s${u}_${r} * st${u}.x * (f32(dot_chunk(w${u}_${r}, a${u}, b${u})) - st${u}.y);
+        $for h in (["", "u"] if GLU else [""]):
+          $for r in range(R):
+            acc${h}${r} += s${h}${u}_${r} * st${u}.x * (f32(dot_chunk(w${h}${u}_${r}, a${u}, b${u})) - st${u}.y);
     }
     $if SUBGROUP:
       let live = group < RG && lane == 0u;
       $for r in range(R):
-        let total${r} = subgroupAdd(acc${r});
+        $for h in (["", "u"] if GLU else [""]):
+          let total${h}${r} = subgroupAdd(acc${h}${r});
         if (live) {
-          store(first_row + ${r}u, total${r});
+          $if GLU:
+            store_glu(first_row + ${r}u, total${r}, totalu${r});
+          $else:
+            store(first_row + ${r}u, total${r});
         }
     $else:
-      $for r in range(R):
-        partial[(group * R + ${r}u) * 32u + lane] = acc${r};
+      // partial: [half][row group][row][lane]
+      $for i in range(2 if GLU else 1):
+        $for r in range(R):
+          partial[${i * 32 * RG * R}u + (group * R + ${r}u) * 32u + lane] = acc${["", "u"][i]}${r};
       workgroupBarrier();
       for (var stride = 16u; stride > 0u; stride >>= 1u) {
         if (lane < stride) {
-          for (var r = 0u; r < R; r++) {
-            let i = (group * R + r) * 32u + lane;
+          for (var r = 0u; r < ${R * (2 if GLU else 1)}u; r++) {
+            let i = (r / R * RG * R + group * R + r % R) * 32u + lane;
             partial[i] += partial[i + stride];
           }
         }
@@ -147,7 +171,11 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       }
       if (lane == 0u) {
         for (var r = 0u; r < R; r++) {
-          store(first_row + r, partial[(group * R + r) * 32u]);
+          let gate = partial[(group * R + r) * 32u];
+          $if GLU:
+            store_glu(first_row + r, gate, partial[(RG * R + group * R + r) * 32u]);
+          $else:
+            store(first_row + r, gate);
         }
       }
   }

@@ -100,7 +100,8 @@ def verify_q4_report(report: dict, read) -> dict:
     poison = np.frombuffer(bytes.fromhex("addbba7f"), np.uint32)[0]
     worst = {}
     for case in report["cases"]:
-        k, gs, n_total = case["k"], case["group_size"], case["n"] + 2 * (case["n_kv"] or 0)
+        k, gs = case["k"], case["group_size"]
+        n_total = 2 * case["n"] if case.get("glu") else case["n"] + 2 * (case["n_kv"] or 0)
         stream = case["stream"]
         if case["weight_artifacts"]:
             levels, scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, stream, k, 0, n_total), gs)
@@ -188,19 +189,51 @@ def _verify_int8_activations(q: np.ndarray, x_scale: np.ndarray, ambiguous: np.n
     return gpu_q
 
 
+def _int8_linear_reference(case: dict, seed: int, q: np.ndarray, x_scale: np.ndarray, ambiguous: np.ndarray,
+                           rows: int, term: int) -> tuple[np.ndarray, np.ndarray]:
+    """(exact, bound) of the int8 decode of the case's first `rows` weight rows against the int8 row q:
+    the dots are exact integers, one per `term` values (a group, or a 32-value chunk); then two f32
+    products per term, the scale's own rounding (a division on the GPU: 3 u) and T + 8 sequential f32
+    sums over the T terms (lanes, reduction, bias): (T + 11) u sum_t |s_w s_x d_t|, plus, per value
+    that may round the other way, |s_w (n - 8) s_x| (its int8 value moves by one)."""
+    from ...checks.q4_linear import WEIGHT_RANGE
+
+    k, gs = case["k"], case["group_size"]
+    levels, w_scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], k, 0, rows), gs)
+    centred = levels.astype(np.int64) - 8
+    dots = np.einsum("ntk,tk->nt", centred.reshape(rows, k // term, term), q.reshape(k // term, term))
+    terms = dots * np.repeat(w_scale.astype(np.float64) * x_scale, gs // term, axis=1)     # [rows, terms]
+    u = 2.0 ** -24
+    count = k // term
+    bound = (count + 11) * u / (1 - (count + 11) * u) * np.abs(terms).sum(axis=1)
+    flips = np.abs(centred) * np.repeat(w_scale.astype(np.float64) * x_scale, gs, axis=1) * ambiguous
+    return terms.sum(axis=1), bound + flips.sum(axis=1)
+
+
+def swiglu_of_bounded(g: np.ndarray, bg: np.ndarray, up: np.ndarray, bu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """silu(g) * up in float64 for g, up known within bg, bu, and the bound of the f32 evaluation
+    g / (1 + exp(-g)) * up at the perturbed inputs: |silu'| <= 1.1 carries bg, |silu(g)| carries bu
+    (D = 1.1 bg (|up| + bu) + |silu(g)| bu), then the evaluation's own (12 + 4|g|) 2u + u relative
+    error (shaders/llm/swiglu.wgsl's budget) on |exact| + D; 1.001 for second order."""
+    u = 2.0 ** -24
+    silu = g / (1.0 + np.exp(-g))
+    exact = silu * up
+    moved = 1.1 * bg * (np.abs(up) + bu) + np.abs(silu) * bu
+    rounding = (12 + 4 * (np.abs(g) + bg)) * 2 * u + u
+    return exact, 1.001 * (moved + rounding * (np.abs(exact) + moved))
+
+
 def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
-    """The int8 decode against the Q4 weight times the twin's int8 row (int8_activations_np). The dots
-    are exact integers, one per group (q4_gemv_int8) or per 32-value chunk (q4_gemv_int8x, whose
-    quantized row is checked first, _verify_int8_activations, and then used); then two f32 products per term, the
-    scale's own rounding (a division on the GPU: 3 u) and T + 8 sequential f32 sums over the T terms
-    (lanes, reduction, bias): (T + 11) u sum_t |s_w s_x d_t|, plus, per value that may round the
-    other way, |s_w (n - 8) s_x| (its int8 value moves by one). Returns the worst error/bound."""
-    from ...checks.q4_linear import ACT_RANGE, BIAS_RANGE, WEIGHT_RANGE
+    """The int8 decode against the Q4 weight times the twin's int8 row (int8_activations_np), or, for
+    the pre-quantized route, the GPU's own int8 row once it is checked against the twin
+    (_verify_int8_activations); bounds from _int8_linear_reference (and swiglu_of_bounded for the
+    fused gate/up). Returns the worst error/bound."""
+    from ...checks.q4_linear import ACT_RANGE, BIAS_RANGE
 
     k, gs = case["k"], case["group_size"]
     n = case["n"] + 2 * (case["n_kv"] or 0)         # a fused QKV's outputs are compared as one row
     prequantized = bool(case.get("int8x"))
-    gemv = "q4_gemv_int8x_qkv" if case["n_kv"] else "q4_gemv_int8x"
+    gemv = "q4_gemv_int8x_qkv" if case["n_kv"] else "q4_gemv_int8x_glu" if case.get("glu") else "q4_gemv_int8x"
     expected = ["int8_activations", gemv] if prequantized else ["q4_gemv_int8"]
     assert run["routes"] == expected, f"{case['name']}: attested {run['routes']}, expected {expected}"
     x = synth_values_np(ACT_RANGE, seed, case["stream"] + 1000, k)
@@ -213,16 +246,11 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
         q = _verify_int8_activations(q, x_scale, ambiguous, read(words_name), read(stats_name), words_name)
         ambiguous = np.zeros_like(ambiguous)
     term = 32 if prequantized else gs
-    levels, w_scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], k, 0, n), gs)
-    centred = levels.astype(np.int64) - 8
-    dots = np.einsum("ntk,tk->nt", centred.reshape(n, k // term, term), q.reshape(k // term, term))
-    terms = dots * np.repeat(w_scale.astype(np.float64) * x_scale, gs // term, axis=1)     # [n, terms]
-    exact = terms.sum(axis=1)
-    u = 2.0 ** -24
-    count = k // term
-    bound = (count + 11) * u / (1 - (count + 11) * u) * np.abs(terms).sum(axis=1)
-    flips = np.abs(centred) * np.repeat(w_scale.astype(np.float64) * x_scale, gs, axis=1) * ambiguous
-    bound = bound + flips.sum(axis=1)
+    if case.get("glu"):
+        exact, bound = _int8_linear_reference(case, seed, q, x_scale, ambiguous, 2 * n, term)
+        exact, bound = swiglu_of_bounded(exact[:n], bound[:n], exact[n:], bound[n:])
+    else:
+        exact, bound = _int8_linear_reference(case, seed, q, x_scale, ambiguous, n, term)
     if case["bias"]:
         b = synth_values_np(BIAS_RANGE, seed, case["stream"] + 2000, n).astype(np.float64)
         exact, bound = exact + b, bound + np.abs(b) * 2.0 ** -23

@@ -67,6 +67,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   for (var turn = 0u; turn < passes; turn++) {
     let group = index / width + turn * (WG / width);      // this warp's row group
     let first_row = (block * RG + min(group, RG - 1u)) * R;
+    // h: "" for the row, and "u" for its up row (row + n) in the GLU variants.
     let row0 = min(first_row + 0u, last_row) + params.n_offset;
     var acc0 = 0.0;
     for (var step = 0u; step < steps; step++) {
@@ -74,7 +75,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let at0 = (step * U + 0u) * width + lane;
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
-      let w0_0 = weights[row0 * chunks + c0];
+      let w0_0 = weights[(row0) * chunks + c0];
       let s0_0 = scales[g0 * params.n_total + row0];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
@@ -83,7 +84,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let at1 = (step * U + 1u) * width + lane;
       let c1 = min(at1, chunks - 1u);
       let g1 = c1 * 32u / params.group_size;
-      let w1_0 = weights[row0 * chunks + c1];
+      let w1_0 = weights[(row0) * chunks + c1];
       let s1_0 = scales[g1 * params.n_total + row0];
       let a1 = xq[c1];
       let b1 = xq[chunks + c1];
@@ -92,7 +93,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let at2 = (step * U + 2u) * width + lane;
       let c2 = min(at2, chunks - 1u);
       let g2 = c2 * 32u / params.group_size;
-      let w2_0 = weights[row0 * chunks + c2];
+      let w2_0 = weights[(row0) * chunks + c2];
       let s2_0 = scales[g2 * params.n_total + row0];
       let a2 = xq[c2];
       let b2 = xq[chunks + c2];
@@ -101,7 +102,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let at3 = (step * U + 3u) * width + lane;
       let c3 = min(at3, chunks - 1u);
       let g3 = c3 * 32u / params.group_size;
-      let w3_0 = weights[row0 * chunks + c3];
+      let w3_0 = weights[(row0) * chunks + c3];
       let s3_0 = scales[g3 * params.n_total + row0];
       let a3 = xq[c3];
       let b3 = xq[chunks + c3];

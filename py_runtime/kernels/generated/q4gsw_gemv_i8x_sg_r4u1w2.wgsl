@@ -67,6 +67,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   for (var turn = 0u; turn < passes; turn++) {
     let group = index / width + turn * (WG / width);      // this warp's row group
     let first_row = (block * RG + min(group, RG - 1u)) * R;
+    // h: "" for the row, and "u" for its up row (row + n) in the GLU variants.
     let row0 = min(first_row + 0u, last_row) + params.n_offset;
     var acc0 = 0.0;
     let row1 = min(first_row + 1u, last_row) + params.n_offset;
@@ -80,13 +81,13 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let at0 = (step * U + 0u) * width + lane;
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
-      let w0_0 = weights[row0 * chunks + c0];
+      let w0_0 = weights[(row0) * chunks + c0];
       let s0_0 = scales[g0 * params.n_total + row0];
-      let w0_1 = weights[row1 * chunks + c0];
+      let w0_1 = weights[(row1) * chunks + c0];
       let s0_1 = scales[g0 * params.n_total + row1];
-      let w0_2 = weights[row2 * chunks + c0];
+      let w0_2 = weights[(row2) * chunks + c0];
       let s0_2 = scales[g0 * params.n_total + row2];
-      let w0_3 = weights[row3 * chunks + c0];
+      let w0_3 = weights[(row3) * chunks + c0];
       let s0_3 = scales[g0 * params.n_total + row3];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];

@@ -69,6 +69,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   for (var turn = 0u; turn < passes; turn++) {
     let group = index / width + turn * (WG / width);      // this warp's row group
     let first_row = (block * RG + min(group, RG - 1u)) * R;
+    // h: "" for the row, and "u" for its up row (row + n) in the GLU variants.
     let row0 = min(first_row + 0u, last_row) + params.n_offset;
     var acc0 = 0.0;
     let row1 = min(first_row + 1u, last_row) + params.n_offset;
@@ -82,10 +83,10 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let at0 = (step * U + 0u) * width + lane;
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
-      let w0_0 = weights[row0 * chunks + c0];
-      let w0_1 = weights[row1 * chunks + c0];
-      let w0_2 = weights[row2 * chunks + c0];
-      let w0_3 = weights[row3 * chunks + c0];
+      let w0_0 = weights[(row0) * chunks + c0];
+      let w0_1 = weights[(row1) * chunks + c0];
+      let w0_2 = weights[(row2) * chunks + c0];
+      let w0_3 = weights[(row3) * chunks + c0];
       // row0 is a multiple of 4 (clamped rows stay in its vec4: n_total is a multiple of 4 too).
       let sv0_0 = scales[(g0 * params.n_total + row0) / 4u];
       let s0_0 = sv0_0[0];
@@ -101,15 +102,16 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       acc2 += s0_2 * st0.x * (f32(dot_chunk(w0_2, a0, b0)) - st0.y);
       acc3 += s0_3 * st0.x * (f32(dot_chunk(w0_3, a0, b0)) - st0.y);
     }
-    partial[(group * R + 0u) * 32u + lane] = acc0;
-    partial[(group * R + 1u) * 32u + lane] = acc1;
-    partial[(group * R + 2u) * 32u + lane] = acc2;
-    partial[(group * R + 3u) * 32u + lane] = acc3;
+    // partial: [half][row group][row][lane]
+    partial[0u + (group * R + 0u) * 32u + lane] = acc0;
+    partial[0u + (group * R + 1u) * 32u + lane] = acc1;
+    partial[0u + (group * R + 2u) * 32u + lane] = acc2;
+    partial[0u + (group * R + 3u) * 32u + lane] = acc3;
     workgroupBarrier();
     for (var stride = 16u; stride > 0u; stride >>= 1u) {
       if (lane < stride) {
-        for (var r = 0u; r < R; r++) {
-          let i = (group * R + r) * 32u + lane;
+        for (var r = 0u; r < 4u; r++) {
+          let i = (r / R * RG * R + group * R + r % R) * 32u + lane;
           partial[i] += partial[i + stride];
         }
       }
@@ -117,7 +119,8 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     }
     if (lane == 0u) {
       for (var r = 0u; r < R; r++) {
-        store(first_row + r, partial[(group * R + r) * 32u]);
+        let gate = partial[(group * R + r) * 32u];
+        store(first_row + r, gate);
       }
     }
   }
