@@ -56,32 +56,35 @@ def test_ulp32_matches_numpy_spacing():
         assert ulp32(v) == float(np.spacing(np.float32(v))) or ulp32(v) * 2 == float(np.spacing(np.float32(v)))
 
 
-def test_row_major_scales_are_refused_by_every_route_but_the_int8_rs_gemv():
-    """Only the SROW int8 GEMV variants read scales [N, K/gs]; every other route would misread them,
-    so q4_linear refuses rather than record a silent wrong answer (and refuses prefill row counts)."""
+def test_pre_quantized_int8_routes_name_what_does_not_fit():
+    """The int8x routes refuse, with the reason, activations of another x or group size, a vec4-scale
+    shape on rows that are no multiple of 4, and a gate/up weight that is not twice the output."""
     import pytest
 
     from py_runtime.gpu.device import AdapterReport
-    from py_runtime.ops.q4 import Q4Weight, q4_linear
+    from py_runtime.ops.q4 import Int8Activations, Q4Weight, q4_linear, q4_linear_glu
     from py_runtime.tensors import Tensor
 
     k, n = 256, 64
     adapter = AdapterReport(backend="native", info={}, features=(), device_features=(),
                             limits={"maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupStorageSize": 32768})
-    weight = Q4Weight(Tensor("w", (n * k // 8,), "u32", 0), Tensor("s", (k // 64 * n,), "f32", 0), k, n, 64,
-                      scales_row_major=True)
-    x, out = Tensor("x", (4, k), "f32", 0), Tensor("out", (4, n), "f32", 0)
-    with pytest.raises(ValueError, match="row-major scales"):
-        q4_linear(x=x, weight=weight, out=out, adapter=adapter, rows=1)
-    with pytest.raises(ValueError, match="row-major scales"):
-        q4_linear(x=x, weight=weight, out=out, adapter=adapter, rows=1, int8=True, gemv_shape="i8r4g64")
-    with pytest.raises(ValueError, match="only the int8 decode GEMV"):
-        q4_linear(x=x, weight=weight, out=out, adapter=adapter, rows=1, int8=True, gemv_shape="i8r4g64rs",
-                  force_route="q4_gemm_tiled")
-    (decode,) = q4_linear(x=x, weight=weight, out=out, adapter=adapter, rows="rows", int8=True,
-                          gemv_shape="i8r4g64rs")
-    assert decode.route == "q4_gemv_int8" and decode.kernel == "q4gsw_gemv_wg_i8r4g64rs"
-    spec = type("Spec", (), {"params": {"I8": True, "R": 4, "KSPLIT": 1}, "workgroup_size": (32, 8, 1),
-                             "name": decode.kernel})()
-    with pytest.raises(ValueError, match="decode GEMV"):
-        decode.sizing(spec, {"rows": 3})
+    weight = Q4Weight(Tensor("w", (2 * n * k // 8,), "u32", 0), Tensor("s", (k // 64 * 2 * n,), "f32", 0), k, 2 * n, 64)
+    x, other, out = Tensor("x", (1, k), "f32", 0), Tensor("y", (1, k), "f32", 0), Tensor("out", (1, n), "f32", 0)
+    act = Int8Activations(x, Tensor("xq", (k // 4,), "u32", 0), Tensor("xs", (k // 16,), "f32", 0), 64)
+    with pytest.raises(ValueError, match="cannot feed x 'y'"):
+        q4_linear(x=other, weight=weight.rows(0, n), out=out, adapter=adapter, rows=1, int8=act)
+    coarse = Int8Activations(x, act.words, act.stats, 128)
+    with pytest.raises(ValueError, match=r"groups of 128\) cannot feed a weight .* groups of 64"):
+        q4_linear(x=x, weight=weight.rows(0, n), out=out, adapter=adapter, rows=1, int8=coarse)
+    with pytest.raises(ValueError, match="multiples of 4"):
+        q4_linear(x=x, weight=weight.rows(2, n), out=out, adapter=adapter, rows=1, int8=act, gemv_shape="r4u1w2v")
+    with pytest.raises(ValueError, match="a GEMV shape of"):
+        q4_linear(x=x, weight=weight.rows(0, n), out=out, adapter=adapter, rows=1, int8=act, gemv_shape="r4s2m")
+    with pytest.raises(ValueError, match="needs 2 x 64 rows"):
+        q4_linear_glu(act=act, weight=weight.rows(0, n), out=out, adapter=adapter)
+    with pytest.raises(ValueError, match="words must be u32"):
+        Int8Activations(x, Tensor("xq", (k // 8,), "u32", 0), act.stats, 64)
+    # The misaligned view takes the scalar-scale variant by itself; the aligned one the vec4 one.
+    kernel = lambda w: q4_linear(x=x, weight=w, out=out, adapter=adapter, rows=1, int8=act)[0].kernel
+    assert kernel(weight.rows(2, n)).endswith("_r2u2w1") and kernel(weight.rows(0, n)).endswith("_r2u2w1")
+    assert q4_linear_glu(act=act, weight=weight, out=out, adapter=adapter).kernel == "q4gsw_gemv_i8x_glu_wg_r4u1w2v"

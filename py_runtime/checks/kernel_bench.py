@@ -55,10 +55,6 @@ class BenchCase:
         return 2 * self.n if self.glu else self.n
 
     @property
-    def scales_row_major(self) -> bool:
-        return bool(self.gemv_shape and self.gemv_shape.endswith("rs"))     # the SROW int8 variants
-
-    @property
     def weight_bytes(self) -> int:
         return q4_weight_bytes(self.k, self.weight_rows, self.group_size)
 
@@ -230,13 +226,11 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         if progress:
             progress(f"[{index + 1}/{len(cases)}] {case.name}")
         weight_bytes = case.weight_bytes
-        weight = Q4Weight(packed_pool, scales_pool, case.k, case.weight_rows * count, case.group_size,
-                          scales_row_major=case.scales_row_major)
+        weight = Q4Weight(packed_pool, scales_pool, case.k, case.weight_rows * count, case.group_size)
         x = await tensors.allocate("bench.x", (case.rows, case.k))
         out = await tensors.allocate("bench.out", (case.rows, case.n))
         setup = Plan(runtime, "bench.setup")
-        await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index),
-                                    scales_row_major=case.scales_row_major))
+        await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index)))
         await setup.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
         int8 = case.int8
         if case.int8x:

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import struct
 
-from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, STREAM_WORKGROUPS,
-                      Int8Activations, Q4Weight, int8_shape_params, q4_embedding, q4_linear, q4_linear_glu,
+from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, int8_shape_params, q4_embedding, q4_linear, q4_linear_glu,
                       q4_linear_qkv, q4_quantize, quantize_activations)
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
@@ -41,7 +40,6 @@ class LinearCase:
     stream: int = 0
     gemv_shape: str | None = None            # pin a GEMV variant (None: the route's choice)
     int8: bool = False                       # decode with int8 activations (q4_gemv_int8)
-    scales_row_major: bool = False           # quantize with scales [N, K/gs] (the "rs" int8 variants)
     int8x: bool = False                      # decode from activations quantized beforehand (q4_gemv_int8x)
     glu: bool = False                        # int8x only: a [2N, K] gate/up weight, out = silu(g) * u (decode)
 
@@ -70,21 +68,15 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
     cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape)
               for shape in GEMV_SHAPES for k in (160, 2048)]
     # Int8 activations: real shapes, a prefill taking the f32 routes, a K beyond the workgroup memory
-    # and a vocab-sized N with short rows (the f32 GEMV runs instead), each int8 variant with a K tail (3 groups: shorter than a warp's
-    # step) and the full Llama K.
+    # and a vocab-sized N with short rows (the f32 GEMV runs instead), each int8 variant with a K tail
+    # (3 groups: shorter than a warp's step) and the full Llama K.
     cases += [LinearCase("int8.llama.q_o", 2048, 2048, (1, 7), int8=True),
               LinearCase("int8.llama.down", 8192, 2048, (1,), int8=True),
               LinearCase("int8.k160_bias", 160, 72, (1, 5), group_size=32, bias=True, int8=True),
               LinearCase("int8.k_beyond_workgroup_memory", 8256, 40, (1,), int8=True),
               LinearCase("int8.vocab_with_short_rows", 1024, 65600, (1,), int8=True)]   # f32 GEMV: half the lanes idle
-    cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=gs, bias=True, gemv_shape=shape, int8=True,
-                         scales_row_major=shape.endswith("rs"))
+    cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=gs, bias=True, gemv_shape=shape, int8=True)
               for shape in GEMV_INT8_SHAPES for gs in (int8_shape_params(shape)[1],) for k in (3 * gs, 2048)]
-    # The persistent variants with more blocks than workgroups (N past STREAM_WORKGROUPS blocks of 8 R
-    # rows) and K longer than one step of the lanes (40 groups: a second, partial step).
-    cases += [LinearCase(f"gemv.{shape}.blocks", 2560, STREAM_WORKGROUPS * 8 * int8_shape_params(shape)[0] + 37, (1,),
-                         bias=True, gemv_shape=shape, int8=True, scales_row_major=shape.endswith("rs"))
-              for shape in GEMV_INT8_SHAPES if "st" in shape]
     # Pre-quantized int8 activations: real shapes (a prefill beside them takes the f32 routes), K past
     # the fused route's workgroup memory, gs 32 and 128, a vocab-sized N; every variant with a K tail
     # shorter than a warp's step (5 chunks), N not a multiple of its rows, a bias, and at the Llama K.
@@ -109,8 +101,7 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
                          gemv_shape=shape, int8x=True, glu=True)
               for shape in GEMV_INT8X_GLU_SHAPES for k in (160, 2048)]
     return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
-                       c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.scales_row_major,
-                       c.int8x, c.glu)
+                       c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.int8x, c.glu)
             for i, c in enumerate(cases)]
 
 
@@ -156,7 +147,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     prefix = f"q4.{case.name}"
     packed = await tensors.allocate(f"{prefix}.packed", (n_total * k // 8,), "u32")
     scales = await tensors.allocate(f"{prefix}.scales", (k // gs * n_total,))
-    weight = Q4Weight(packed, scales, k, n_total, gs, scales_row_major=case.scales_row_major)
+    weight = Q4Weight(packed, scales, k, n_total, gs)
     x = await tensors.allocate(f"{prefix}.x", (rows_max, k))
     bias = await tensors.allocate(f"{prefix}.bias", (case.n,)) if case.bias else None
     if case.n_kv:
@@ -166,8 +157,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     else:
         outs = (await tensors.allocate(f"{prefix}.out", (rows_max, case.n)),)
     plan = Plan(runtime, prefix, live={"rows": case.rows[0]})
-    await plan.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, case.stream),
-                               scales_row_major=case.scales_row_major))
+    await plan.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, case.stream)))
     await plan.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=case.stream + 1000))
     if bias is not None:
         await plan.add(fill_uniform(target=bias, value_range=BIAS_RANGE, seed=seed, stream=case.stream + 2000))
@@ -219,7 +209,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         if tensor is not None:
             tensors.release(tensor.name)
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
-            "gemv_shape": case.gemv_shape, "int8": case.int8, "scales_row_major": case.scales_row_major,
+            "gemv_shape": case.gemv_shape, "int8": case.int8,
             "int8x": case.int8x, "glu": case.glu,
             "stream": case.stream, "force_route": case.force_route, "runs": runs, "weight_artifacts": weight_artifacts}
 

@@ -34,7 +34,7 @@ from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES",
            "q4_quantize", "q4_linear", "q4_linear_qkv", "gemv_variant", "int8_max_k", "int8_shape_params", "q4_weight_bytes",
-           "stream_read", "STREAM_WORKGROUPS", "Int8Activations", "quantize_activations", "GEMV_INT8X_SHAPES",
+           "stream_read", "Int8Activations", "quantize_activations", "GEMV_INT8X_SHAPES",
            "gemv_int8x_shape_for", "GEMV_INT8X_GLU_SHAPES", "q4_linear_glu"]
 
 GROUP_SIZES = (32, 64, 128)
@@ -45,13 +45,10 @@ _TILE = 64
 GEMV_SHAPES = ("r8", "r4u2", "r4s2", "r2u2s4", "r1u2s8", "r2s8", "w8u4", "w4u4s2", "w4u8", "w16u2", "w16u4",
                "w8u8", "r4s2m", "r2u2s4m", "r2s2m", "w8u4m", "w8u2m", "w4u4s2m")   # the f32 combinations in the yaml
 
-GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "i8r4g128",
-                    "i8r2g64st", "i8r4g64st", "i8r8g64st",       # the I8 combinations ("st": STREAM,
-                    "i8r4g64rs", "i8r2s2g64rs", "i8r2g64strs")   # "rs": SROW, row-major scales)
-STREAM_WORKGROUPS = 512     # persistent GEMV workgroups: each walks blocks wg, wg + 512, ...
-GEMV_INT8X_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2", "r4u1w1v", "r4u1w2v", "r1u8w2", "r1u8w1",  # q4gsw_gemv_i8x.yaml:
-                     "r1u2w1", "r2u1w1", "r8u1w1v")   # rows per lane, chunks in flight, warps; v: vec4 scales
-GEMV_INT8X_GLU_SHAPES = ("r2u2w1", "r2u1w2", "r4u1w1v", "r4u1w2v")     # the _glu variants' own list
+GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "i8r4g128")   # the I8 combinations
+GEMV_INT8X_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2", "r4u1w1v",    # q4gsw_gemv_i8x.yaml: rows per lane,
+                     "r4u1w2v")                                         # chunks in flight, warps; v: vec4 scales
+GEMV_INT8X_GLU_SHAPES = ("r2u2w1", "r4u1w1v", "r4u1w2v")     # the _glu variants' own list
 
 
 @dataclass(frozen=True)
@@ -65,7 +62,6 @@ class Q4Weight:
     group_size: int
     n_offset: int = 0
     n: int | None = None
-    scales_row_major: bool = False      # scales [n_total, K/gs]: only the int8 "rs" GEMV variants read it
 
     def __post_init__(self):
         if self.group_size not in GROUP_SIZES or self.k % self.group_size:
@@ -85,8 +81,7 @@ class Q4Weight:
 
     def rows(self, n_offset: int, n: int) -> "Q4Weight":
         """A view of rows [n_offset, n_offset + n): one projection of a packed QKV weight."""
-        return Q4Weight(self.packed, self.scales, self.k, self.n_total, self.group_size, n_offset, n,
-                        self.scales_row_major)
+        return Q4Weight(self.packed, self.scales, self.k, self.n_total, self.group_size, n_offset, n)
 
 
 @dataclass(frozen=True)
@@ -187,7 +182,7 @@ def gemv_shape_for(k: int, n: int) -> str:
 
 def int8_shape_params(shape: str) -> tuple[int, int]:
     """(rows per thread, group size) of an int8 GEMV shape name: "i8r4u2g64" -> (4, 64)."""
-    found = re.fullmatch(r"i8r(\d+)(?:u\d+)?(?:s\d+)?g(\d+)(?:st)?(?:rs)?", shape)
+    found = re.fullmatch(r"i8r(\d+)(?:u\d+)?(?:s\d+)?g(\d+)", shape)
     if not found:
         raise ValueError(f"{shape!r} is not an int8 GEMV shape")
     return int(found.group(1)), int(found.group(2))
@@ -214,10 +209,16 @@ def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str | None:
 
 def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False) -> str:
     """The pre-quantized int8 GEMV variant for a K x N weight (N: output rows); `scales_vec4`: the
-    weight's n_total and n_offset (and N) are multiples of 4, as the vec4-scale ("v") variants require."""
-    if glu:
-        return "r4u1w2v" if scales_vec4 else "r2u2w1"
-    return "r4u1w2v" if scales_vec4 else "r4u1w2"
+    weight's n_total and n_offset (and N) are multiples of 4, as the vec4-scale ("v") variants require.
+    From `bench kernels --preset gemv_int8x` on the H200 in Chromium (decode chains, docs/PERFORMANCE.md):
+    wide N (gate/up, lm_head, the fused gate/up) 4 rows per lane with vec4 scales; long K (down) one
+    row per lane, 4 chunks in flight, 4 warps; the short projections (q, o, k, v, the fused QKV) 2 rows
+    per lane in one-warp workgroups, the most workgroups in flight."""
+    if glu or (n >= 8192 and k <= 4096):
+        return "r4u1w2v" if scales_vec4 else ("r2u2w1" if glu else "r4u1w2")
+    if k >= 4096:
+        return "r1u4w4"
+    return "r2u2w1"
 
 
 def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tuple[Tensor, ...], adapter: AdapterReport,
@@ -315,19 +316,13 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
     def decode_sizing(spec, live):
         m = live_value(rows, live, label)
         check_rows(m)
-        if weight.scales_row_major and m != 1:
-            raise ValueError(f"{label}: a weight with row-major scales runs only the decode GEMV (rows == 1), "
-                             f"not {m} rows")
         moved, flops = _cost(weight, 1, has_bias)
         if spec.params.get("I8") and weight.k > int8_max_k(int(spec.params["R"])):
             raise ValueError(f"{label}: K={weight.k} exceeds {spec.name}'s workgroup memory "
                              f"(K <= {int8_max_k(int(spec.params['R']))})")
         rows_per_group = spec.workgroup_size[1] // int(spec.params["KSPLIT"]) * int(spec.params["R"])
         active = m == 1
-        blocks = -(-weight.n // rows_per_group)
-        if spec.params.get("STREAM"):
-            blocks = min(blocks, STREAM_WORKGROUPS)
-        grid = linear_grid(blocks, 1, live_limit(live)) if active else IDLE
+        grid = linear_grid(-(-weight.n // rows_per_group), 1, live_limit(live)) if active else IDLE
         return Sizing(workgroups=grid, params=struct.pack("<6I", weight.k, weight.n, weight.n_total, weight.n_offset,
                                                           weight.group_size, int(has_bias)),
                       bytes_moved=moved if active else 0, flops=flops if active else 0)
@@ -356,11 +351,6 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         gemv_shape or (int8 and gemv_int8_shape_for(weight.k, weight.n, weight.group_size)) or gemv_shape_for(weight.k, weight.n)
     if shape and shape in GEMV_INT8_SHAPES and int8_shape_params(shape)[1] != weight.group_size:
         raise ValueError(f"{label}: {shape!r} is an int8 GEMV for another group size than {weight.group_size}")
-    if weight.scales_row_major != bool(shape and shape.endswith("rs")):
-        # Only the SROW variants read row-major scales, and they read nothing else: no other route
-        # (prefill included) can take such a weight, so it is refused rather than misread.
-        raise ValueError(f"{label}: row-major scales need an int8 'rs' GEMV shape and decode only; "
-                         f"got shape {shape!r} with scales_row_major={weight.scales_row_major}")
     decode_kernel, decode_route = (None, None) if prequantized else gemv_variant(adapter, shape)
     prefill_kernel, prefill_route = None, None
     if limits.get("maxComputeWorkgroupStorageSize", 0) >= 2 * _TILE * 32 * 4 and \
@@ -383,10 +373,6 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
         "generic": OpCall(label=f"{label}.generic", kernel="q4gsw_linear_generic", route="q4_linear_generic",
                           tensors=tensors, sizing=generic_sizing),
     }
-    if weight.scales_row_major:
-        if calls["decode"] is None or force_route not in (None, decode_route):
-            raise ValueError(f"{label}: row-major scales: only the int8 decode GEMV ({decode_route}) reads them")
-        return [calls["decode"]]
     if force_route is not None:
         chosen = [c for c in calls.values() if c and c.route == force_route]
         if not chosen:

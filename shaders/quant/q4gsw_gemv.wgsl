@@ -1,7 +1,4 @@
 // Q4 GEMV (one activation row): out[n] = sum_k x[k] * (q[n, k] * scale[k / gs, n]) (+ bias[n]).
-$if SROW:
-  // This variant reads scales row-major, [N, K/gs] (int8 only), so a warp's lanes read one row's
-  // scales contiguously: an experiment against the reference layout's reads, strided by N.
 // Weights in the reference layout (see q4gsw_quantize.wgsl), rows n_offset.. of a packed matrix of
 // n_total rows, so one packed QKV weight serves three projections.
 //
@@ -201,181 +198,99 @@ fn store_rows(lid: vec3<u32>, first_row: u32, sums: array<f32, R>${", sg_size: u
   }
 }
 
-$if STREAM:
-  // Persistent streaming (I8 only, KSPLIT 1): a workgroup quantizes x once, then walks blocks of ROWS
-  // rows (blocks wg, wg + nwg, ...) and, within each, K in steps of KL groups: one "tile" per (block,
-  // step). The next tile's weights are requested before the current one is computed, so loads stay in
-  // flight across the reduction and store of each block.
-  @compute @workgroup_size(KL, RG, 1)
-  fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
-          @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_size) sg_size: u32" if SUBGROUP else ""}) {
-    let wg = wid.y * groups.x + wid.x;
-    let nwg = groups.x * groups.y;
+@compute @workgroup_size(KL, RG, 1)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_size) sg_size: u32" if SUBGROUP else ""}) {
+  let block = wid.y * groups.x + wid.x;
+  let group_in_wg = lid.y / KSPLIT;
+  let split = lid.y % KSPLIT;
+  let first_row = block * ROWS + group_in_wg * R;
+  $if not I8:
+    let chunks = params.k / ${8 if WORD else 32}u;
+  let last_row = params.n - 1u;
+  $for r in range(R):
+    let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
+    var acc${r} = 0.0;
+  $if I8:
     let groups_k = params.k / GS;
-    let ksteps = (groups_k + KL - 1u) / KL;
-    let blocks = (params.n + ROWS - 1u) / ROWS;
-    let tiles = (blocks - wg + nwg - 1u) / nwg * ksteps;
     let row_words4 = params.k / 32u;
-    let last_row = params.n - 1u;
-    var t = 0u;
-    var block = wg;
-    var kstep = 0u;
-    var g = min(lid.x, groups_k - 1u);
-    $for r in range(R):
-      var row${r} = min(block * ROWS + lid.y * R + ${r}u, last_row) + params.n_offset;
-      $for v in range(GS // 32):
-        var w${r}_${v} = weights[row${r} * row_words4 + g * ${GS // 32}u + ${v}u];
-      $if SROW:
-        var s${r} = scales[row${r} * (params.k / GS) + g];
-      $else:
-        var s${r} = scales[g * params.n_total + row${r}];
-      var acc${r} = 0.0;
+    var base = split * KL + lid.x;
+    // The first step's weights are requested before x is quantized, so their latency overlaps it; each
+    // step then requests the next one's (clamped to the last group: harmless once past the end).
+    $for u in range(U):
+      var g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
+      $for r in range(R):
+        $for v in range(GS // 32):
+          var w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
+        var s${u}_${r} = scales[g${u} * params.n_total + row${r}];
     quantize_row(lid.y * KL + lid.x, params.k);
     loop {
-      if (t >= tiles) {
+      if (base >= groups_k) {
         break;
       }
-      let next_t = t + 1u;
-      let next_block = wg + (next_t / ksteps) * nwg;
-      let next_g = min((next_t % ksteps) * KL + lid.x, groups_k - 1u);
-      $for r in range(R):
-        let next_row${r} = min(next_block * ROWS + lid.y * R + ${r}u, last_row) + params.n_offset;
-        $for v in range(GS // 32):
-          let next_w${r}_${v} = weights[next_row${r} * row_words4 + next_g * ${GS // 32}u + ${v}u];
-        $if SROW:
-          let next_s${r} = scales[next_row${r} * (params.k / GS) + next_g];
-        $else:
-          let next_s${r} = scales[next_g * params.n_total + next_row${r}];
-      // A lane past the last group of the row computes with zero stats.
-      let st = select(vec2<f32>(0.0), xstats[g], kstep * KL + lid.x < groups_k);
-      $for v in range(GS // 32):
-        let xa${v} = xq[g * ${GS // 16}u + ${2 * v}u];
-        let xb${v} = xq[g * ${GS // 16}u + ${2 * v + 1}u];
-      $for r in range(R):
-        var d${r}: i32 = 0;
-        $for v in range(GS // 32):
-          d${r} += dot_i8(w${r}_${v}, xa${v}, xb${v});
-        acc${r} += s${r} * st.x * (f32(d${r}) - st.y);
-      if (kstep + 1u == ksteps) {     // the block's rows are complete: reduce over the lanes, store
-        var sums: array<f32, R>;
-        $for r in range(R):
-          sums[${r}] = acc${r};
-        store_rows(lid, block * ROWS + lid.y * R, sums${", sg_size" if SUBGROUP else ""});
-        workgroupBarrier();           // partial is rewritten by the next block
-        $for r in range(R):
-          acc${r} = 0.0;
-      }
-      t = next_t;
-      block = next_block;
-      kstep = next_t % ksteps;
-      g = next_g;
-      $for r in range(R):
-        row${r} = next_row${r};
-        $for v in range(GS // 32):
-          w${r}_${v} = next_w${r}_${v};
-        s${r} = next_s${r};
-    }
-  }
-$else:
-  @compute @workgroup_size(KL, RG, 1)
-  fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
-          @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_size) sg_size: u32" if SUBGROUP else ""}) {
-    let block = wid.y * groups.x + wid.x;
-    let group_in_wg = lid.y / KSPLIT;
-    let split = lid.y % KSPLIT;
-    let first_row = block * ROWS + group_in_wg * R;
-    $if not I8:
-      let chunks = params.k / ${8 if WORD else 32}u;
-    let last_row = params.n - 1u;
-    $for r in range(R):
-      let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
-      var acc${r} = 0.0;
-    $if I8:
-      let groups_k = params.k / GS;
-      let row_words4 = params.k / 32u;
-      var base = split * KL + lid.x;
-      // The first step's weights are requested before x is quantized, so their latency overlaps it; each
-      // step then requests the next one's (clamped to the last group: harmless once past the end).
       $for u in range(U):
-        var g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
+        // A discarded (clamped) group gets zero stats, so its products vanish.
+        let st${u} = select(vec2<f32>(0.0), xstats[g${u}], base + ${u}u * KL * KSPLIT < groups_k);
+        $for v in range(GS // 32):
+          let xa${u}_${v} = xq[g${u} * ${GS // 16}u + ${2 * v}u];
+          let xb${u}_${v} = xq[g${u} * ${GS // 16}u + ${2 * v + 1}u];
+        $for r in range(R):
+          var d${u}_${r}: i32 = 0;
+          $for v in range(GS // 32):
+            d${u}_${r} += dot_i8(w${u}_${r}_${v}, xa${u}_${v}, xb${u}_${v});
+          acc${r} += s${u}_${r} * st${u}.x * (f32(d${u}_${r}) - st${u}.y);
+      base += KL * KSPLIT * U;
+      $for u in range(U):
+        g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
         $for r in range(R):
           $for v in range(GS // 32):
-            var w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
-          $if SROW:
-            var s${u}_${r} = scales[row${r} * (params.k / GS) + g${u}];
-          $else:
-            var s${u}_${r} = scales[g${u} * params.n_total + row${r}];
-      quantize_row(lid.y * KL + lid.x, params.k);
-      loop {
-        if (base >= groups_k) {
-          break;
-        }
-        $for u in range(U):
-          // A discarded (clamped) group gets zero stats, so its products vanish.
-          let st${u} = select(vec2<f32>(0.0), xstats[g${u}], base + ${u}u * KL * KSPLIT < groups_k);
-          $for v in range(GS // 32):
-            let xa${u}_${v} = xq[g${u} * ${GS // 16}u + ${2 * v}u];
-            let xb${u}_${v} = xq[g${u} * ${GS // 16}u + ${2 * v + 1}u];
+            w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
+          s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+    }
+  $else:
+    for (var base = split * KL + lid.x; base < chunks; base += KL * KSPLIT * U) {
+      $for u in range(U):
+        let c${u} = min(base + ${u}u * KL * KSPLIT, chunks - 1u);
+        let g${u} = (c${u} * ${8 if WORD else 32}u) / params.group_size;
+        $for r in range(R):
+          let w${u}_${r} = weights[row${r} * chunks + c${u}];
+          let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
+      $for u in range(U):
+        let keep${u} = select(0.0, 1.0, base + ${u}u * KL * KSPLIT < chunks);
+        $if WORD and MASK:
+          // keep folds into the shared activations: a discarded chunk's words all dot to zero.
+          let x${u}_0 = keep${u} * x[c${u} * 2u];
+          let x${u}_1 = keep${u} * x[c${u} * 2u + 1u];
+          let xs${u}_0 = x${u}_0 * NIBBLE_WEIGHTS;
+          let xs${u}_1 = x${u}_1 * NIBBLE_WEIGHTS;
+          let offset${u} = 8.0 * (dot(x${u}_0, vec4<f32>(1.0)) + dot(x${u}_1, vec4<f32>(1.0)));
           $for r in range(R):
-            var d${u}_${r}: i32 = 0;
-            $for v in range(GS // 32):
-              d${u}_${r} += dot_i8(w${u}_${r}_${v}, xa${u}_${v}, xb${u}_${v});
-            acc${r} += s${u}_${r} * st${u}.x * (f32(d${u}_${r}) - st${u}.y);
-        base += KL * KSPLIT * U;
-        $for u in range(U):
-          g${u} = min(base + ${u}u * KL * KSPLIT, groups_k - 1u);
+            acc${r} += s${u}_${r} * (dot_word_masked(w${u}_${r}, xs${u}_0, xs${u}_1) - offset${u});
+        $elif WORD:
+          let x${u}_0 = x[c${u} * 2u];
+          let x${u}_1 = x[c${u} * 2u + 1u];
           $for r in range(R):
-            $for v in range(GS // 32):
-              w${u}_${r}_${v} = weights[row${r} * row_words4 + g${u} * ${GS // 32}u + ${v}u];
-            $if SROW:
-              s${u}_${r} = scales[row${r} * (params.k / GS) + g${u}];
-            $else:
-              s${u}_${r} = scales[g${u} * params.n_total + row${r}];
-      }
-    $else:
-      for (var base = split * KL + lid.x; base < chunks; base += KL * KSPLIT * U) {
-        $for u in range(U):
-          let c${u} = min(base + ${u}u * KL * KSPLIT, chunks - 1u);
-          let g${u} = (c${u} * ${8 if WORD else 32}u) / params.group_size;
+            acc${r} += keep${u} * s${u}_${r} * dot_word(w${u}_${r}, x${u}_0, x${u}_1);
+        $elif MASK:
+          $for j in range(8):
+            let x${u}_${j} = keep${u} * x[c${u} * 8u + ${j}u];
+            let xs${u}_${j} = x${u}_${j} * NIBBLE_WEIGHTS;
+          let offset${u} = 8.0 * (dot(x${u}_0 + x${u}_1 + x${u}_2 + x${u}_3, vec4<f32>(1.0))
+                           + dot(x${u}_4 + x${u}_5 + x${u}_6 + x${u}_7, vec4<f32>(1.0)));
           $for r in range(R):
-            let w${u}_${r} = weights[row${r} * chunks + c${u}];
-            let s${u}_${r} = scales[g${u} * params.n_total + row${r}];
-        $for u in range(U):
-          let keep${u} = select(0.0, 1.0, base + ${u}u * KL * KSPLIT < chunks);
-          $if WORD and MASK:
-            // keep folds into the shared activations: a discarded chunk's words all dot to zero.
-            let x${u}_0 = keep${u} * x[c${u} * 2u];
-            let x${u}_1 = keep${u} * x[c${u} * 2u + 1u];
-            let xs${u}_0 = x${u}_0 * NIBBLE_WEIGHTS;
-            let xs${u}_1 = x${u}_1 * NIBBLE_WEIGHTS;
-            let offset${u} = 8.0 * (dot(x${u}_0, vec4<f32>(1.0)) + dot(x${u}_1, vec4<f32>(1.0)));
-            $for r in range(R):
-              acc${r} += s${u}_${r} * (dot_word_masked(w${u}_${r}, xs${u}_0, xs${u}_1) - offset${u});
-          $elif WORD:
-            let x${u}_0 = x[c${u} * 2u];
-            let x${u}_1 = x[c${u} * 2u + 1u];
-            $for r in range(R):
-              acc${r} += keep${u} * s${u}_${r} * dot_word(w${u}_${r}, x${u}_0, x${u}_1);
-          $elif MASK:
-            $for j in range(8):
-              let x${u}_${j} = keep${u} * x[c${u} * 8u + ${j}u];
-              let xs${u}_${j} = x${u}_${j} * NIBBLE_WEIGHTS;
-            let offset${u} = 8.0 * (dot(x${u}_0 + x${u}_1 + x${u}_2 + x${u}_3, vec4<f32>(1.0))
-                             + dot(x${u}_4 + x${u}_5 + x${u}_6 + x${u}_7, vec4<f32>(1.0)));
-            $for r in range(R):
-              acc${r} += s${u}_${r} * (dot_word_masked(w${u}_${r}.x, xs${u}_0, xs${u}_1)
-                                    + dot_word_masked(w${u}_${r}.y, xs${u}_2, xs${u}_3)
-                                    + dot_word_masked(w${u}_${r}.z, xs${u}_4, xs${u}_5)
-                                    + dot_word_masked(w${u}_${r}.w, xs${u}_6, xs${u}_7) - offset${u});
-          $else:
-            $for j in range(8):
-              let x${u}_${j} = x[c${u} * 8u + ${j}u];
-            $for r in range(R):
-              acc${r} += keep${u} * s${u}_${r} * dot_chunk(w${u}_${r}, x${u}_0, x${u}_1, x${u}_2, x${u}_3, x${u}_4, x${u}_5,
-                                                          x${u}_6, x${u}_7);
-      }
-    var sums: array<f32, R>;
-    $for r in range(R):
-      sums[${r}] = acc${r};
-    store_rows(lid, first_row, sums${", sg_size" if SUBGROUP else ""});
-  }
+            acc${r} += s${u}_${r} * (dot_word_masked(w${u}_${r}.x, xs${u}_0, xs${u}_1)
+                                  + dot_word_masked(w${u}_${r}.y, xs${u}_2, xs${u}_3)
+                                  + dot_word_masked(w${u}_${r}.z, xs${u}_4, xs${u}_5)
+                                  + dot_word_masked(w${u}_${r}.w, xs${u}_6, xs${u}_7) - offset${u});
+        $else:
+          $for j in range(8):
+            let x${u}_${j} = x[c${u} * 8u + ${j}u];
+          $for r in range(R):
+            acc${r} += keep${u} * s${u}_${r} * dot_chunk(w${u}_${r}, x${u}_0, x${u}_1, x${u}_2, x${u}_3, x${u}_4, x${u}_5,
+                                                        x${u}_6, x${u}_7);
+    }
+  var sums: array<f32, R>;
+  $for r in range(R):
+    sums[${r}] = acc${r};
+  store_rows(lid, first_row, sums${", sg_size" if SUBGROUP else ""});
+}

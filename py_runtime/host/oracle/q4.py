@@ -108,8 +108,7 @@ def verify_q4_report(report: dict, read) -> dict:
             packed = np.frombuffer(read(case["weight_artifacts"][0]), np.uint32)[:n_total * k // 8]
             scales = np.frombuffer(read(case["weight_artifacts"][1]), np.float32)[:n_total * k // gs]
             assert np.array_equal(packed, q4_pack_np(levels).reshape(-1)), f"{case['name']}: packed weights differ from the twin"
-            layout = scale if case.get("scales_row_major") else scale.T      # [N, K/gs] or the reference [K/gs, N]
-            assert np.array_equal(scales.view(np.uint32), layout.reshape(-1).view(np.uint32)), \
+            assert np.array_equal(scales.view(np.uint32), scale.T.reshape(-1).view(np.uint32)), \
                 f"{case['name']}: scales differ from the twin"
         rows_max = max(run["rows"] for run in case["runs"])
         exact, bound = _q4_case_reference(seed, stream, k, n_total, gs, rows_max)
