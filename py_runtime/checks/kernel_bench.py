@@ -85,6 +85,10 @@ BENCH_PRESETS = {
     # The Llama shapes under the f32 variants the route picks today, the masked ones, and the int8 ones.
     "gemv_next": (_decode("llama", _LLAMA, gemv_shapes=_F32_NEXT)
                   + _decode("llama", _LLAMA, gemv_shapes=_INT8_G64, int8=True)),
+    # The pre-quantized int8 route as the guards choose it, and its fused gate/up + SwiGLU.
+    "decode_int8x": (_decode("llama", _LLAMA, int8x=True) + _decode("qwen", _QWEN, int8x=True)
+                     + [BenchCase(f"{prefix}.gate_up_glu.int8x", k, n, 1, int8x=True, glu=True)
+                        for prefix, k, n in (("llama", 2048, 8192), ("qwen", 1024, 3072))]),
     # The pre-quantized int8 GEMV's variants at the Llama shapes, beside the fused int8 route's picks.
     "gemv_int8x": (_decode("llama", _LLAMA, gemv_shapes=GEMV_INT8X_SHAPES, int8x=True)
                    + [BenchCase("llama.gate_up_glu.int8x", 2048, 8192, 1, gemv_shape=g, int8x=True, glu=True)
