@@ -16,6 +16,7 @@ def test_kernel_bench_page_shows_the_decode_chain(lab):
     assert decode and all(r["chain_copies"] > 1 and r["chain_ns"] > 0 and r["chain_stream_ns"] > 0 for r in decode)
     text = run.page_text
     assert "Decode chain: one pass" in text and "Decode chain: % of a streaming read" in text
+    assert "stream+store µs" in text
     assert all(r["case"] in text for r in rows)
 
 

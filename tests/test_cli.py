@@ -33,6 +33,7 @@ def test_bench_kernels_tiny_preset_reports_ratios(tmp_path, capsys):
     decode = [r for r in report["rows"] if r["rows"] == 1]
     # The decode chain: enough copies for half a MiB, timed in one pass, next to the same-bytes stream.
     assert all(r["chain_copies"] > 1 and r["chain_ns"] > 0 and r["chain_stream_ns"] > 0 for r in decode)
+    assert all(r["chain_stream_store_ns"] > 0 for r in decode)
     assert "decode chain" in capsys.readouterr().out
 
 

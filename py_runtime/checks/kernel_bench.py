@@ -165,12 +165,13 @@ async def _measure_span(plan: Plan, trials: int) -> float:
     return statistics.median(spans) / len(plan)
 
 
-async def _stream_ns(runtime: Runtime, pool, ranges, trials: int, sink_tensor, *, span: bool) -> float:
+async def _stream_ns(runtime: Runtime, pool, ranges, trials: int, sink_tensor, *, span: bool, store: bool = False) -> float:
     """A streaming read of each (offset, nbytes) range of the pool buffer, in one plan: per dispatch,
-    the median profiled pass (span=False) or the one-pass chain time per dispatch (span=True)."""
+    the median profiled pass (span=False) or the one-pass chain time per dispatch (span=True);
+    `store`: each workgroup also writes back (stream_read_store)."""
     plan = Plan(runtime, "bench.stream")
     for offset, nbytes in ranges:
-        await plan.add(stream_read(data=pool, sink=sink_tensor, nbytes=nbytes // 16 * 16, offset=offset))
+        await plan.add(stream_read(data=pool, sink=sink_tensor, nbytes=nbytes // 16 * 16, offset=offset, store=store))
     plan.record()
     ns = await _measure_span(plan, trials) if span else await _measure(plan, trials)
     plan.release()
@@ -286,11 +287,14 @@ async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_t
     chain_ns = await _measure_span(plan, trials)
     plan.release()
     weight_bytes = case.weight_bytes // 16 * 16
-    stream_ns = await _stream_ns(runtime, pool, [(i * weight_bytes, weight_bytes) for i in range(copies)], trials,
-                                 sink_tensor, span=True)
+    ranges = [(i * weight_bytes, weight_bytes) for i in range(copies)]
+    stream_ns = await _stream_ns(runtime, pool, ranges, trials, sink_tensor, span=True)
+    # The same read where every workgroup also writes back, as any GEMV does: what a store costs a chain.
+    stream_store_ns = await _stream_ns(runtime, pool, ranges, trials, sink_tensor, span=True, store=True)
     chain_gbps = moved / chain_ns if chain_ns else float("nan")
     stream_gbps = weight_bytes / stream_ns if stream_ns else float("nan")
     return {"chain_copies": copies, "chain_ns": chain_ns, "chain_gbps": chain_gbps, "chain_stream_ns": stream_ns,
+            "chain_stream_store_ns": stream_store_ns, "chain_ratio_stream_store": stream_store_ns / chain_ns,
             "chain_stream_gbps": stream_gbps, "chain_ratio_same_bytes": chain_gbps / stream_gbps,
             "chain_ratio_big_stream": chain_gbps / stream_big}
 

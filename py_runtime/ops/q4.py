@@ -464,9 +464,10 @@ def q4_embedding(*, ids: Tensor, weight: Q4Weight, out: Tensor, status: Tensor, 
                   tensors={0: ids, 1: weight.packed, 2: weight.scales, 3: out, 4: status}, sizing=sizing)
 
 
-def stream_read(*, data: Tensor, sink: Tensor, nbytes: int | None = None, offset: int = 0) -> OpCall:
+def stream_read(*, data: Tensor, sink: Tensor, nbytes: int | None = None, offset: int = 0, store: bool = False) -> OpCall:
     """Read bytes [offset, offset + nbytes) of `data` once (default: all of it), one vec4 per
-    invocation up to 65535 workgroups, then grid-stride (the bandwidth yardstick)."""
+    invocation up to 65535 workgroups, then grid-stride (the bandwidth yardstick). `store`: every
+    workgroup also writes its fold to `sink` (a read plus a kernel's write-back)."""
     nbytes = data.nbytes - offset if nbytes is None else nbytes
     if offset % 16 or nbytes < 16 or offset + nbytes > data.nbytes:
         raise ValueError(f"stream_read({data.name}): range [{offset}, {offset + nbytes}) must be 16-byte aligned, "
@@ -478,5 +479,6 @@ def stream_read(*, data: Tensor, sink: Tensor, nbytes: int | None = None, offset
         return Sizing(workgroups=(workgroups, 1, 1), params=struct.pack("<2I", words4, offset // 16),
                       bytes_moved=16 * words4)
 
-    return OpCall(label=f"stream_read({data.name}@{offset})", kernel="stream_read", route="stream_read",
+    return OpCall(label=f"stream_read({data.name}@{offset})", kernel="stream_read_store" if store else "stream_read",
+                  route="stream_read",
                   tensors={0: data, 1: sink}, sizing=sizing)

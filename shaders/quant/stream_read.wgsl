@@ -1,6 +1,9 @@
 // Streaming read: folds every u32 of a range of a buffer (vec4 loads, grid-stride) and writes one
 // value per workgroup, so nothing is optimised away. The bandwidth yardstick for every kernel
 // benchmark; a range lets one big buffer serve as many distinct regions (no cache reuse between them).
+$if STORE:
+  // This variant stores every workgroup's fold (the plain one stores only a value it never meets): a
+  // read followed by a kernel's write-back, as a GEMV ends, the second yardstick of a decode chain.
 const WG: u32 = 256u;
 
 struct Params {
@@ -21,7 +24,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     acc ^= data[params.first4 + i];
   }
   let folded = acc.x ^ acc.y ^ acc.z ^ acc.w;
-  if (folded == 0xFFFFFFFFu && lane == 0u) {
-    sink[wid.x] = folded;
-  }
+  $if STORE:
+    if (lane == 0u) {
+      sink[wid.x] = folded;
+    }
+  $else:
+    if (folded == 0xFFFFFFFFu && lane == 0u) {
+      sink[wid.x] = folded;
+    }
 }
