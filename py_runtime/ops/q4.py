@@ -16,7 +16,9 @@ Routes, first passing guard wins; every route is attested:
   opt-in pre-quantized int8 activations (q4_linear(int8=Int8Activations), decode only):
                             q4_gemv_int8x     x quantized once by quantize_activations (same rounding as
                             q4_gemv_int8), shared by every linear that reads it; any K, gs of the activations
-                            must equal the weight's.
+                            must equal the weight's; vec4-scale variants where rows align to 4
+                            q4_gemv_int8x_qkv q4_linear_qkv(int8=act): the decode QKV as one GEMV, three outputs
+                            q4_gemv_int8x_glu q4_linear_glu: gate/up as one GEMV, silu(g) * u out (decode only)
 Both the decode and the prefill dispatch are recorded in a plan; a resize gives the one that does
 not apply zero workgroups, so one plan serves prefill then decode and attestation shows what ran.
 """
@@ -203,7 +205,7 @@ def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str | None:
     if group_size != 64:
         return f"i8r4g{group_size}"
     # From `gemv_next` on the H200 (decode chains, both backends; run-to-run spread ~10%): gate/up and
-    # lm_head i8r4g64 (~ i8r4u2g64, i8r2g64st), the 2048-row projections and down i8r2s2g64.
+    # lm_head i8r4g64 (~ i8r4u2g64), the 2048-row projections and down i8r2s2g64.
     return "i8r4g64" if n >= 8192 else "i8r2s2g64"
 
 
