@@ -55,6 +55,8 @@ for s in $steps; do
                      done ;;
     native-dec8x)    step "$s" 120 bench kernels --backend native --preset decode_int8x ;;
     browser-dec8x)   step "$s" 120 bench kernels --backend browser --driver plain --preset decode_int8x --timeout 110 ;;
+    native-qwen)     step "$s" 120 bench kernels --backend native --preset qwen_step ;;
+    browser-qwen)    step "$s" 120 bench kernels --backend browser --driver plain --preset qwen_step --timeout 110 ;;
     native-step)     step "$s" 120 bench kernels --backend native --preset llama_step ;;
     browser-step)    step "$s" 120 bench kernels --backend browser --driver plain --preset llama_step --timeout 110 ;;
     native-prefill)  step "$s" 140 bench kernels --backend native --preset prefill ;;

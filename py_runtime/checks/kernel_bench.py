@@ -319,6 +319,8 @@ class StepGeometry:
 STEP_PRESETS = {
     "llama_step": StepGeometry("llama-3.2-1b", 16, (("qkv", 2048, 3072), ("o", 2048, 2048), ("gate_up", 2048, 16384),
                                                    ("down", 8192, 2048)), (2048, 128256), (2048, 512)),
+    "qwen_step": StepGeometry("qwen3-0.6b", 28, (("qkv", 1024, 4096), ("o", 2048, 1024), ("gate_up", 1024, 6144),
+                                                 ("down", 3072, 1024)), (1024, 151936), (2048, 1024)),
     # The same structure at toy sizes (tests and CPU adapters).
     "tiny_step": StepGeometry("tiny", 2, (("qkv", 256, 256), ("gate_up", 256, 1024), ("down", 512, 256)), (256, 1000),
                               (128, 64)),

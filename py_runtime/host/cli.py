@@ -221,8 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--backend", choices=["native", "browser"], default="browser")
     bench.add_argument("--dispatches", type=int, default=230, help="dispatches per step (a 16-layer decode: ~230)")
     bench.add_argument("--steps", type=int, default=50)
-    bench.add_argument("--preset", default="decode", help="kernels: tiny | decode | decode_int8 | gemv_variants | gemv_vocab | "
-                                                                 "gemv_next | gemv_int8x | decode_int8x | prefill | llama_step (a whole decode token's linears)")
+    bench.add_argument("--preset", default="decode",
+                       help="kernels: tiny | decode | decode_int8 | decode_int8x | gemv_variants | gemv_vocab | gemv_next | "
+                            "gemv_int8x | prefill | llama_step | qwen_step (a whole decode token's linears)")
     bench.add_argument("--only", nargs="+", help="kernels: only the cases whose name (with its [shape]) contains one of "
                                                  "these (shorter browser runs: long ones slow down in Chromium)")
     bench.add_argument("--repeats", type=int, default=10, help="kernels: dispatches per measured replay")
