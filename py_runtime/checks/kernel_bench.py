@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..gpu.device import GpuOutOfMemory
 from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, int8_max_k,
                       int8_shape_params, q4_linear, q4_linear_glu, q4_linear_qkv, q4_quantize, q4_weight_bytes,
-                      quantize_activations, stream_read, GEMV_INT8X_GLU_SHAPES)
+                      quantize_activations, stream_read, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SR_SHAPES, q4_scales_rows)
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
 from ..plan import Plan, runs_at
@@ -49,6 +49,7 @@ class BenchCase:
     int8: bool = False                  # int8 activations (q4_gemv_int8)
     int8x: bool = False                 # pre-quantized int8 activations (q4_gemv_int8x; quantized once, untimed)
     glu: bool = False                   # int8x: the fused gate/up + SwiGLU over a [2N, K] weight
+    scales_rows: bool = False           # int8x: the weight carries a row-major scale copy (the _sr variants)
 
     @property
     def weight_rows(self) -> int:
@@ -64,9 +65,10 @@ def _fits(gemv_shape: str | None, k: int) -> bool:
     return gemv_shape not in GEMV_INT8_SHAPES or k <= int8_max_k(int8_shape_params(gemv_shape)[0])
 
 
-def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,), int8=False, int8x=False) -> list[BenchCase]:
-    suffix = ".int8x" if int8x else ".int8" if int8 else ""
-    return [BenchCase(f"{prefix}.{name}{suffix}", k, n, 1, route, g, int8=int8, int8x=int8x)
+def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,), int8=False, int8x=False,
+            scales_rows=False) -> list[BenchCase]:
+    suffix = (".int8x" if int8x else ".int8" if int8 else "") + (".rows" if scales_rows else "")
+    return [BenchCase(f"{prefix}.{name}{suffix}", k, n, 1, route, g, int8=int8, int8x=int8x, scales_rows=scales_rows)
             for name, k, n in shapes for route in routes for g in gemv_shapes if _fits(g, k)]
 
 
@@ -88,9 +90,12 @@ BENCH_PRESETS = {
     # The pre-quantized int8 route as the guards choose it, and its fused gate/up + SwiGLU.
     "decode_int8x": (_decode("llama", _LLAMA, int8x=True) + _decode("qwen", _QWEN, int8x=True)
                      + [BenchCase(f"{prefix}.gate_up_glu.int8x", k, n, 1, int8x=True, glu=True)
-                        for prefix, k, n in (("llama", 2048, 8192), ("qwen", 1024, 3072))]),
+                        for prefix, k, n in (("llama", 2048, 8192), ("qwen", 1024, 3072))]
+                     + _decode("llama", _LLAMA, int8x=True, scales_rows=True)
+                     + [BenchCase("llama.gate_up_glu.int8x.rows", 2048, 8192, 1, int8x=True, glu=True, scales_rows=True)]),
     # The pre-quantized int8 GEMV's variants at the Llama shapes, beside the fused int8 route's picks.
     "gemv_int8x": (_decode("llama", _LLAMA, gemv_shapes=GEMV_INT8X_SHAPES, int8x=True)
+                   + _decode("llama", _LLAMA, gemv_shapes=GEMV_INT8X_SR_SHAPES, int8x=True, scales_rows=True)
                    + [BenchCase("llama.gate_up_glu.int8x", 2048, 8192, 1, gemv_shape=g, int8x=True, glu=True)
                       for g in GEMV_INT8X_GLU_SHAPES]
                    + _decode("llama", _LLAMA, int8=True)),
@@ -224,18 +229,23 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
     copies = [_copies(case, chain_bytes, big, limit) for case in cases]
     packed_pool = await tensors.allocate("bench.packed", (max(c * x.weight_rows * x.k // 8 for c, x in zip(copies, cases)),),
                                          "u32")
-    scales_pool = await tensors.allocate("bench.scales", (max(c * x.weight_rows * x.k // x.group_size
-                                                             for c, x in zip(copies, cases)),))
+    scales_count = max(c * x.weight_rows * x.k // x.group_size for c, x in zip(copies, cases))
+    scales_pool = await tensors.allocate("bench.scales", (scales_count,))
+    rows_pool = await tensors.allocate("bench.scales_rows", (scales_count,)) if any(c.scales_rows for c in cases) \
+        else None
     rows = []
     for index, (case, count) in enumerate(zip(cases, copies)):
         if progress:
             progress(f"[{index + 1}/{len(cases)}] {case.name}")
         weight_bytes = case.weight_bytes
-        weight = Q4Weight(packed_pool, scales_pool, case.k, case.weight_rows * count, case.group_size)
+        weight = Q4Weight(packed_pool, scales_pool, case.k, case.weight_rows * count, case.group_size,
+                          scales_rows=rows_pool if case.scales_rows else None)
         x = await tensors.allocate("bench.x", (case.rows, case.k))
         out = await tensors.allocate("bench.out", (case.rows, case.n))
         setup = Plan(runtime, "bench.setup")
         await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index)))
+        if case.scales_rows:
+            await setup.add(q4_scales_rows(weight))
         await setup.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
         int8 = case.int8
         if case.int8x:
@@ -270,8 +280,9 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         rows.append(row)
         for tensor in (x, out, *((int8.words, int8.stats) if case.int8x else ())):
             tensors.release(tensor.name)
-    for tensor in (packed_pool, scales_pool, pool, sink_tensor):
-        tensors.release(tensor.name)
+    for tensor in (packed_pool, scales_pool, rows_pool, pool, sink_tensor):
+        if tensor is not None:
+            tensors.release(tensor.name)
     return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "repeats": repeats,
             "trials": trials, "chain_bytes": chain_bytes, "stream_big_bytes": big, "stream_big_gbps": stream_big,
             "rows": rows, "passed": True}
@@ -335,7 +346,7 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
     tensors, adapter = runtime.tensors, runtime.device.adapter
     linears = [(f"l{layer}.{name}", k, n) for layer in range(geometry.layers) for name, k, n in geometry.per_layer]
     linears.append(("lm_head", *geometry.lm_head))
-    owned, weights = [], {}
+    owned, weights, weights_rows = [], {}, {}
     by_shape: dict[tuple[int, int], list[str]] = {}
     for name, k, n in linears:
         by_shape.setdefault((k, n), []).append(name)
@@ -347,15 +358,19 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
     for index, (k, n, names) in enumerate(stacks):
         packed = await tensors.allocate(f"step.packed.{index}", (len(names) * n * k // 8,), "u32")
         scales = await tensors.allocate(f"step.scales.{index}", (k // 64 * len(names) * n,))
+        rows_copy = await tensors.allocate(f"step.scales_rows.{index}", (k // 64 * len(names) * n,))
         stacked = Q4Weight(packed, scales, k, len(names) * n, 64)
-        owned += [packed, scales]
+        with_rows = Q4Weight(packed, scales, k, len(names) * n, 64, scales_rows=rows_copy)
+        owned += [packed, scales, rows_copy]
         setup = Plan(runtime, "step.setup")
         await setup.add(q4_quantize(weight=stacked, synth=(WEIGHT_RANGE, seed, 50 + index)))
+        await setup.add(q4_scales_rows(with_rows))
         setup.record()
         await setup.replay()
         setup.release()
         for i, name in enumerate(names):
             weights[name] = stacked.rows(i * n, n)
+            weights_rows[name] = with_rows.rows(i * n, n)
     inputs, outputs = {}, {}
     for k in sorted({k for _, k, _ in linears}):
         inputs[k] = await tensors.allocate(f"step.x.{k}", (1, k))
@@ -386,17 +401,18 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
                  (("gate", ffn), ("up", ffn)) if name.endswith("gate_up") else (("", n),))
         projections += [(f"{name}.{part}", k, size) for part, size in parts]
     result = {"geometry": geometry.name, "linears": len(projections), "weight_bytes": 0, "routes": {}}
-    for label in ("f32", "int8", "int8x"):
+    for label in ("f32", "int8", "int8x", "int8x+rows"):
         plan = Plan(runtime, f"step.{label}")
         moved = 0
         for name, k, n in linears:
-            int8, weight, first = label == "int8", weights[name], weights[name].n_offset
-            if label == "int8x":
+            int8, weight, first = label == "int8", (weights_rows if label == "int8x+rows" else weights)[name], \
+                weights[name].n_offset
+            if label.startswith("int8x"):
                 int8 = activations[k]
                 await plan.add(quantize_activations(int8))
-            if name.endswith("qkv") and label == "int8x":
+            if name.endswith("qkv") and label.startswith("int8x"):
                 groups = [q4_linear_qkv(x=inputs[k], weight=weight, outs=qkv_outs, adapter=adapter, rows=1, int8=int8)]
-            elif name.endswith("gate_up") and label == "int8x":
+            elif name.endswith("gate_up") and label.startswith("int8x"):
                 groups = [[q4_linear_glu(act=int8, weight=weight, out=ffn_outs[2], adapter=adapter)]]
             elif name.endswith("qkv"):
                 views = (weight.rows(first, n_q), weight.rows(first + n_q, n_kv), weight.rows(first + n_q + n_kv, n_kv))

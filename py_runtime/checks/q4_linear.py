@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import struct
 
-from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, int8_shape_params, q4_embedding, q4_linear, q4_linear_glu,
-                      q4_linear_qkv, q4_quantize, quantize_activations)
+from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SHAPES, GEMV_INT8X_SR_SHAPES, GEMV_SHAPES,
+                      Int8Activations, Q4Weight, int8_shape_params, q4_embedding, q4_linear, q4_linear_glu,
+                      q4_linear_qkv, q4_quantize, q4_scales_rows, quantize_activations)
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
@@ -42,6 +43,7 @@ class LinearCase:
     int8: bool = False                       # decode with int8 activations (q4_gemv_int8)
     int8x: bool = False                      # decode from activations quantized beforehand (q4_gemv_int8x)
     glu: bool = False                        # int8x only: a [2N, K] gate/up weight, out = silu(g) * u (decode)
+    scales_rows: bool = False                # int8x only: the weight carries a row-major scale copy
 
     @property
     def n_total(self) -> int:
@@ -100,8 +102,22 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
     cases += [LinearCase(f"gemv.glu.{shape}", k, 44 if shape.endswith("v") else 37, (1,), group_size=32,
                          gemv_shape=shape, int8x=True, glu=True)
               for shape in GEMV_INT8X_GLU_SHAPES for k in (160, 2048)]
+    # The row-major scale copy (the _sr variants): each kind at a real shape (beside a prefill, which
+    # keeps reading the reference scales), odd shapes, and every shape with K tails and a bias.
+    cases += [LinearCase("int8x.rows.llama.q_o", 2048, 2048, (1, 7), int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.llama.qkv", 2048, 2048, (1,), n_kv=512, int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.llama.gate_up_glu", 2048, 8192, (1,), int8x=True, glu=True, scales_rows=True),
+              LinearCase("int8x.rows.vocab", 2048, 40000, (1,), int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.gs128_bias", 1024, 300, (1,), group_size=128, bias=True, int8x=True,
+                         scales_rows=True),
+              LinearCase("int8x.rows.qkv_odd", 160, 37, (1,), group_size=32, n_kv=9, int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.glu_odd", 160, 37, (1,), group_size=32, int8x=True, glu=True, scales_rows=True)]
+    cases += [LinearCase(f"gemv.rows.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape, int8x=True,
+                         scales_rows=True)
+              for shape in GEMV_INT8X_SR_SHAPES for k in (160, 2048)]
     return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
-                       c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.int8x, c.glu)
+                       c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.int8x, c.glu,
+                       c.scales_rows)
             for i, c in enumerate(cases)]
 
 
@@ -147,7 +163,8 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     prefix = f"q4.{case.name}"
     packed = await tensors.allocate(f"{prefix}.packed", (n_total * k // 8,), "u32")
     scales = await tensors.allocate(f"{prefix}.scales", (k // gs * n_total,))
-    weight = Q4Weight(packed, scales, k, n_total, gs)
+    rows_copy = await tensors.allocate(f"{prefix}.scales_rows", (k // gs * n_total,)) if case.scales_rows else None
+    weight = Q4Weight(packed, scales, k, n_total, gs, scales_rows=rows_copy)
     x = await tensors.allocate(f"{prefix}.x", (rows_max, k))
     bias = await tensors.allocate(f"{prefix}.bias", (case.n,)) if case.bias else None
     if case.n_kv:
@@ -158,6 +175,8 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         outs = (await tensors.allocate(f"{prefix}.out", (rows_max, case.n)),)
     plan = Plan(runtime, prefix, live={"rows": case.rows[0]})
     await plan.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, case.stream)))
+    if rows_copy is not None:
+        await plan.add(q4_scales_rows(weight))
     await plan.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=case.stream + 1000))
     if bias is not None:
         await plan.add(fill_uniform(target=bias, value_range=BIAS_RANGE, seed=seed, stream=case.stream + 2000))
@@ -197,20 +216,26 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
                 if sink:
                     await sink(name, await device.read_buffer(tensor.buffer))
                 artifacts.append(name)
-        runs.append({"rows": m, "routes": [r for r in execution.routes if r not in ("q4_quantize", "fill_uniform")],
+        runs.append({"rows": m, "routes": [r for r in execution.routes
+                                           if r not in ("q4_quantize", "q4_scales_rows", "fill_uniform")],
                      "artifacts": artifacts})
     weight_artifacts = None
     if sink and packed.nbytes <= _UPLOAD_WEIGHTS_UP_TO:
         weight_artifacts = [f"{prefix}.packed.u32", f"{prefix}.scales.f32"]
         await sink(weight_artifacts[0], await device.read_buffer(packed.buffer))
         await sink(weight_artifacts[1], await device.read_buffer(scales.buffer))
+        if rows_copy is not None:
+            weight_artifacts.append(f"{prefix}.scales_rows.f32")
+            await sink(weight_artifacts[2], await device.read_buffer(rows_copy.buffer))
     plan.release()
-    for tensor in (packed, scales, x, bias, *outs, *((activations.words, activations.stats) if activations else ())):
+    for tensor in (packed, scales, rows_copy, x, bias, *outs,
+                   *((activations.words, activations.stats) if activations else ())):
         if tensor is not None:
             tensors.release(tensor.name)
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
             "gemv_shape": case.gemv_shape, "int8": case.int8,
-            "int8x": case.int8x, "glu": case.glu,
+            "int8x": case.int8x, "glu": case.glu, "scales_rows": case.scales_rows,
+            "kernels": [call.kernel for call in calls],
             "stream": case.stream, "force_route": case.force_route, "runs": runs, "weight_artifacts": weight_artifacts}
 
 

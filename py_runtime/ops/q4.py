@@ -19,6 +19,7 @@ Routes, first passing guard wins; every route is attested:
                             must equal the weight's; vec4-scale variants where rows align to 4
                             q4_gemv_int8x_qkv q4_linear_qkv(int8=act): the decode QKV as one GEMV, three outputs
                             q4_gemv_int8x_glu q4_linear_glu: gate/up as one GEMV, silu(g) * u out (decode only)
+                            (each reads the weight's row-major scale copy where it has one: q4_scales_rows)
 Both the decode and the prefill dispatch are recorded in a plan; a resize gives the one that does
 not apply zero workgroups, so one plan serves prefill then decode and attestation shows what ran.
 """
@@ -37,7 +38,7 @@ from .grid import linear_grid, live_limit, live_value
 __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES",
            "q4_quantize", "q4_linear", "q4_linear_qkv", "gemv_variant", "int8_max_k", "int8_shape_params", "q4_weight_bytes",
            "stream_read", "Int8Activations", "quantize_activations", "GEMV_INT8X_SHAPES",
-           "gemv_int8x_shape_for", "GEMV_INT8X_GLU_SHAPES", "q4_linear_glu"]
+           "gemv_int8x_shape_for", "GEMV_INT8X_GLU_SHAPES", "q4_linear_glu", "q4_scales_rows", "GEMV_INT8X_SR_SHAPES"]
 
 GROUP_SIZES = (32, 64, 128)
 BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama-1B projections
@@ -51,6 +52,7 @@ GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "
 GEMV_INT8X_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2", "r4u1w1v",    # q4gsw_gemv_i8x.yaml: rows per lane,
                      "r4u1w2v")                                         # chunks in flight, warps; v: vec4 scales
 GEMV_INT8X_GLU_SHAPES = ("r2u2w1", "r4u1w1v", "r4u1w2v")     # the _glu variants' own list
+GEMV_INT8X_SR_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2")   # the _sr variants' (row-major scale copy), every kind
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Q4Weight:
     group_size: int
     n_offset: int = 0
     n: int | None = None
+    scales_rows: Tensor | None = None   # optional row-major copy [n_total, K/gs] (q4_scales_rows): int8x decode
 
     def __post_init__(self):
         if self.group_size not in GROUP_SIZES or self.k % self.group_size:
@@ -75,6 +78,9 @@ class Q4Weight:
         if self.scales.numel < self.n_total * self.k // self.group_size:
             raise ValueError(f"Q4 scales {self.scales.name!r} hold too few values for [{self.k // self.group_size}, "
                              f"{self.n_total}]")
+        if self.scales_rows is not None and self.scales_rows.numel < self.n_total * self.k // self.group_size:
+            raise ValueError(f"Q4 scales_rows {self.scales_rows.name!r} hold too few values for "
+                             f"[{self.n_total}, {self.k // self.group_size}]")
         if self.n is None:
             object.__setattr__(self, "n", self.n_total - self.n_offset)
         if not (0 <= self.n_offset and self.n_offset + self.n <= self.n_total):
@@ -83,7 +89,7 @@ class Q4Weight:
 
     def rows(self, n_offset: int, n: int) -> "Q4Weight":
         """A view of rows [n_offset, n_offset + n): one projection of a packed QKV weight."""
-        return Q4Weight(self.packed, self.scales, self.k, self.n_total, self.group_size, n_offset, n)
+        return Q4Weight(self.packed, self.scales, self.k, self.n_total, self.group_size, n_offset, n, self.scales_rows)
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,22 @@ def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | Non
                   route="q4_quantize", tensors=tensors, sizing=sizing)
 
 
+def q4_scales_rows(weight: Q4Weight) -> OpCall:
+    """Fill weight.scales_rows with the row-major copy of weight.scales (once, at load): the int8x
+    decode GEMVs then read it (the "_sr" variants, see q4gsw_scales_rows.wgsl); every other route
+    keeps reading the reference scales."""
+    if weight.scales_rows is None:
+        raise ValueError(f"q4_scales_rows: Q4 weight {weight.packed.name!r} has no scales_rows tensor to fill")
+    groups, count = weight.k // weight.group_size, weight.n_total * (weight.k // weight.group_size)
+
+    def sizing(spec, live) -> Sizing:
+        return Sizing(workgroups=linear_grid(count, spec.invocations, live_limit(live)),
+                      params=struct.pack("<2I", groups, weight.n_total), bytes_moved=8 * count)
+
+    return OpCall(label=f"q4_scales_rows({weight.packed.name})", kernel="q4gsw_scales_rows", route="q4_scales_rows",
+                  tensors={0: weight.scales, 1: weight.scales_rows}, sizing=sizing)
+
+
 def _linear_params(weight: Q4Weight, m: int, has_bias: bool) -> bytes:
     return struct.pack("<7I", m, weight.k, weight.n, weight.n_total, weight.n_offset, weight.group_size, int(has_bias))
 
@@ -209,15 +231,18 @@ def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str | None:
     return "i8r4g64" if n >= 8192 else "i8r2s2g64"
 
 
-def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False) -> str:
+def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False, rows_copy: bool = False) -> str:
     """The pre-quantized int8 GEMV variant for a K x N weight (N: output rows); `scales_vec4`: the
     weight's n_total and n_offset (and N) are multiples of 4, as the vec4-scale ("v") variants require.
     From `bench kernels --preset gemv_int8x` on the H200 in Chromium (decode chains, docs/PERFORMANCE.md):
     wide N (gate/up, lm_head, the fused gate/up) 4 rows per lane with vec4 scales; long K (down) one
     row per lane, 4 chunks in flight, 4 warps; the short projections (q, o, k, v, the fused QKV) 2 rows
-    per lane in one-warp workgroups, the most workgroups in flight."""
+    per lane in one-warp workgroups, the most workgroups in flight. `rows_copy`: the weight has a
+    row-major scale copy (the _sr variants, which have r4u1w2 for the fused gate/up too)."""
     if glu or (n >= 8192 and k <= 4096):
-        return "r4u1w2v" if scales_vec4 else ("r2u2w1" if glu else "r4u1w2")
+        if scales_vec4:
+            return "r4u1w2v"
+        return "r2u2w1" if glu and not rows_copy else "r4u1w2"
     if k >= 4096:
         return "r1u4w4"
     return "r2u2w1"
@@ -232,16 +257,18 @@ def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tu
         raise ValueError(f"{label}: int8 activations of {act.x.name!r} (K {act.k}, groups of {act.group_size}) cannot "
                          f"feed a weight with K {weight.k} in groups of {weight.group_size}")
     n_out = weight.n // 2 if glu else weight.n
+    rows_copy = weight.scales_rows is not None
     aligned = weight.n_total % 4 == 0 and weight.n_offset % 4 == 0 and n_out % 4 == 0
-    known = GEMV_INT8X_GLU_SHAPES if glu else GEMV_INT8X_SHAPES
-    shape = shape or gemv_int8x_shape_for(weight.k, n_out, aligned, glu)
+    known = GEMV_INT8X_SR_SHAPES if rows_copy else GEMV_INT8X_GLU_SHAPES if glu else GEMV_INT8X_SHAPES
+    # With the row-major copy a row's scales are contiguous: the vec4 loads across rows have no use.
+    shape = shape or gemv_int8x_shape_for(weight.k, n_out, aligned and not rows_copy, glu, rows_copy)
     if shape not in known:
         raise ValueError(f"{label}: pre-quantized activations need a GEMV shape of {known}, not {shape!r}")
     if shape.endswith("v") and not aligned:
         raise ValueError(f"{label}: {shape!r} loads scales as vec4, which needs n_total ({weight.n_total}), n_offset "
                          f"({weight.n_offset}) and the output rows ({n_out}) to be multiples of 4")
     kind = "_glu" if glu else "_qkv" if len(outs) == 3 else ""
-    kernel = f"q4gsw_gemv_i8x{kind}_{'sg' if _subgroup_reduction(adapter) else 'wg'}_{shape}"
+    kernel = f"q4gsw_gemv_i8x{kind}{'_sr' if rows_copy else ''}_{'sg' if _subgroup_reduction(adapter) else 'wg'}_{shape}"
     route = f"q4_gemv_int8x{kind}"
     qkv = kind == "_qkv"
     has_bias = bias is not None
@@ -260,7 +287,8 @@ def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tu
         return Sizing(workgroups=linear_grid(-(-n_out // rows_per_group), 1, live_limit(live)) if active else IDLE,
                       params=params, bytes_moved=moved if active else 0, flops=flops if active else 0)
 
-    tensors = {0: act.words, 1: act.stats, 2: weight.packed, 3: weight.scales, 5: outs[0]}
+    tensors = {0: act.words, 1: act.stats, 2: weight.packed, 3: weight.scales_rows if rows_copy else weight.scales,
+               5: outs[0]}
     if not glu:
         tensors[4] = bias if has_bias else weight.scales
     if qkv:

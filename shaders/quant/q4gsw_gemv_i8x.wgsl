@@ -13,6 +13,10 @@
 //
 // Per weight word: two masks, one shift and two dot4I8Packed (exact); per chunk and row one conversion
 // to float and two products. The sums are exact integers below 2^24 until the per-chunk product.
+$if SROWS:
+  // This variant reads the weight's row-major copy of its scales, [N, K/gs] (q4gsw_scales_rows.wgsl):
+  // a warp's scale loads for one row fall in one line, where the reference layout spreads them over
+  // one line per group (the largest cost left in this kernel after the weights, measured on the H200).
 $if SV4:
   // This variant loads a lane's 4 consecutive rows' scales as one vec4 (one 16-byte load instead of
   // four): route guard n_total and n_offset multiples of 4, so the vec4 never straddles a row of groups.
@@ -126,7 +130,9 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
         $for h in (["", "u"] if GLU else [""]):
           $for r in range(R):
             let w${h}${u}_${r} = weights[(row${r}${" + params.n" if h else ""}) * chunks + c${u}];
-            $if not SV4:
+            $if SROWS:
+              let s${h}${u}_${r} = scales[(row${r}${" + params.n" if h else ""}) * (params.k / params.group_size) + g${u}];
+            $elif not SV4:
               let s${h}${u}_${r} = scales[g${u} * params.n_total + row${r}${" + params.n" if h else ""}];
           $if SV4:
             // row0 is a multiple of 4 (clamped rows stay in its vec4: n_total is a multiple of 4 too).

@@ -110,6 +110,10 @@ def verify_q4_report(report: dict, read) -> dict:
             assert np.array_equal(packed, q4_pack_np(levels).reshape(-1)), f"{case['name']}: packed weights differ from the twin"
             assert np.array_equal(scales.view(np.uint32), scale.T.reshape(-1).view(np.uint32)), \
                 f"{case['name']}: scales differ from the twin"
+            if case.get("scales_rows"):         # the row-major copy: [N, K/gs], bit for bit
+                rows_copy = np.frombuffer(read(case["weight_artifacts"][2]), np.float32)[:n_total * k // gs]
+                assert np.array_equal(rows_copy.view(np.uint32), scale.reshape(-1).view(np.uint32)), \
+                    f"{case['name']}: the row-major scale copy differs from the twin"
         rows_max = max(run["rows"] for run in case["runs"])
         exact, bound = _q4_case_reference(seed, stream, k, n_total, gs, rows_max)
         if case["bias"]:
@@ -239,6 +243,8 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
     q, x_scale, ambiguous = int8_activations_np(x, gs)
     outputs = 3 if case["n_kv"] else 1
     out_names = run["artifacts"][:outputs]
+    if case.get("scales_rows"):     # the variant that reads the row-major scale copy ran, not the reference one
+        assert "_sr_" in case["kernels"][0], f"{case['name']}: the decode ran {case['kernels'][0]}, not an _sr variant"
     if prequantized:
         words_name, stats_name = run["artifacts"][outputs:]
         # The GEMV is then checked against the GPU's own int8 row: no value is left ambiguous.
