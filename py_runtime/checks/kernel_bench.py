@@ -98,6 +98,8 @@ BENCH_PRESETS = {
                    + _decode("llama", _LLAMA, gemv_shapes=GEMV_INT8X_SR_SHAPES, int8x=True, scales_rows=True)
                    + [BenchCase("llama.gate_up_glu.int8x", 2048, 8192, 1, gemv_shape=g, int8x=True, glu=True)
                       for g in GEMV_INT8X_GLU_SHAPES]
+                   + [BenchCase("llama.gate_up_glu.int8x.rows", 2048, 8192, 1, gemv_shape=g, int8x=True, glu=True,
+                                scales_rows=True) for g in GEMV_INT8X_SR_SHAPES]
                    + _decode("llama", _LLAMA, int8=True)),
     "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES)
                       + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES)),

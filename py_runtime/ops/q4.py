@@ -233,16 +233,20 @@ def gemv_int8_shape_for(k: int, n: int, group_size: int) -> str | None:
 
 def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False, rows_copy: bool = False) -> str:
     """The pre-quantized int8 GEMV variant for a K x N weight (N: output rows); `scales_vec4`: the
-    weight's n_total and n_offset (and N) are multiples of 4, as the vec4-scale ("v") variants require.
-    From `bench kernels --preset gemv_int8x` on the H200 in Chromium (decode chains, docs/PERFORMANCE.md):
-    wide N (gate/up, lm_head, the fused gate/up) 4 rows per lane with vec4 scales; long K (down) one
-    row per lane, 4 chunks in flight, 4 warps; the short projections (q, o, k, v, the fused QKV) 2 rows
-    per lane in one-warp workgroups, the most workgroups in flight. `rows_copy`: the weight has a
-    row-major scale copy (the _sr variants, which have r4u1w2 for the fused gate/up too)."""
-    if glu or (n >= 8192 and k <= 4096):
+    weight's n_total and n_offset (and N) are multiples of 4, as the vec4-scale ("v") variants require;
+    `rows_copy`: the weight has a row-major scale copy (the _sr variants). From `bench kernels --preset
+    gemv_int8x` on the H200 in Chromium (decode chains, docs/PERFORMANCE.md): wide N (gate/up, lm_head,
+    the fused gate/up) 4 rows per lane with vec4 scales, or with the copy 2 rows per lane in two-warp
+    workgroups (4 for lm_head: equal to the vec4 one); long K (down) one row per lane, 4 chunks in
+    flight, 4 warps; the short projections (q, o, k, v, the fused QKV) 2 rows per lane in one-warp
+    workgroups, the most workgroups in flight."""
+    wide = glu or (n >= 8192 and k <= 4096)
+    if rows_copy and wide:
+        return "r4u1w2" if n >= 65536 else "r2u2w2"
+    if wide:
         if scales_vec4:
             return "r4u1w2v"
-        return "r2u2w1" if glu and not rows_copy else "r4u1w2"
+        return "r2u2w1" if glu else "r4u1w2"
     if k >= 4096:
         return "r1u4w4"
     return "r2u2w1"
