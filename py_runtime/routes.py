@@ -40,6 +40,7 @@ ROUTES = (
     "q4_gemv_int8x_qkv",    # the same, fused decode QKV: one dispatch writing q, k and v
     "q4_gemv_int8x_glu",    # the same, fused gate/up + SwiGLU: one dispatch, silu(g) * u out
     "q4_scales_rows",       # a Q4 weight's row-major scale copy, made once for the int8x decode
+    "rms_norm_int8x",       # RMSNorm of the decode row, written f32 and quantized for the int8x GEMVs
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset()      # SDPA routes join here as they land
 _BITS = {name: i for i, name in enumerate(ROUTES)}

@@ -26,7 +26,8 @@ def test_every_route_at_real_and_awkward_shapes_matches_the_oracle():
     routes = {r for case in report["cases"] for run_ in case["runs"] for r in run_["routes"]}
     # lavapipe reports subgroups up to 128 wide, so the workgroup-reduction GEMV is the decode route here.
     assert routes == {"q4_gemv_workgroup", "q4_gemm_tiled", "q4_gemm_bk64", "q4_qkv_fused_bk64", "q4_linear_generic",
-                      "q4_gemv_int8", "int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu"}
+                      "q4_gemv_int8", "int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu",
+                      "rms_norm_int8x"}
     assert all(ratio <= 1 for ratio in worst.values())
     assert any(case["weight_artifacts"] for case in report["cases"])       # the twin was compared
 

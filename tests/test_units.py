@@ -58,11 +58,12 @@ def test_ulp32_matches_numpy_spacing():
 
 def test_pre_quantized_int8_routes_name_what_does_not_fit():
     """The int8x routes refuse, with the reason, activations of another x or group size, a vec4-scale
-    shape on rows that are no multiple of 4, and a gate/up weight that is not twice the output."""
+    shape on rows that are no multiple of 4, a gate/up weight that is not twice the output, and a norm
+    weight of another length."""
     import pytest
 
     from py_runtime.gpu.device import AdapterReport
-    from py_runtime.ops.q4 import Int8Activations, Q4Weight, q4_linear, q4_linear_glu
+    from py_runtime.ops.q4 import Int8Activations, Q4Weight, q4_linear, q4_linear_glu, rms_norm_int8x
     from py_runtime.tensors import Tensor
 
     k, n = 256, 64
@@ -82,6 +83,8 @@ def test_pre_quantized_int8_routes_name_what_does_not_fit():
         q4_linear(x=x, weight=weight.rows(0, n), out=out, adapter=adapter, rows=1, int8=act, gemv_shape="r4s2m")
     with pytest.raises(ValueError, match="needs 2 x 64 rows"):
         q4_linear_glu(act=act, weight=weight.rows(0, n), out=out, adapter=adapter)
+    with pytest.raises(ValueError, match="rms_norm_int8x: .* must agree"):
+        rms_norm_int8x(x=x, weight=Tensor("nw", (k // 2,), "f32", 0), act=act, eps=1e-5)
     with pytest.raises(ValueError, match="words must be u32"):
         Int8Activations(x, Tensor("xq", (k // 8,), "u32", 0), act.stats, 64)
     # The misaligned view takes the scalar-scale variant by itself; the aligned one the vec4 one.

@@ -14,17 +14,20 @@ import struct
 
 from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SHAPES, GEMV_INT8X_SR_SHAPES, GEMV_SHAPES,
                       Int8Activations, Q4Weight, int8_shape_params, q4_embedding, q4_linear, q4_linear_glu,
-                      q4_linear_qkv, q4_quantize, q4_scales_rows, quantize_activations)
+                      q4_linear_qkv, q4_quantize, q4_scales_rows, quantize_activations, rms_norm_int8x)
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
 from .unary import POISON
 
-__all__ = ["LinearCase", "EmbeddingCase", "EMBEDDING_CASES", "PRESETS", "WEIGHT_RANGE", "ACT_RANGE", "BIAS_RANGE", "run_q4_checks"]
+__all__ = ["LinearCase", "EmbeddingCase", "EMBEDDING_CASES", "PRESETS", "WEIGHT_RANGE", "ACT_RANGE", "BIAS_RANGE",
+           "NORM_RANGE", "NORM_EPS", "run_q4_checks"]
 
 WEIGHT_RANGE = UniformRange(scale_log2=-28, offset=-(2.0 ** -5))      # [-1/32, 1/32): LLM-like weights
 ACT_RANGE = UniformRange(scale_log2=-23, offset=-1.0)                 # [-1, 1)
 BIAS_RANGE = UniformRange(scale_log2=-26, offset=-(2.0 ** -3))        # [-1/8, 1/8)
+NORM_RANGE = UniformRange(scale_log2=-23, offset=-1.0)                # [-1, 1): RMSNorm weights, either sign
+NORM_EPS = 1e-5
 _UPLOAD_WEIGHTS_UP_TO = 16 << 20            # packed bytes; larger weights are checked via outputs only
 
 
@@ -44,6 +47,7 @@ class LinearCase:
     int8x: bool = False                      # decode from activations quantized beforehand (q4_gemv_int8x)
     glu: bool = False                        # int8x only: a [2N, K] gate/up weight, out = silu(g) * u (decode)
     scales_rows: bool = False                # int8x only: the weight carries a row-major scale copy
+    norm: bool = False                       # int8x only: x is RMSNorm(raw row) from rms_norm_int8x (decode)
 
     @property
     def n_total(self) -> int:
@@ -115,9 +119,15 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
     cases += [LinearCase(f"gemv.rows.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape, int8x=True,
                          scales_rows=True)
               for shape in GEMV_INT8X_SR_SHAPES for k in (160, 2048)]
+    # RMSNorm emitting the quantized row (rms_norm_int8x) before the fused QKV and gate/up: Llama's and
+    # Qwen's hidden sizes, a row longer than one pass of the workgroup (3072), gs 32 and 128.
+    cases += [LinearCase("int8x.norm.llama.qkv", 2048, 2048, (1,), n_kv=512, int8x=True, norm=True),
+              LinearCase("int8x.norm.qwen.gate_up_glu", 1024, 3072, (1,), int8x=True, glu=True, norm=True),
+              LinearCase("int8x.norm.k3072_gs32", 3072, 40, (1,), group_size=32, int8x=True, norm=True),
+              LinearCase("int8x.norm.k384_gs128", 384, 24, (1,), group_size=128, bias=True, int8x=True, norm=True)]
     return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
                        c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.int8x, c.glu,
-                       c.scales_rows)
+                       c.scales_rows, c.norm)
             for i, c in enumerate(cases)]
 
 
@@ -177,14 +187,22 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     await plan.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, case.stream)))
     if rows_copy is not None:
         await plan.add(q4_scales_rows(weight))
-    await plan.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=case.stream + 1000))
+    raw = norm_weight = None
+    if case.norm:       # x is then written by the norm, from a raw row and a norm weight
+        raw = await tensors.allocate(f"{prefix}.raw", (rows_max, k))
+        norm_weight = await tensors.allocate(f"{prefix}.norm_weight", (k,))
+        await plan.add(fill_uniform(target=raw, value_range=ACT_RANGE, seed=seed, stream=case.stream + 1000))
+        await plan.add(fill_uniform(target=norm_weight, value_range=NORM_RANGE, seed=seed, stream=case.stream + 3000))
+    else:
+        await plan.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=case.stream + 1000))
     if bias is not None:
         await plan.add(fill_uniform(target=bias, value_range=BIAS_RANGE, seed=seed, stream=case.stream + 2000))
     activations = None
     if case.int8x:
         activations = Int8Activations(x, await tensors.allocate(f"{prefix}.xq", (k // 4,), "u32"),
                                       await tensors.allocate(f"{prefix}.xstats", (k // 16,)), gs)
-        await plan.add(quantize_activations(activations, rows="rows"))
+        await plan.add(rms_norm_int8x(x=raw, weight=norm_weight, act=activations, eps=NORM_EPS, tokens="rows")
+                       if case.norm else quantize_activations(activations, rows="rows"))
     if case.glu:
         calls = [q4_linear_glu(act=activations, weight=weight, out=outs[0], adapter=device.adapter, rows="rows",
                                gemv_shape=case.gemv_shape)]
@@ -210,8 +228,9 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             if sink:
                 await sink(name, data)
             artifacts.append(name)
-        if activations and m == 1:      # the quantized row itself, checked against the twin
-            for tensor, suffix in ((activations.words, "u32"), (activations.stats, "f32")):
+        if activations and m == 1:      # the quantized row itself, checked against the twin (and the norm's row)
+            for tensor, suffix in ((activations.words, "u32"), (activations.stats, "f32"),
+                                   *(((x, "f32"),) if case.norm else ())):
                 name = f"{prefix}.{tensor.name.rsplit('.', 1)[1]}.{suffix}"
                 if sink:
                     await sink(name, await device.read_buffer(tensor.buffer))
@@ -228,13 +247,13 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             weight_artifacts.append(f"{prefix}.scales_rows.f32")
             await sink(weight_artifacts[2], await device.read_buffer(rows_copy.buffer))
     plan.release()
-    for tensor in (packed, scales, rows_copy, x, bias, *outs,
+    for tensor in (packed, scales, rows_copy, x, raw, norm_weight, bias, *outs,
                    *((activations.words, activations.stats) if activations else ())):
         if tensor is not None:
             tensors.release(tensor.name)
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
             "gemv_shape": case.gemv_shape, "int8": case.int8,
-            "int8x": case.int8x, "glu": case.glu, "scales_rows": case.scales_rows,
+            "int8x": case.int8x, "glu": case.glu, "scales_rows": case.scales_rows, "norm": case.norm,
             "kernels": [call.kernel for call in calls],
             "stream": case.stream, "force_route": case.force_route, "runs": runs, "weight_artifacts": weight_artifacts}
 

@@ -38,7 +38,8 @@ from .grid import linear_grid, live_limit, live_value
 __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES",
            "q4_quantize", "q4_linear", "q4_linear_qkv", "gemv_variant", "int8_max_k", "int8_shape_params", "q4_weight_bytes",
            "stream_read", "Int8Activations", "quantize_activations", "GEMV_INT8X_SHAPES",
-           "gemv_int8x_shape_for", "GEMV_INT8X_GLU_SHAPES", "q4_linear_glu", "q4_scales_rows", "GEMV_INT8X_SR_SHAPES"]
+           "gemv_int8x_shape_for", "GEMV_INT8X_GLU_SHAPES", "q4_linear_glu", "q4_scales_rows", "GEMV_INT8X_SR_SHAPES",
+           "rms_norm_int8x"]
 
 GROUP_SIZES = (32, 64, 128)
 BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama-1B projections
@@ -131,6 +132,25 @@ def quantize_activations(act: Int8Activations, *, rows: int | str = 1) -> OpCall
 
     return OpCall(label=f"quantize_activations({act.x.name})", kernel="int8_activations", route="int8_activations",
                   tensors={0: act.x, 1: act.words, 2: act.stats}, sizing=sizing)
+
+
+def rms_norm_int8x(*, x: Tensor, weight: Tensor, act: Int8Activations, eps: float, tokens: int | str = 1) -> OpCall:
+    """RMSNorm of the decode's one row into act.x (f32, as rms_norm would write it) and its int8
+    quantization into act.words / act.stats, in one dispatch (the int8_activations kernel's NORM
+    variant): the producer of an int8x GEMV's input emits it quantized. Idle unless the live token
+    count is 1; a prefill runs rms_norm."""
+    (d,) = weight.shape
+    if x.shape[-1] != d or act.k != d or x.dtype != "f32" or weight.dtype != "f32":
+        raise ValueError(f"rms_norm_int8x: x {x!r}, weight {weight!r} and the activations' K {act.k} must agree")
+    eps32 = struct.unpack("<f", struct.pack("<f", eps))[0]
+
+    def sizing(spec, live):
+        active = live_value(tokens, live, "rms_norm_int8x") == 1
+        return Sizing(workgroups=(1, 1, 1) if active else IDLE, params=struct.pack("<2If", d, act.group_size, eps32),
+                      bytes_moved=(4 * 3 * d + d + 8 * (d // 32)) if active else 0, flops=4 * d if active else 0)
+
+    return OpCall(label=f"rms_norm_int8x({x.name}->{act.x.name})", kernel="rms_norm_int8x", route="rms_norm_int8x",
+                  tensors={0: x, 1: act.words, 2: act.stats, 4: weight, 5: act.x}, sizing=sizing)
 
 
 def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | None = None,

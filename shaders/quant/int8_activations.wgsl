@@ -14,18 +14,30 @@
 // of groups): the group's peak and each chunk's sum are combined through workgroup memory. The row is
 // short (at most a few thousand values) and this is one dispatch on the decode's critical path, so it
 // is spread as wide as it goes rather than looped.
+$if NORM:
+  // This variant is RMSNorm and the quantization in one dispatch (rms_norm_int8x): one workgroup
+  // normalizes the row, y = x * inverseSqrt(mean(x^2) + eps) * w (rms_norm.wgsl's arithmetic and its
+  // workgroup tree; each invocation sums whole octets, the same number of squares per invocation),
+  // writes y (f32: prefill-style consumers and the checks read it) and quantizes it, in passes of WG
+  // octets: the producer of the decode's activations emits them already quantized.
 const WG: u32 = 256u;
 const TOO_LARGE: f32 = 1.0e38;
 
 struct Params {
   k: u32,
   group_size: u32,
+  $if NORM:
+    eps: f32,
 }
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> words: array<u32>;
 @group(0) @binding(2) var<storage, read_write> stats: array<vec2<f32>>;
 @group(0) @binding(3) var<uniform> params: Params;
+$if NORM:
+  @group(0) @binding(4) var<storage, read> w: array<vec4<f32>>;
+  @group(0) @binding(5) var<storage, read_write> y: array<vec4<f32>>;
+  var<workgroup> squares: array<f32, WG>;
 var<workgroup> peaks: array<f32, WG>;
 var<workgroup> sums: array<i32, WG>;
 
@@ -33,14 +45,9 @@ fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
   return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
-  let octets = params.k / 8u;
-  let octet = wid.x * WG + lane;               // values 8 * octet .. 8 * octet + 7
-  let live = octet < octets;
-  let at = min(octet, octets - 1u);
-  let a = x[2u * at];
-  let b = x[2u * at + 1u];
+// Octet `at` (values 8 at .. 8 at + 7, = a, b) of the row, held by invocation `lane` of a workgroup whose
+// WG invocations hold consecutive octets; `live` is false past the row. Called in uniform control flow.
+fn quantize_octet(lane: u32, at: u32, live: bool, a: vec4<f32>, b: vec4<f32>) {
   // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
   let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
   let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
@@ -73,4 +80,46 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let chunk_sum = sums[lane] + sums[lane + 1u] + sums[lane + 2u] + sums[lane + 3u];
     stats[chunk] = vec2<f32>(scale, 8.0 * f32(chunk_sum));
   }
+  workgroupBarrier();       // peaks and sums are rewritten by the next pass
 }
+
+$if NORM:
+  @compute @workgroup_size(WG)
+  fn main(@builtin(local_invocation_index) lane: u32) {
+    let octets = params.k / 8u;
+    var acc = 0.0;
+    for (var o = lane; o < octets; o += WG) {
+      let a = x[2u * o];
+      let b = x[2u * o + 1u];
+      acc += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+    }
+    squares[lane] = acc;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+      if (lane < stride) {
+        squares[lane] += squares[lane + stride];
+      }
+      workgroupBarrier();
+    }
+    let scale = inverseSqrt(squares[0] / f32(params.k) + params.eps);
+    for (var start = 0u; start < octets; start += WG) {
+      let octet = start + lane;
+      let live = octet < octets;
+      let at = min(octet, octets - 1u);
+      let a = x[2u * at] * scale * w[2u * at];
+      let b = x[2u * at + 1u] * scale * w[2u * at + 1u];
+      if (live) {
+        y[2u * at] = a;
+        y[2u * at + 1u] = b;
+      }
+      quantize_octet(lane, at, live, a, b);
+    }
+  }
+$else:
+  @compute @workgroup_size(WG)
+  fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let octets = params.k / 8u;
+    let octet = wid.x * WG + lane;               // values 8 * octet .. 8 * octet + 7
+    let at = min(octet, octets - 1u);
+    quantize_octet(lane, at, octet < octets, x[2u * at], x[2u * at + 1u]);
+  }

@@ -192,6 +192,25 @@ def _verify_int8_activations(q: np.ndarray, x_scale: np.ndarray, ambiguous: np.n
     return gpu_q
 
 
+def _verify_norm_row(case: dict, seed: int, raw: np.ndarray, data: bytes, name: str) -> np.ndarray:
+    """rms_norm_int8x's f32 row against float64 RMSNorm, within rms_norm_relative_bound for its sum of
+    squares: one workgroup of 256 in passes of 256 octets, each invocation summing 8 squares per pass
+    (the bound's chain counts ceil(d / WG) squares per invocation, so it is given d = 8 x 256 x passes).
+    Returns the GPU's row (what the GEMV's quantization read)."""
+    from ...checks.q4_linear import NORM_EPS, NORM_RANGE
+    from .decoder_blocks import rms_norm_reference, rms_norm_relative_bound
+
+    k = case["k"]
+    weight = synth_values_np(NORM_RANGE, seed, case["stream"] + 3000, k)
+    exact = rms_norm_reference(raw[None, :], weight, NORM_EPS)[0]
+    passes = -(-k // (8 * 256))
+    allowed = rms_norm_relative_bound(8 * 256 * passes, 256, subgroup=False) * np.abs(exact)
+    row = np.frombuffer(data, np.float32)[:k]
+    bad = ~(np.abs(row.astype(np.float64) - exact) <= allowed)
+    assert not bad.any(), f"{name}: {int(bad.sum())} normalized values outside the RMSNorm bound"
+    return row
+
+
 def _int8_linear_reference(case: dict, seed: int, q: np.ndarray, x_scale: np.ndarray, ambiguous: np.ndarray,
                            rows: int, term: int) -> tuple[np.ndarray, np.ndarray]:
     """(exact, bound) of the int8 decode of the case's first `rows` weight rows against the int8 row q:
@@ -237,16 +256,19 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
     n = case["n"] + 2 * (case["n_kv"] or 0)         # a fused QKV's outputs are compared as one row
     prequantized = bool(case.get("int8x"))
     gemv = "q4_gemv_int8x_qkv" if case["n_kv"] else "q4_gemv_int8x_glu" if case.get("glu") else "q4_gemv_int8x"
-    expected = ["int8_activations", gemv] if prequantized else ["q4_gemv_int8"]
+    producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
+    expected = [producer, gemv] if prequantized else ["q4_gemv_int8"]
     assert run["routes"] == expected, f"{case['name']}: attested {run['routes']}, expected {expected}"
     x = synth_values_np(ACT_RANGE, seed, case["stream"] + 1000, k)
-    q, x_scale, ambiguous = int8_activations_np(x, gs)
     outputs = 3 if case["n_kv"] else 1
     out_names = run["artifacts"][:outputs]
+    if case.get("norm"):        # the GEMV's x is the norm's f32 row: checked, then quantized by the twin
+        x = _verify_norm_row(case, seed, x, read(run["artifacts"][-1]), run["artifacts"][-1])
+    q, x_scale, ambiguous = int8_activations_np(x, gs)
     if case.get("scales_rows"):     # the variant that reads the row-major scale copy ran, not the reference one
         assert "_sr_" in case["kernels"][0], f"{case['name']}: the decode ran {case['kernels'][0]}, not an _sr variant"
     if prequantized:
-        words_name, stats_name = run["artifacts"][outputs:]
+        words_name, stats_name = run["artifacts"][outputs:outputs + 2]
         # The GEMV is then checked against the GPU's own int8 row: no value is left ambiguous.
         q = _verify_int8_activations(q, x_scale, ambiguous, read(words_name), read(stats_name), words_name)
         ambiguous = np.zeros_like(ambiguous)

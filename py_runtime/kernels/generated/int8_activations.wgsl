@@ -34,14 +34,9 @@ fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
   return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
-  let octets = params.k / 8u;
-  let octet = wid.x * WG + lane;               // values 8 * octet .. 8 * octet + 7
-  let live = octet < octets;
-  let at = min(octet, octets - 1u);
-  let a = x[2u * at];
-  let b = x[2u * at + 1u];
+// Octet `at` (values 8 at .. 8 at + 7, = a, b) of the row, held by invocation `lane` of a workgroup whose
+// WG invocations hold consecutive octets; `live` is false past the row. Called in uniform control flow.
+fn quantize_octet(lane: u32, at: u32, live: bool, a: vec4<f32>, b: vec4<f32>) {
   // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
   let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
   let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
@@ -74,4 +69,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let chunk_sum = sums[lane] + sums[lane + 1u] + sums[lane + 2u] + sums[lane + 3u];
     stats[chunk] = vec2<f32>(scale, 8.0 * f32(chunk_sum));
   }
+  workgroupBarrier();       // peaks and sums are rewritten by the next pass
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+  let octets = params.k / 8u;
+  let octet = wid.x * WG + lane;               // values 8 * octet .. 8 * octet + 7
+  let at = min(octet, octets - 1u);
+  quantize_octet(lane, at, octet < octets, x[2u * at], x[2u * at + 1u]);
 }
