@@ -386,48 +386,50 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
         outputs[n] = await tensors.allocate(f"step.out.{n}", (1, n))
         owned.append(outputs[n])
     n_q, n_kv = geometry.qkv
-    qkv_outs = tuple([await tensors.allocate(f"step.out.{part}", (1, size)) for part, size in
-                      (("q", n_q), ("k", n_kv), ("v", n_kv))])
     ffn = next(n for name, _, n in geometry.per_layer if name == "gate_up") // 2
-    ffn_outs = tuple([await tensors.allocate(f"step.out.{part}", (1, ffn)) for part in ("gate", "up", "act")])
-    owned += qkv_outs + ffn_outs
+
+    def parts(name: str, n: int) -> tuple[tuple[str, int], ...]:
+        """The projections a packed weight holds, in row order: (part, rows)."""
+        if name.endswith("qkv"):
+            return ("q", n_q), ("k", n_kv), ("v", n_kv)
+        return (("gate", ffn), ("up", ffn)) if name.endswith("gate_up") else (("", n),)
+
+    part_outs = {part: await tensors.allocate(f"step.out.{part}", (1, size))
+                 for part, size in parts("qkv", 0) + parts("gate_up", 0)}
+    act_out = await tensors.allocate("step.out.act", (1, ffn))
+    owned += [*part_outs.values(), act_out]
     activations = {}
     for k, x in inputs.items():
         activations[k] = Int8Activations(x, await tensors.allocate(f"step.xq.{k}", (k // 4,), "u32"),
                                          await tensors.allocate(f"step.xstats.{k}", (k // 16,)), 64)
         owned += [activations[k].words, activations[k].stats]
 
-    projections = []
-    for name, k, n in linears:
-        parts = ((("q", n_q), ("k", n_kv), ("v", n_kv)) if name.endswith("qkv") else
-                 (("gate", ffn), ("up", ffn)) if name.endswith("gate_up") else (("", n),))
-        projections += [(f"{name}.{part}", k, size) for part, size in parts]
+    projections = [(f"{name}.{part}", k, size) for name, k, n in linears for part, size in parts(name, n)]
     result = {"geometry": geometry.name, "linears": len(projections), "weight_bytes": 0, "routes": {}}
     for label in ("f32", "int8", "int8x", "int8x+rows"):
         plan = Plan(runtime, f"step.{label}")
         moved = 0
         for name, k, n in linears:
-            int8, weight, first = label == "int8", (weights_rows if label == "int8x+rows" else weights)[name], \
-                weights[name].n_offset
+            weight = (weights_rows if label == "int8x+rows" else weights)[name]
+            outs = [part_outs[part] if part else outputs[n] for part, _ in parts(name, n)]
             if label.startswith("int8x"):
-                int8 = activations[k]
-                await plan.add(quantize_activations(int8))
-            if name.endswith("qkv") and label.startswith("int8x"):
-                groups = [q4_linear_qkv(x=inputs[k], weight=weight, outs=qkv_outs, adapter=adapter, rows=1, int8=int8)]
-            elif name.endswith("gate_up") and label.startswith("int8x"):
-                groups = [[q4_linear_glu(act=int8, weight=weight, out=ffn_outs[2], adapter=adapter)]]
-            elif name.endswith("qkv"):
-                views = (weight.rows(first, n_q), weight.rows(first + n_q, n_kv), weight.rows(first + n_q + n_kv, n_kv))
-                groups = [q4_linear(x=inputs[k], weight=view, out=out, adapter=adapter, rows=1, int8=int8)
-                          for view, out in zip(views, qkv_outs)]
-            elif name.endswith("gate_up"):
-                views = (weight.rows(first, ffn), weight.rows(first + ffn, ffn))
-                groups = [q4_linear(x=inputs[k], weight=view, out=out, adapter=adapter, rows=1, int8=int8)
-                          for view, out in zip(views, ffn_outs)]
-                groups.append([swiglu(gate=ffn_outs[0], up=ffn_outs[1], out=ffn_outs[2], tokens=1)])
-            else:
-                groups = [q4_linear(x=inputs[k], weight=weights[name], out=outputs[n], adapter=adapter, rows=1,
-                                    int8=int8)]
+                act = activations[k]
+                await plan.add(quantize_activations(act))
+                if name.endswith("qkv"):
+                    groups = [q4_linear_qkv(x=inputs[k], weight=weight, outs=tuple(outs), adapter=adapter, rows=1,
+                                            int8=act)]
+                elif name.endswith("gate_up"):
+                    groups = [[q4_linear_glu(act=act, weight=weight, out=act_out, adapter=adapter)]]
+                else:
+                    groups = [q4_linear(x=inputs[k], weight=weight, out=outs[0], adapter=adapter, rows=1, int8=act)]
+            else:           # each projection its own GEMV over its rows of the packed weight
+                groups, first = [], weight.n_offset
+                for out, (_, size) in zip(outs, parts(name, n)):
+                    groups.append(q4_linear(x=inputs[k], weight=weight.rows(first, size), out=out, adapter=adapter,
+                                            rows=1, int8=label == "int8"))
+                    first += size
+                if name.endswith("gate_up"):
+                    groups.append([swiglu(gate=outs[0], up=outs[1], out=act_out, tokens=1)])
             for calls in groups:
                 call, sizing = await _active_call(runtime, calls, plan.live)
                 await plan.add(call)
