@@ -130,8 +130,8 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     }
     if (lane == 0u) {
       for (var r = 0u; r < R; r++) {
-        let gate = partial[(group * R + r) * 32u];
-        store(first_row + r, gate);
+        let total = partial[(group * R + r) * 32u];        // the row's (a GLU's gate row's)
+        store(first_row + r, total);
       }
     }
   }
