@@ -91,6 +91,7 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
               LinearCase("int8x.k8256_gs32", 8256, 40, (1,), group_size=32, int8x=True),
               LinearCase("int8x.gs128_bias", 1024, 300, (1, 3), group_size=128, bias=True, int8x=True),
               LinearCase("int8x.vocab", 2048, 40000, (1,), int8x=True),
+              LinearCase("int8x.llama.lm_head", 2048, 128256, (1,), int8x=True),
               # The fused decode QKV (one dispatch, three outputs): Llama's, Qwen's, and odd row counts.
               LinearCase("int8x.llama.qkv", 2048, 2048, (1, 7), n_kv=512, int8x=True),
               LinearCase("int8x.qwen.qkv", 1024, 2048, (1,), n_kv=1024, int8x=True),
