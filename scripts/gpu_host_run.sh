@@ -53,6 +53,11 @@ for s in $steps; do
                        step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x \
                          --trials 3 --only "llama.$shape." --timeout 80
                      done ;;
+    browser-split)   # the row-major-copy variants (split-K ones included), one browser per shape
+                     for shape in q_o kv qkv_as_one gate_up gate_up_glu down; do
+                       step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x \
+                         --trials 3 --only "llama.$shape.int8x.rows" --timeout 80
+                     done ;;
     native-dec8x)    step "$s" 120 bench kernels --backend native --preset decode_int8x ;;
     browser-dec8x)   step "$s" 120 bench kernels --backend browser --driver plain --preset decode_int8x --timeout 110 ;;
     native-qwen)     step "$s" 120 bench kernels --backend native --preset qwen_step ;;

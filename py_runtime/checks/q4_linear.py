@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import struct
 
-from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SHAPES, GEMV_INT8X_SR_SHAPES, GEMV_SHAPES,
+from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SHAPES, GEMV_INT8X_SPLIT_SHAPES,
+                      GEMV_INT8X_SR_SHAPES, GEMV_SHAPES,
                       Int8Activations, Q4Weight, int8_shape_params, q4_embedding, q4_linear, q4_linear_glu,
                       q4_linear_qkv, q4_quantize, q4_scales_rows, quantize_activations, rms_norm_int8x)
 from ..ops.synth import UniformRange, fill_uniform
@@ -120,16 +121,30 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
     cases += [LinearCase(f"gemv.rows.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape, int8x=True,
                          scales_rows=True)
               for shape in GEMV_INT8X_SR_SHAPES for k in (160, 2048)]
+    # The split-K shapes: a K of several steps with a partial last one (8256 = 258 chunks), and their
+    # fused QKV and SwiGLU kinds (which only the row-major copy offers them).
+    cases += [LinearCase(f"gemv.split.{shape}{'.rows' if rows else ''}", 8256, 37, (1,), group_size=32,
+                         gemv_shape=shape, int8x=True, scales_rows=rows)
+              for shape in GEMV_INT8X_SPLIT_SHAPES for rows in (False, True)]
+    cases += [LinearCase(f"gemv.split.qkv.{shape}", 2048, 37, (1,), group_size=32, n_kv=9, gemv_shape=shape,
+                         int8x=True, scales_rows=True) for shape in GEMV_INT8X_SPLIT_SHAPES]
+    cases += [LinearCase(f"gemv.split.glu.{shape}", 2048, 37, (1,), group_size=32, gemv_shape=shape, int8x=True,
+                         glu=True, scales_rows=True) for shape in GEMV_INT8X_SPLIT_SHAPES]
     # RMSNorm emitting the quantized row (rms_norm_int8x) before the fused QKV and gate/up: Llama's and
     # Qwen's hidden sizes, a row longer than one pass of the workgroup (3072), gs 32 and 128.
     cases += [LinearCase("int8x.norm.llama.qkv", 2048, 2048, (1,), n_kv=512, int8x=True, norm=True),
               LinearCase("int8x.norm.qwen.gate_up_glu", 1024, 3072, (1,), int8x=True, glu=True, norm=True),
               LinearCase("int8x.norm.k3072_gs32", 3072, 40, (1,), group_size=32, int8x=True, norm=True),
               LinearCase("int8x.norm.k384_gs128", 384, 24, (1,), group_size=128, bias=True, int8x=True, norm=True)]
-    return [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
-                       c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.int8x, c.glu,
-                       c.scales_rows, c.norm)
-            for i, c in enumerate(cases)]
+    named = [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
+                        c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.int8x, c.glu,
+                        c.scales_rows, c.norm)
+             for i, c in enumerate(cases)]
+    # Artifacts are named after their case: two cases of one name would check one's outputs against the other.
+    twice = sorted({c.name for c in named if sum(d.name == c.name for d in named) > 1})
+    if twice:
+        raise ValueError(f"q4 cases named twice: {twice}")
+    return named
 
 
 @dataclass(frozen=True)
@@ -208,7 +223,8 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         calls = [q4_linear_glu(act=activations, weight=weight, out=outs[0], adapter=device.adapter, rows="rows",
                                gemv_shape=case.gemv_shape)]
     elif case.n_kv:
-        calls = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, rows="rows", int8=activations)
+        calls = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, rows="rows", int8=activations,
+                              gemv_shape=case.gemv_shape)
     else:
         calls = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, rows="rows", bias=bias,
                           force_route=case.force_route, gemv_shape=case.gemv_shape,

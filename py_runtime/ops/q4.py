@@ -39,7 +39,7 @@ __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_emb
            "q4_quantize", "q4_linear", "q4_linear_qkv", "gemv_variant", "int8_max_k", "int8_shape_params", "q4_weight_bytes",
            "stream_read", "Int8Activations", "quantize_activations", "GEMV_INT8X_SHAPES",
            "gemv_int8x_shape_for", "GEMV_INT8X_GLU_SHAPES", "q4_linear_glu", "q4_scales_rows", "GEMV_INT8X_SR_SHAPES",
-           "rms_norm_int8x"]
+           "GEMV_INT8X_SPLIT_SHAPES", "rms_norm_int8x"]
 
 GROUP_SIZES = (32, 64, 128)
 BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama-1B projections
@@ -50,10 +50,13 @@ GEMV_SHAPES = ("r8", "r4u2", "r4s2", "r2u2s4", "r1u2s8", "r2s8", "w8u4", "w4u4s2
                "w8u8", "r4s2m", "r2u2s4m", "r2s2m", "w8u4m", "w8u2m", "w4u4s2m")   # the f32 combinations in the yaml
 
 GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "i8r4g128")   # the I8 combinations
-GEMV_INT8X_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2", "r4u1w1v",    # q4gsw_gemv_i8x.yaml: rows per lane,
-                     "r4u1w2v")                                         # chunks in flight, warps; v: vec4 scales
+# q4gsw_gemv_i8x.yaml: rows per lane, chunks in flight, row groups (warps), k: warps splitting a row's
+# chunks; v: vec4 scales.
+GEMV_INT8X_SPLIT_SHAPES = ("r1u1w4k2", "r2u1w2k2", "r1u2w2k4", "r1u4w2k2", "r2u2w1k4")
+GEMV_INT8X_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2", "r4u1w1v", "r4u1w2v") + GEMV_INT8X_SPLIT_SHAPES
 GEMV_INT8X_GLU_SHAPES = ("r2u2w1", "r4u1w1v", "r4u1w2v")     # the _glu variants' own list
-GEMV_INT8X_SR_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2")   # the _sr variants' (row-major scale copy), every kind
+# the _sr variants' (row-major scale copy), every kind
+GEMV_INT8X_SR_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2") + GEMV_INT8X_SPLIT_SHAPES
 
 
 @dataclass(frozen=True)
@@ -304,7 +307,7 @@ def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tu
             raise ValueError(f"{label}: {m} rows, but the outputs hold {capacity}")
         active = m == 1
         moved, flops = _cost(weight, 1, has_bias)
-        rows_per_group = int(spec.params["RG"]) * int(spec.params["R"])
+        rows_per_group = int(spec.params["RG"]) * int(spec.params["R"])     # (KS warps share a row group)
         params = struct.pack("<6I", weight.k, n_out, weight.n_total, weight.n_offset, weight.group_size, int(has_bias))
         if qkv:
             params += struct.pack("<2I", outs[0].shape[-1], outs[1].shape[-1])
@@ -451,11 +454,12 @@ def q4_linear_glu(*, act: Int8Activations, weight: Q4Weight, out: Tensor, adapte
 
 
 def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,
-                  rows: int | str, int8: "Int8Activations | None" = None) -> list[OpCall]:
+                  rows: int | str, int8: "Int8Activations | None" = None, gemv_shape: str | None = None) -> list[OpCall]:
     """q, k, v = x @ W.T for a packed [Nq + 2 Nkv, K] weight. The fused BK64 kernel for the exact
     Llama geometry (K 2048, Nq 2048, Nkv 512, gs 64) at rows > 1; otherwise three ordinary linears
     over row ranges of the same packed weight. With pre-quantized activations `int8` (of x), the decode
-    is one fused GEMV writing the three outputs (q4_gemv_int8x_qkv), at any shape."""
+    is one fused GEMV writing the three outputs (q4_gemv_int8x_qkv), at any shape; `gemv_shape` picks
+    its variant (default: gemv_int8x_shape_for)."""
     q_out, k_out, v_out = outs
     n_q, n_kv = q_out.shape[-1], k_out.shape[-1]
     if v_out.shape[-1] != n_kv or weight.n != n_q + 2 * n_kv:
@@ -468,7 +472,7 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
         if int8.x is not x:
             raise ValueError(f"q4_linear_qkv: int8 activations of {int8.x.name!r} cannot feed x {x.name!r}")
         prefill = [c for c in separate if not c.route.startswith("q4_gemv")]
-        separate = [_int8x_decode("q4_linear_qkv", int8, weight, outs, adapter, rows, None, None)] + prefill
+        separate = [_int8x_decode("q4_linear_qkv", int8, weight, outs, adapter, rows, None, gemv_shape)] + prefill
     limits = adapter.limits
     fused_fits = ((weight.k, n_q, n_kv) == QKV_SHAPE and weight.group_size == 64 and weight.n == weight.n_total
                   and limits.get("maxComputeWorkgroupStorageSize", 0) >= 2 * _TILE * 64 * 4

@@ -27,6 +27,11 @@ $if GLU:
 $if QKV:
   // This variant is the fused decode QKV: rows [0, n_q) of a packed [n_q + 2 n_kv, K] weight go to out
   // (q), the next n_kv to out_k, the last n_kv to out_v: one dispatch for three projections of one x.
+$if KS > 1:
+  // This variant splits each row's chunks over KS warps (lane l of slice j takes chunks j W + l,
+  // (KS + j) W + l, ...): a long row is read in fewer dependent steps, and a short one by more lanes
+  // with fewer loads each (less work after the loads return, which is what a small decode GEMV waits on).
+  // With subgroups the slices' row totals meet in workgroup memory, after one barrier.
 $if SUBGROUP:
   // Warps are subgroups: the workgroup's subgroups take its RG row groups in turn (one pass where the
   // subgroup is 32 wide, the NVIDIA case), and a row's lanes reduce with one subgroupAdd.
@@ -36,7 +41,9 @@ $else:
 const R: u32 = ${R}u;
 const U: u32 = ${U}u;
 const RG: u32 = ${RG}u;
-const WG: u32 = ${32 * RG}u;
+$if KS > 1:
+  const KS: u32 = ${KS}u;
+const WG: u32 = ${32 * RG * KS}u;
 
 struct Params {
   k: u32,
@@ -61,8 +68,10 @@ $if not GLU:
 $if QKV:
   @group(0) @binding(7) var<storage, read_write> out_k: array<f32>;
   @group(0) @binding(8) var<storage, read_write> out_v: array<f32>;
+$if SUBGROUP and KS > 1:
+  var<workgroup> slices: array<f32, ${KS * RG * R * (2 if GLU else 1)}>;
 $if not SUBGROUP:
-  var<workgroup> partial: array<f32, ${32 * RG * R * (2 if GLU else 1)}>;
+  var<workgroup> partial: array<f32, ${32 * KS * RG * R * (2 if GLU else 1)}>;
 
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
@@ -107,14 +116,26 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   $if SUBGROUP:
     // A uniform trip count keeps subgroupAdd in uniform control flow; a subgroup past the last row
     // group computes clamped rows and stores nothing.
-    let passes = (RG + WG / width - 1u) / (WG / width);
+    $if KS > 1:
+      let passes = (RG * KS + WG / width - 1u) / (WG / width);
+      let span = width * KS;                                // chunks a row's slices cover per step
+    $else:
+      let passes = (RG + WG / width - 1u) / (WG / width);
   $else:
-    let lane = index % 32u;
-    let width = 32u;
+    let lane = index % ${32 * KS}u;
+    let width = ${32 * KS}u;
     let passes = 1u;
-  let steps = (chunks + width * U - 1u) / (width * U);
+  $if KS > 1 and SUBGROUP:
+    let steps = (chunks + span * U - 1u) / (span * U);
+  $else:
+    let steps = (chunks + width * U - 1u) / (width * U);
   for (var turn = 0u; turn < passes; turn++) {
-    let group = index / width + turn * (WG / width);      // this warp's row group
+    $if KS > 1 and SUBGROUP:
+      let warp = index / width + turn * (WG / width);
+      let group = warp / KS;                                // this warp's row group
+      let first = (warp % KS) * width + lane;               // and its slice's first chunk
+    $else:
+      let group = index / width + turn * (WG / width);      // this warp's row group
     let first_row = (block * RG + min(group, RG - 1u)) * R;
     // h: "" for the row, and "u" for its up row (row + n) in the GLU variants.
     $for r in range(R):
@@ -124,7 +145,10 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     for (var step = 0u; step < steps; step++) {
       // Every load of the step first: weights, scales, activations.
       $for u in range(U):
-        let at${u} = (step * U + ${u}u) * width + lane;
+        $if KS > 1 and SUBGROUP:
+          let at${u} = (step * U + ${u}u) * span + first;
+        $else:
+          let at${u} = (step * U + ${u}u) * width + lane;
         let c${u} = min(at${u}, chunks - 1u);
         let g${u} = c${u} * 32u / params.group_size;
         $for h in (["", "u"] if GLU else [""]):
@@ -149,7 +173,16 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
           $for r in range(R):
             acc${h}${r} += s${h}${u}_${r} * st${u}.x * (f32(dot_chunk(w${h}${u}_${r}, a${u}, b${u})) - st${u}.y);
     }
-    $if SUBGROUP:
+    $if SUBGROUP and KS > 1:
+      // slices: [half][row group][row][slice]
+      let live = group < RG && lane == 0u;
+      $for r in range(R):
+        $for i in range(2 if GLU else 1):
+          let total${["", "u"][i]}${r} = subgroupAdd(acc${["", "u"][i]}${r});
+          if (live) {
+            slices[(${i * RG * R}u + group * R + ${r}u) * KS + warp % KS] = total${["", "u"][i]}${r};
+          }
+    $elif SUBGROUP:
       let live = group < RG && lane == 0u;
       $for r in range(R):
         $for h in (["", "u"] if GLU else [""]):
@@ -164,12 +197,12 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       // partial: [half][row group][row][lane]
       $for i in range(2 if GLU else 1):
         $for r in range(R):
-          partial[${i * 32 * RG * R}u + (group * R + ${r}u) * 32u + lane] = acc${["", "u"][i]}${r};
+          partial[${i * 32 * KS * RG * R}u + (group * R + ${r}u) * ${32 * KS}u + lane] = acc${["", "u"][i]}${r};
       workgroupBarrier();
-      for (var stride = 16u; stride > 0u; stride >>= 1u) {
+      for (var stride = ${16 * KS}u; stride > 0u; stride >>= 1u) {
         if (lane < stride) {
           for (var r = 0u; r < ${R * (2 if GLU else 1)}u; r++) {
-            let i = (r / R * RG * R + group * R + r % R) * 32u + lane;
+            let i = (r / R * RG * R + group * R + r % R) * ${32 * KS}u + lane;
             partial[i] += partial[i + stride];
           }
         }
@@ -177,12 +210,29 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       }
       if (lane == 0u) {
         for (var r = 0u; r < R; r++) {
-          let total = partial[(group * R + r) * 32u];        // the row's (a GLU's gate row's)
+          let total = partial[(group * R + r) * ${32 * KS}u];        // the row's (a GLU's gate row's)
           $if GLU:
-            store_glu(first_row + r, total, partial[(RG * R + group * R + r) * 32u]);
+            store_glu(first_row + r, total, partial[(RG * R + group * R + r) * ${32 * KS}u]);
           $else:
             store(first_row + r, total);
         }
       }
   }
+  $if SUBGROUP and KS > 1:
+    workgroupBarrier();
+    // One invocation per row adds up its slices' totals.
+    if (index < RG * R) {
+      var total = 0.0;
+      $if GLU:
+        var totalu = 0.0;
+      for (var j = 0u; j < KS; j++) {
+        total += slices[index * KS + j];
+        $if GLU:
+          totalu += slices[(${RG * R}u + index) * KS + j];
+      }
+      $if GLU:
+        store_glu(block * RG * R + index, total, totalu);
+      $else:
+        store(block * RG * R + index, total);
+    }
 }

@@ -106,7 +106,9 @@ def verify_q4_report(report: dict, read) -> dict:
             levels, scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, stream, k, 0, n_total), gs)
             packed = np.frombuffer(read(case["weight_artifacts"][0]), np.uint32)[:n_total * k // 8]
             scales = np.frombuffer(read(case["weight_artifacts"][1]), np.float32)[:n_total * k // gs]
-            assert np.array_equal(packed, q4_pack_np(levels).reshape(-1)), f"{case['name']}: packed weights differ from the twin"
+            twin = q4_pack_np(levels).reshape(-1)
+            assert np.array_equal(packed, twin), (f"{case['name']}: packed weights differ from the twin at words "
+                                                  f"{np.flatnonzero(packed != twin)[:5].tolist()} of {twin.size}")
             assert np.array_equal(scales.view(np.uint32), scale.T.reshape(-1).view(np.uint32)), \
                 f"{case['name']}: scales differ from the twin"
             if case.get("scales_rows"):         # the row-major copy: [N, K/gs], bit for bit
@@ -256,6 +258,9 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
     q, x_scale, ambiguous = int8_activations_np(x, gs)
     if case.get("scales_rows"):     # the variant that reads the row-major scale copy ran, not the reference one
         assert "_sr_" in case["kernels"][0], f"{case['name']}: the decode ran {case['kernels'][0]}, not an _sr variant"
+    if prequantized and case.get("gemv_shape"):     # and the variant asked for, not the route's own pick
+        assert case["kernels"][0].endswith("_" + case["gemv_shape"]), \
+            f"{case['name']}: the decode ran {case['kernels'][0]}, not the {case['gemv_shape']} variant"
     if prequantized:
         words_name, stats_name = run["artifacts"][outputs:outputs + 2]
         # The GEMV is then checked against the GPU's own int8 row: no value is left ambiguous.
