@@ -58,6 +58,11 @@ for s in $steps; do
                        step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x \
                          --trials 3 --only "llama.$shape.int8x.rows" --timeout 80
                      done ;;
+    browser-split-ref) # the same with the reference scale layout, at the latency-bound shapes
+                     for shape in q_o kv qkv_as_one down; do
+                       step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x \
+                         --trials 3 --only "llama.$shape.int8x[" --timeout 80
+                     done ;;
     native-dec8x)    step "$s" 120 bench kernels --backend native --preset decode_int8x ;;
     browser-dec8x)   step "$s" 120 bench kernels --backend browser --driver plain --preset decode_int8x --timeout 110 ;;
     native-qwen)     step "$s" 120 bench kernels --backend native --preset qwen_step ;;

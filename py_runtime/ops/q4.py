@@ -260,9 +260,10 @@ def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False, r
     `rows_copy`: the weight has a row-major scale copy (the _sr variants). From `bench kernels --preset
     gemv_int8x` on the H200 in Chromium (decode chains, docs/PERFORMANCE.md): wide N (gate/up, lm_head,
     the fused gate/up) 4 rows per lane with vec4 scales, or with the copy 2 rows per lane in two-warp
-    workgroups (4 for lm_head: equal to the vec4 one); long K (down) one row per lane, 4 chunks in
-    flight, 4 warps; the short projections (q, o, k, v, the fused QKV) 2 rows per lane in one-warp
-    workgroups, the most workgroups in flight."""
+    workgroups (4 for lm_head: equal to the vec4 one). The others are latency-bound, a few loads per
+    lane: they split each row over warps so that one step of every lane covers it with the fewest loads
+    in flight per lane: long K (down) 4 warps of 2 chunks, the short projections (q, o, k, v, the fused
+    QKV) 2 warps of one chunk each."""
     wide = glu or (n >= 8192 and k <= 4096)
     if rows_copy and wide:
         return "r4u1w2" if n >= 65536 else "r2u2w2"
@@ -271,8 +272,8 @@ def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False, r
             return "r4u1w2v"
         return "r2u2w1" if glu else "r4u1w2"
     if k >= 4096:
-        return "r1u4w4"
-    return "r2u2w1"
+        return "r1u2w2k4"
+    return "r1u1w4k2"
 
 
 def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tuple[Tensor, ...], adapter: AdapterReport,
