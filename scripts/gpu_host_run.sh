@@ -63,6 +63,11 @@ for s in $steps; do
                        step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x \
                          --trials 3 --only "llama.$shape.int8x[" --timeout 80
                      done ;;
+    browser-split-qwen) # Qwen3's latency-bound shapes under the row-major copy's variants
+                     for shape in q kv o down; do
+                       step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x_qwen \
+                         --trials 3 --only "qwen.$shape." --timeout 80
+                     done ;;
     native-dec8x)    step "$s" 120 bench kernels --backend native --preset decode_int8x ;;
     browser-dec8x)   step "$s" 120 bench kernels --backend browser --driver plain --preset decode_int8x --timeout 110 ;;
     native-qwen)     step "$s" 120 bench kernels --backend native --preset qwen_step ;;

@@ -42,13 +42,18 @@ def test_bench_kernels_decode_step_runs_every_route(tmp_path, capsys):
     assert main(["bench", "kernels", "--backend", "native", "--preset", "tiny_step", "--trials", "1",
                  "--json", str(target)]) == 0
     step = json.loads(target.read_text())["step"]
-    f32, int8, int8x = step["routes"]["f32"], step["routes"]["int8"], step["routes"]["int8x"]
-    # 2 layers x (q, k, v, gate, up, swiglu, down) + lm_head, one dispatch each (the int8 GEMV quantizes its
-    # own input); pre-quantized: per layer a quantize before each of the fused QKV, the fused gate/up +
-    # SwiGLU and down; then lm_head's two.
-    assert (step["linears"], f32["dispatches"], int8["dispatches"], int8x["dispatches"]) == (13, 15, 15, 14)
-    assert int8["routes"] == ["q4_gemv_int8", "swiglu_fused"]
-    assert sorted(int8x["routes"]) == ["int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_glu", "q4_gemv_int8x_qkv"]
+    routes = step["routes"]
+    f32, int8, int8x, unfused = routes["f32"], routes["int8"], routes["int8x"], routes["int8x+rows unfused"]
+    # 2 layers x (norm, q, k, v, norm, gate, up, swiglu, down) + norm, lm_head, one dispatch each (the int8
+    # GEMV quantizes its own input); pre-quantized: per layer the norm emitting the int8 row, the fused QKV,
+    # the norm again, the fused gate/up + SwiGLU, a quantize and down; then lm_head's norm and GEMV. Unfused:
+    # each of the 5 norms followed by a quantize.
+    assert (step["linears"], f32["dispatches"], int8["dispatches"], int8x["dispatches"]) == (13, 20, 20, 14)
+    assert unfused["dispatches"] == 19 and routes["int8x+rows"]["dispatches"] == 14
+    assert int8["routes"][1:] == ["q4_gemv_int8", "swiglu_fused"]
+    assert sorted(int8x["routes"]) == ["int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_glu", "q4_gemv_int8x_qkv",
+                                       "rms_norm_int8x"]
+    assert "rms_norm_int8x" not in unfused["routes"] and "int8_activations" in unfused["routes"]
     assert "q4_gemv_int8" not in f32["routes"]
-    assert all(r["us"] > 0 and r["ratio_same_stream"] > 0 for r in (f32, int8, int8x)) and step["stream_us"] > 0
+    assert all(r["us"] > 0 and r["ratio_same_stream"] > 0 for r in routes.values()) and step["stream_us"] > 0
     assert "tok/s bound" in capsys.readouterr().out

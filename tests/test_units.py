@@ -89,5 +89,5 @@ def test_pre_quantized_int8_routes_name_what_does_not_fit():
         Int8Activations(x, Tensor("xq", (k // 8,), "u32", 0), act.stats, 64)
     # The misaligned view takes the scalar-scale variant by itself; the aligned one the vec4 one.
     kernel = lambda w: q4_linear(x=x, weight=w, out=out, adapter=adapter, rows=1, int8=act)[0].kernel
-    assert kernel(weight.rows(2, n)).endswith("_r1u1w4k2") and kernel(weight.rows(0, n)).endswith("_r1u1w4k2")
+    assert kernel(weight.rows(2, n)).endswith("_r1u1w8") and kernel(weight.rows(0, n)).endswith("_r1u1w8")
     assert q4_linear_glu(act=act, weight=weight, out=out, adapter=adapter).kernel == "q4gsw_gemv_i8x_glu_wg_r4u1w2v"

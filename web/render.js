@@ -111,7 +111,7 @@ function renderKernelBench(report) {
     const rows = Object.entries(step.routes).map(([name, r]) => [name, r.dispatches, r.us.toFixed(1),
       r.gbps.toFixed(1), pct(r.ratio_same_stream), pct(r.ratio_big_stream), (1e6 / r.us).toFixed(0)]);
     document.getElementById("timings").replaceChildren(
-      el("h2", {}, `One ${step.geometry} decode token: ${step.linears} linears (and the swiglu) in one pass`),
+      el("h2", {}, `One ${step.geometry} decode token: ${step.linears} linears, the swiglu and the RMSNorms in one pass`),
       table(["activations", "dispatches", "µs per token", "GB/s", "vs same stream", "vs big stream", "tok/s bound"], rows),
       el("p", {}, `the same bytes streamed the same way: ${step.stream_us.toFixed(1)} µs`));
     barChart("Decode step: GB/s", Object.entries(step.routes).map(([name, r]) =>

@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from ..gpu.device import GpuOutOfMemory
 from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, int8_max_k,
                       int8_shape_params, q4_linear, q4_linear_glu, q4_linear_qkv, q4_quantize, q4_weight_bytes,
-                      quantize_activations, stream_read, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SR_SHAPES, q4_scales_rows)
+                      quantize_activations, stream_read, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SR_SHAPES, q4_scales_rows,
+                      rms_norm_int8x)
+from ..ops.norm import rms_norm, subgroups_available
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
 from ..plan import Plan, runs_at
 from ..runtime import Runtime
-from .q4_linear import ACT_RANGE, WEIGHT_RANGE
+from .q4_linear import ACT_RANGE, NORM_EPS, NORM_RANGE, WEIGHT_RANGE
 
 __all__ = ["BenchCase", "BENCH_PRESETS", "run_kernel_bench"]
 
@@ -101,6 +103,9 @@ BENCH_PRESETS = {
                    + [BenchCase("llama.gate_up_glu.int8x.rows", 2048, 8192, 1, gemv_shape=g, int8x=True, glu=True,
                                 scales_rows=True) for g in GEMV_INT8X_SR_SHAPES]
                    + _decode("llama", _LLAMA, int8=True)),
+    # The latency-bound Qwen3 shapes (K 1024 to 3072) under the row-major copy's variants.
+    "gemv_int8x_qwen": _decode("qwen", [s for s in _QWEN if s[0] in ("q", "kv", "o", "down")],
+                               gemv_shapes=GEMV_INT8X_SR_SHAPES, int8x=True, scales_rows=True),
     "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES)
                       + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES)),
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in
@@ -320,7 +325,8 @@ class StepGeometry:
     [n_q + 2 n_kv, K] weight (qkv = (n_q, n_kv)) and "gate_up" a packed [2 F, K] one: on the f32 and int8
     routes three and two GEMVs (plus the swiglu of gate and up), on the pre-quantized int8 route one
     fused dispatch each (the fused QKV; gate/up + SwiGLU). That route quantizes each layer input once:
-    before qkv, o, gate_up and down."""
+    before qkv, o, gate_up and down. The RMSNorms before qkv, gate_up and lm_head run on every route; the
+    int8x ones emit the quantized row themselves (rms_norm_int8x) but for the "unfused" control."""
 
     name: str
     layers: int
@@ -342,9 +348,10 @@ STEP_PRESETS = {
 
 async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, seed: int, sink_tensor, pool,
                        stream_big: float) -> dict:
-    """Every linear of one decode token (all layers, then lm_head) back to back in one pass, each over
-    its own weight (no L2 reuse between them, as in a real step), under the f32 route and under the
-    int8 routes; and a streaming read of each projection's bytes in the same order. gs 64, M = 1."""
+    """Every linear of one decode token (all layers, then lm_head) and the RMSNorm before each of qkv,
+    gate_up and lm_head, back to back in one pass, each linear over its own weight (no L2 reuse between
+    them, as in a real step), under the f32 route and under the int8 routes; and a streaming read of
+    each projection's bytes in the same order. gs 64, M = 1."""
     tensors, adapter = runtime.tensors, runtime.device.adapter
     linears = [(f"l{layer}.{name}", k, n) for layer in range(geometry.layers) for name, k, n in geometry.per_layer]
     linears.append(("lm_head", *geometry.lm_head))
@@ -382,6 +389,16 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
         fill.record()
         await fill.replay()
         fill.release()
+    hidden = geometry.lm_head[0]
+    raw = await tensors.allocate("step.raw", (1, hidden))              # the residual stream a norm reads
+    norm_weight = await tensors.allocate("step.norm_weight", (hidden,))
+    owned += [raw, norm_weight]
+    fill = Plan(runtime, "step.fill")
+    await fill.add(fill_uniform(target=raw, value_range=ACT_RANGE, seed=seed, stream=60))
+    await fill.add(fill_uniform(target=norm_weight, value_range=NORM_RANGE, seed=seed, stream=61))
+    fill.record()
+    await fill.replay()
+    fill.release()
     for n in sorted({n for name, _, n in linears if not name.endswith(("qkv", "gate_up"))}):
         outputs[n] = await tensors.allocate(f"step.out.{n}", (1, n))
         owned.append(outputs[n])
@@ -406,15 +423,22 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
 
     projections = [(f"{name}.{part}", k, size) for name, k, n in linears for part, size in parts(name, n)]
     result = {"geometry": geometry.name, "linears": len(projections), "weight_bytes": 0, "routes": {}}
-    for label in ("f32", "int8", "int8x", "int8x+rows"):
+    for label in ("f32", "int8", "int8x", "int8x+rows", "int8x+rows unfused"):
         plan = Plan(runtime, f"step.{label}")
         moved = 0
         for name, k, n in linears:
-            weight = (weights_rows if label == "int8x+rows" else weights)[name]
+            weight = (weights_rows if label.startswith("int8x+rows") else weights)[name]
             outs = [part_outs[part] if part else outputs[n] for part, _ in parts(name, n)]
+            normed = name.endswith(("qkv", "gate_up")) or name == "lm_head"
+            if normed and label.startswith("int8x") and not label.endswith("unfused"):
+                await plan.add(rms_norm_int8x(x=raw, weight=norm_weight, act=activations[k], eps=NORM_EPS))
+            elif normed:
+                await plan.add(rms_norm(x=raw, weight=norm_weight, out=inputs[k], tokens=1, eps=NORM_EPS,
+                                        subgroup=subgroups_available(adapter), backend=runtime.backend))
             if label.startswith("int8x"):
                 act = activations[k]
-                await plan.add(quantize_activations(act))
+                if not normed or label.endswith("unfused"):
+                    await plan.add(quantize_activations(act))
                 if name.endswith("qkv"):
                     groups = [q4_linear_qkv(x=inputs[k], weight=weight, outs=tuple(outs), adapter=adapter, rows=1,
                                             int8=act)]

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import struct
 
-from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SHAPES, GEMV_INT8X_SPLIT_SHAPES,
-                      GEMV_INT8X_SR_SHAPES, GEMV_SHAPES,
-                      Int8Activations, Q4Weight, int8_shape_params, q4_embedding, q4_linear, q4_linear_glu,
-                      q4_linear_qkv, q4_quantize, q4_scales_rows, quantize_activations, rms_norm_int8x)
+from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_LATENCY_SHAPES, GEMV_INT8X_SHAPES,
+                      GEMV_INT8X_SR_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, int8_shape_params, q4_embedding,
+                      q4_linear, q4_linear_glu, q4_linear_qkv, q4_quantize, q4_scales_rows, quantize_activations,
+                      rms_norm_int8x)
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
@@ -121,15 +121,15 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
     cases += [LinearCase(f"gemv.rows.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape, int8x=True,
                          scales_rows=True)
               for shape in GEMV_INT8X_SR_SHAPES for k in (160, 2048)]
-    # The split-K shapes: a K of several steps with a partial last one (8256 = 258 chunks), and their
+    # The latency shapes: a K of several steps with a partial last one (8256 = 258 chunks), and their
     # fused QKV and SwiGLU kinds (which only the row-major copy offers them).
-    cases += [LinearCase(f"gemv.split.{shape}{'.rows' if rows else ''}", 8256, 37, (1,), group_size=32,
+    cases += [LinearCase(f"gemv.lat.{shape}{'.rows' if rows else ''}", 8256, 37, (1,), group_size=32,
                          gemv_shape=shape, int8x=True, scales_rows=rows)
-              for shape in GEMV_INT8X_SPLIT_SHAPES for rows in (False, True)]
-    cases += [LinearCase(f"gemv.split.qkv.{shape}", 2048, 37, (1,), group_size=32, n_kv=9, gemv_shape=shape,
-                         int8x=True, scales_rows=True) for shape in GEMV_INT8X_SPLIT_SHAPES]
-    cases += [LinearCase(f"gemv.split.glu.{shape}", 2048, 37, (1,), group_size=32, gemv_shape=shape, int8x=True,
-                         glu=True, scales_rows=True) for shape in GEMV_INT8X_SPLIT_SHAPES]
+              for shape in GEMV_INT8X_LATENCY_SHAPES for rows in (False, True)]
+    cases += [LinearCase(f"gemv.lat.qkv.{shape}", 2048, 37, (1,), group_size=32, n_kv=9, gemv_shape=shape,
+                         int8x=True, scales_rows=True) for shape in GEMV_INT8X_LATENCY_SHAPES]
+    cases += [LinearCase(f"gemv.lat.glu.{shape}", 2048, 37, (1,), group_size=32, gemv_shape=shape, int8x=True,
+                         glu=True, scales_rows=True) for shape in GEMV_INT8X_LATENCY_SHAPES]
     # RMSNorm emitting the quantized row (rms_norm_int8x) before the fused QKV and gate/up: Llama's and
     # Qwen's hidden sizes, a row longer than one pass of the workgroup (3072), gs 32 and 128.
     cases += [LinearCase("int8x.norm.llama.qkv", 2048, 2048, (1,), n_kv=512, int8x=True, norm=True),

@@ -37,9 +37,10 @@ def _format_decode_step(report: dict) -> str:
     return "\n".join([
         _adapter_line(report),
         f"streaming read of {report['stream_big_bytes'] / 2 ** 30:.2f} GiB: {report['stream_big_gbps']:.1f} GB/s",
-        f"one {step['geometry']} decode token's {step['linears']} linears and its swiglu, back to back in one pass, "
-        f"each on its own weight (median of {report['trials']} replays; int8x: per layer 4 activation quantizations, "
-        f"the fused QKV and the fused gate/up + SwiGLU); the same byte counts streamed the same way: "
+        f"one {step['geometry']} decode token's {step['linears']} linears, its swiglu and RMSNorms, back to back in "
+        f"one pass, each linear on its own weight (median of {report['trials']} replays; int8x: the norms before qkv "
+        f"and gate/up emit the int8 row, o and down quantize theirs, the fused QKV and the fused gate/up + SwiGLU; "
+        f"unfused: RMSNorm, then quantization); the same byte counts streamed the same way: "
         f"{step['stream_us']:.1f} us = {step['stream_gbps']:.1f} GB/s",
         _table(["activations", "dispatches", "MB", "us per token", "GB/s", "vs same stream", "vs big", "tok/s bound"],
                rows),

@@ -39,7 +39,7 @@ __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_emb
            "q4_quantize", "q4_linear", "q4_linear_qkv", "gemv_variant", "int8_max_k", "int8_shape_params", "q4_weight_bytes",
            "stream_read", "Int8Activations", "quantize_activations", "GEMV_INT8X_SHAPES",
            "gemv_int8x_shape_for", "GEMV_INT8X_GLU_SHAPES", "q4_linear_glu", "q4_scales_rows", "GEMV_INT8X_SR_SHAPES",
-           "GEMV_INT8X_SPLIT_SHAPES", "rms_norm_int8x"]
+           "GEMV_INT8X_LATENCY_SHAPES", "rms_norm_int8x"]
 
 GROUP_SIZES = (32, 64, 128)
 BK64_SHAPES = {(2048, 8192), (8192, 2048), (2048, 2048)}     # (K, N), the Llama-1B projections
@@ -51,12 +51,13 @@ GEMV_SHAPES = ("r8", "r4u2", "r4s2", "r2u2s4", "r1u2s8", "r2s8", "w8u4", "w4u4s2
 
 GEMV_INT8_SHAPES = ("i8r4g32", "i8r4g64", "i8r8g64", "i8r2s2g64", "i8r4u2g64", "i8r4g128")   # the I8 combinations
 # q4gsw_gemv_i8x.yaml: rows per lane, chunks in flight, row groups (warps), k: warps splitting a row's
-# chunks; v: vec4 scales.
-GEMV_INT8X_SPLIT_SHAPES = ("r1u1w4k2", "r2u1w2k2", "r1u2w2k4", "r1u4w2k2", "r2u2w1k4")
-GEMV_INT8X_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2", "r4u1w1v", "r4u1w2v") + GEMV_INT8X_SPLIT_SHAPES
+# chunks; v: vec4 scales. The latency shapes hold few loads per lane and split a row over warps where it
+# is longer than one warp's step (for the GEMVs that take about a dispatch's fixed cost, all but the widest).
+GEMV_INT8X_LATENCY_SHAPES = ("r1u1w4k2", "r2u1w2k2", "r1u2w2k4", "r1u4w2k2", "r2u2w1k4", "r1u1w8", "r1u1w2k4")
+GEMV_INT8X_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2", "r4u1w1v", "r4u1w2v") + GEMV_INT8X_LATENCY_SHAPES
 GEMV_INT8X_GLU_SHAPES = ("r2u2w1", "r4u1w1v", "r4u1w2v")     # the _glu variants' own list
 # the _sr variants' (row-major scale copy), every kind
-GEMV_INT8X_SR_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2") + GEMV_INT8X_SPLIT_SHAPES
+GEMV_INT8X_SR_SHAPES = ("r2u2w1", "r2u2w2", "r1u4w4", "r4u1w2") + GEMV_INT8X_LATENCY_SHAPES
 
 
 @dataclass(frozen=True)
@@ -260,10 +261,11 @@ def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False, r
     `rows_copy`: the weight has a row-major scale copy (the _sr variants). From `bench kernels --preset
     gemv_int8x` on the H200 in Chromium (decode chains, docs/PERFORMANCE.md): wide N (gate/up, lm_head,
     the fused gate/up) 4 rows per lane with vec4 scales, or with the copy 2 rows per lane in two-warp
-    workgroups (4 for lm_head: equal to the vec4 one). The others are latency-bound, a few loads per
-    lane: they split each row over warps so that one step of every lane covers it with the fewest loads
-    in flight per lane: long K (down) 4 warps of 2 chunks, the short projections (q, o, k, v, the fused
-    QKV) 2 warps of one chunk each."""
+    workgroups (4 for lm_head: equal to the vec4 one). The others are latency-bound: one row per lane
+    and warps enough that one step covers a row with one chunk per lane (32 chunks: 8 rows of one warp;
+    64: two warps per row; 128: four). Llama's down (256 chunks) takes 4 warps of 2 chunks with the copy,
+    and without it 2 warps in two steps (75% of the stream against 72%: the strided scale loads favour
+    fewer in flight)."""
     wide = glu or (n >= 8192 and k <= 4096)
     if rows_copy and wide:
         return "r4u1w2" if n >= 65536 else "r2u2w2"
@@ -271,9 +273,14 @@ def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False, r
         if scales_vec4:
             return "r4u1w2v"
         return "r2u2w1" if glu else "r4u1w2"
-    if k >= 4096:
-        return "r1u2w2k4"
-    return "r1u1w4k2"
+    chunks = k // 32
+    if chunks <= 32:
+        return "r1u1w8"
+    if chunks <= 64:
+        return "r1u1w4k2"
+    if chunks <= 128:
+        return "r1u1w2k4"
+    return "r1u2w2k4" if rows_copy else "r1u1w4k2"
 
 
 def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tuple[Tensor, ...], adapter: AdapterReport,
