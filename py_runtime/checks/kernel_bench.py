@@ -137,18 +137,22 @@ async def _active_call(runtime: Runtime, calls, live):
 
 
 async def _queue(plan: Plan, seconds: float, per_replay: float) -> None:
-    """About `seconds` of back-to-back replays, submitted without waiting, so the GPU has no idle gap."""
-    for _ in range(max(1, min(500, int(seconds / per_replay)))):
+    """About `seconds` of back-to-back replays, submitted without waiting, so the GPU has no idle gap
+    (at most 2,000: short plans are then bound by the host's submissions)."""
+    for _ in range(max(1, min(2000, int(seconds / per_replay)))):
         await plan.replay(wait=False)
 
 
 async def _warm_up(plan: Plan) -> float:
     """Keep the GPU busy before measuring: it drops its clocks whenever the host sets up the next case
     (logged on the H200: SM clocks fall from 1980 to 345-900 MHz between measurements, and short
-    kernels then run 2-4x slower). Returns the wall time of one replay, an upper bound on its GPU time."""
+    kernels then run 2-4x slower). Returns one replay's GPU time (its span, where the adapter has
+    timestamps), by which the queues are counted: the host's wall time of a replay, used before, grows
+    over a long browser run, and the queues it counted kept the GPU busy for ever less of their time."""
     started = time.perf_counter()
-    await plan.replay()
-    per_replay = max(time.perf_counter() - started, 1e-5)
+    timestamps = "timestamp-query" in plan.runtime.device.adapter.device_features
+    span_ns = (await plan.replay(profile="span")).span_ns if timestamps else None
+    per_replay = max(span_ns / 1e9 if span_ns else time.perf_counter() - started, 1e-6)
     await _queue(plan, WARM_UP_SECONDS, per_replay)
     return per_replay
 
