@@ -236,7 +236,6 @@ class _Model:
         d, hd, f = m.hidden, m.head_dim, m.ffn
         t = self._tensor
         streams = STREAMS[m.key]
-        backend = self.runtime.backend
         inputs = {
             "norm_w": await t("norm_w", (d,)),
             "q": await t("q", (cap, m.q_heads, hd)),
@@ -281,7 +280,7 @@ class _Model:
         await step.add(rms_norm(x=inputs["x"], weight=inputs["norm_w"], out=out["xn"], tokens="seq", eps=m.eps))
         if self.subgroups:
             await step.add(rms_norm(x=inputs["x"], weight=inputs["norm_w"], out=out["xn_sg"], tokens="seq",
-                                    eps=m.eps, subgroup=True, backend=backend))
+                                    eps=m.eps, subgroup=True))
         q_src, k_src = inputs["q"], inputs["k"]
         if m.qk_norm:
             await step.add(rms_norm(x=q_src, weight=inputs["q_norm_w"], out=out["qn"], tokens="seq",
@@ -290,7 +289,7 @@ class _Model:
                                     heads=m.kv_heads, eps=m.eps))
             if self.subgroups:
                 await step.add(rms_norm(x=q_src, weight=inputs["q_norm_w"], out=out["qn_sg"], tokens="seq",
-                                        heads=m.q_heads, eps=m.eps, subgroup=True, backend=backend))
+                                        heads=m.q_heads, eps=m.eps, subgroup=True))
             q_src, k_src = out["qn"], out["kn"]
         self.rope_index = len(step)
         await step.add(rope(src=q_src, dst=out["q_rot"], table=table, heads=m.q_heads, head_dim=hd, tokens="seq",
@@ -307,11 +306,11 @@ class _Model:
 
     def kernels(self) -> dict:
         m = self.shape
-        chosen = {"rms_norm": rms_norm_kernel(m.hidden, subgroup=False, backend=self.runtime.backend)[0]}
+        chosen = {"rms_norm": rms_norm_kernel(m.hidden, subgroup=False)[0]}
         if self.subgroups:
-            chosen["rms_norm_subgroup"] = rms_norm_kernel(m.hidden, subgroup=True, backend=self.runtime.backend)[0]
+            chosen["rms_norm_subgroup"] = rms_norm_kernel(m.hidden, subgroup=True)[0]
         if m.qk_norm:
-            chosen["qk_norm"] = rms_norm_kernel(m.head_dim, subgroup=False, backend=self.runtime.backend)[0]
+            chosen["qk_norm"] = rms_norm_kernel(m.head_dim, subgroup=False)[0]
         return chosen
 
 

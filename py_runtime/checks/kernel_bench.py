@@ -438,7 +438,7 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
                 await plan.add(rms_norm_int8x(x=raw, weight=norm_weight, act=activations[k], eps=NORM_EPS))
             elif normed:
                 await plan.add(rms_norm(x=raw, weight=norm_weight, out=inputs[k], tokens=1, eps=NORM_EPS,
-                                        subgroup=subgroups_available(adapter), backend=runtime.backend))
+                                        subgroup=subgroups_available(adapter)))
             if label.startswith("int8x"):
                 act = activations[k]
                 if not normed or label.endswith("unfused"):

@@ -27,8 +27,17 @@ from .device import (WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnava
 __all__ = ["NativeDevice", "request_native_device"]
 
 _FEATURE_NATIVE = {"subgroups": "subgroup"}       # WebGPU spelling -> wgpu-native spelling
+# Naga (wgpu-native 0.32) does not support the `subgroups` enable-extension yet ("not yet supported")
+# and gates subgroup builtins by the device feature alone; Tint requires the directive. Kernels are
+# written for Tint and the directive is blanked here (a blank line keeps compile errors' line numbers).
+_SUBGROUPS_DIRECTIVE = re.compile(r"^[ \t]*enable[ \t]+subgroups[ \t]*;", re.MULTILINE)
+
 _FEATURE_WEB = {v: k for k, v in _FEATURE_NATIVE.items()}
 _LOCATION = re.compile(r":(\d+):(\d+)")
+
+
+def _naga_dialect(code: str) -> str:
+    return _SUBGROUPS_DIRECTIVE.sub("", code)
 
 
 def _kebab(name: str) -> str:
@@ -142,7 +151,7 @@ class NativeDevice(Device):
     async def create_compute_pipeline(self, *, kernel, constants=None):
         self._check_alive()
         try:
-            module = self._device.create_shader_module(label=kernel.name, code=kernel.code)
+            module = self._device.create_shader_module(label=kernel.name, code=_naga_dialect(kernel.code))
         except wgpu.GPUError as error:
             text = str(error)
             found = _LOCATION.search(text)

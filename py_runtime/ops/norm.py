@@ -40,17 +40,14 @@ def subgroups_available(adapter) -> bool:
     return "subgroups" in adapter.device_features
 
 
-def rms_norm_kernel(d: int, *, subgroup: bool, backend: str) -> tuple[str, int]:
+def rms_norm_kernel(d: int, *, subgroup: bool) -> tuple[str, int]:
     """(kernel name, workgroup size) for rows of length d."""
     wg = 64 if d <= _SMALL_ROW else 256
-    if not subgroup:
-        return f"rms_norm_wg{wg}", wg
-    # Tint (the browser's compiler) requires `enable subgroups;`; Naga rejects the directive.
-    return (f"rms_norm_subgroup_tint_wg{wg}" if backend == "browser" else f"rms_norm_subgroup_wg{wg}"), wg
+    return f"rms_norm{'_subgroup' if subgroup else ''}_wg{wg}", wg
 
 
 def rms_norm(*, x: Tensor, weight: Tensor, out: Tensor, tokens: int | str, eps: float, heads: int = 1,
-             subgroup: bool = False, backend: str = "native") -> OpCall:
+             subgroup: bool = False) -> OpCall:
     """out[r] = rms_norm(x[r]) * weight for r < tokens * heads; `tokens` may name a live size.
 
     x and out hold rows of len(weight) (e.g. [S, D], or [S, H, head_dim] with heads=H); the weight
@@ -61,7 +58,7 @@ def rms_norm(*, x: Tensor, weight: Tensor, out: Tensor, tokens: int | str, eps: 
         raise ValueError(f"rms_norm: x {x!r} and out {out!r} must be f32 rows of len(weight) = {d}")
     if heads < 1 or d < 1:
         raise ValueError(f"rms_norm: heads {heads} and d {d} must be positive")
-    kernel, _ = rms_norm_kernel(d, subgroup=subgroup, backend=backend)
+    kernel, _ = rms_norm_kernel(d, subgroup=subgroup)
     capacity = min(x.numel, out.numel) // d
     eps32 = struct.unpack("<f", struct.pack("<f", eps))[0]
 

@@ -303,7 +303,8 @@ def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tu
         raise ValueError(f"{label}: {shape!r} loads scales as vec4, which needs n_total ({weight.n_total}), n_offset "
                          f"({weight.n_offset}) and the output rows ({n_out}) to be multiples of 4")
     kind = "_glu" if glu else "_qkv" if len(outs) == 3 else ""
-    kernel = f"q4gsw_gemv_i8x{kind}{'_sr' if rows_copy else ''}_{'sg' if _subgroup_reduction(adapter) else 'wg'}_{shape}"
+    subgroups = "subgroups" in adapter.device_features      # any width: the kernel caps a warp at its workgroup
+    kernel = f"q4gsw_gemv_i8x{kind}{'_sr' if rows_copy else ''}_{'sg' if subgroups else 'wg'}_{shape}"
     route = f"q4_gemv_int8x{kind}"
     qkv = kind == "_qkv"
     has_bias = bias is not None
@@ -332,8 +333,9 @@ def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tu
 
 
 def _subgroup_reduction(adapter: AdapterReport) -> bool:
-    """The GEMVs' subgroup guard: subgroups at most 32 wide. (wgpu-native reports 4..128 on every
-    Vulkan adapter, the H200 included, so natively the workgroup-memory variants run.)"""
+    """The q4gsw_gemv GEMVs' subgroup guard: subgroups at most 32 wide. (wgpu-native reports 4..128 on
+    every Vulkan adapter, the H200 included, so natively their workgroup-memory variants run; the int8x
+    GEMVs take subgroups of any width.)"""
     sub_max = adapter.info.get("subgroupMaxSize")
     return "subgroups" in adapter.device_features and isinstance(sub_max, int) and 0 < sub_max <= 32
 

@@ -1,5 +1,5 @@
-$if DIRECTIVE:
-  // Tint (Chromium) needs the directive for subgroup builtins; Naga (wgpu-native 0.32) rejects it.
+$if REDUCE == "subgroup":
+  // (The native backend drops this directive: Naga, wgpu-native 0.32, does not support it yet.)
   enable subgroups;
 
 // RMSNorm over the last dim: y[r, :] = x[r, :] * inverseSqrt(mean(x[r, :]^2) + eps) * w for the

@@ -34,7 +34,8 @@ $if KS > 1:
   // With subgroups the slices' row totals meet in workgroup memory, after one barrier.
 $if SUBGROUP:
   // Warps are subgroups: the workgroup's subgroups take its RG row groups in turn (one pass where the
-  // subgroup is 32 wide, the NVIDIA case), and a row's lanes reduce with one subgroupAdd.
+  // subgroup is 32 wide, the NVIDIA case), and a row's lanes reduce with one subgroupAdd. The native
+  // backend drops the directive (Naga does not support it yet).
   enable subgroups;
 $else:
   // Warps are 32 invocations; a row's lanes reduce through a workgroup-memory tree.
@@ -109,13 +110,15 @@ $else:
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) width: u32" if SUBGROUP else ""}) {
+        @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32" if SUBGROUP else ""}) {
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
   $if SUBGROUP:
-    // A uniform trip count keeps subgroupAdd in uniform control flow; a subgroup past the last row
-    // group computes clamped rows and stores nothing.
+    // A warp is a subgroup, or the whole workgroup where a subgroup is wider (the adapters that report
+    // up to 128 lanes). A uniform trip count keeps subgroupAdd in uniform control flow; a subgroup past
+    // the last row group computes clamped rows and stores nothing.
+    let width = min(subgroup_size, WG);
     $if KS > 1:
       let passes = (RG * KS + WG / width - 1u) / (WG / width);
       let span = width * KS;                                // chunks a row's slices cover per step

@@ -127,7 +127,6 @@ def verify_decoder_blocks_report(report: dict, artifacts: dict[str, bytes], *, f
     from ...ops.norm import rms_norm_kernel
 
     seed = report["seed"]
-    backend = report["adapter"]["backend"]
     subgroups = "subgroups" in report["adapter"]["device_features"]
     assert report["subgroups"] == subgroups, "the subgroup route must run exactly when the device has 'subgroups'"
     poison = np.frombuffer(POISON, np.uint32)[0]
@@ -164,10 +163,10 @@ def verify_decoder_blocks_report(report: dict, artifacts: dict[str, bytes], *, f
 
         kernels = model_report["kernels"]
         wg_hidden = int(kernels["rms_norm"].rsplit("wg", 1)[1])
-        assert kernels["rms_norm"] == rms_norm_kernel(d, subgroup=False, backend=backend)[0]
+        assert kernels["rms_norm"] == rms_norm_kernel(d, subgroup=False)[0]
         if subgroups:
-            assert kernels["rms_norm_subgroup"] == rms_norm_kernel(d, subgroup=True, backend=backend)[0], kernels
-        wg_head = rms_norm_kernel(hd, subgroup=False, backend=backend)[1]
+            assert kernels["rms_norm_subgroup"] == rms_norm_kernel(d, subgroup=True)[0], kernels
+        wg_head = rms_norm_kernel(hd, subgroup=False)[1]
         expected_routes = {"fill_uniform", "rms_norm", f"rope_{m.layout}", "swiglu_fused", "residual_add",
                            "residual_add_inplace", "embedding_f32"} | ({"rms_norm_subgroup"} if subgroups else set())
 

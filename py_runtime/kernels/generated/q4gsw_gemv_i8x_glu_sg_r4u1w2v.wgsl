@@ -20,7 +20,8 @@
 // each output row reads both with the same activations, out[i] = g / (1 + exp(-g)) * u, as
 // shaders/llm/swiglu.wgsl evaluates it. One dispatch for two projections and their activation.
 // Warps are subgroups: the workgroup's subgroups take its RG row groups in turn (one pass where the
-// subgroup is 32 wide, the NVIDIA case), and a row's lanes reduce with one subgroupAdd.
+// subgroup is 32 wide, the NVIDIA case), and a row's lanes reduce with one subgroupAdd. The native
+// backend drops the directive (Naga does not support it yet).
 enable subgroups;
 const R: u32 = 4u;
 const U: u32 = 1u;
@@ -60,12 +61,14 @@ fn store_glu(row: u32, g: f32, u: f32) {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) width: u32) {
+        @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32) {
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
-  // A uniform trip count keeps subgroupAdd in uniform control flow; a subgroup past the last row
-  // group computes clamped rows and stores nothing.
+  // A warp is a subgroup, or the whole workgroup where a subgroup is wider (the adapters that report
+  // up to 128 lanes). A uniform trip count keeps subgroupAdd in uniform control flow; a subgroup past
+  // the last row group computes clamped rows and stores nothing.
+  let width = min(subgroup_size, WG);
   let passes = (RG + WG / width - 1u) / (WG / width);
   let steps = (chunks + width * U - 1u) / (width * U);
   for (var turn = 0u; turn < passes; turn++) {

@@ -21,7 +21,8 @@
 // with fewer loads each (less work after the loads return, which is what a small decode GEMV waits on).
 // With subgroups the slices' row totals meet in workgroup memory, after one barrier.
 // Warps are subgroups: the workgroup's subgroups take its RG row groups in turn (one pass where the
-// subgroup is 32 wide, the NVIDIA case), and a row's lanes reduce with one subgroupAdd.
+// subgroup is 32 wide, the NVIDIA case), and a row's lanes reduce with one subgroupAdd. The native
+// backend drops the directive (Naga does not support it yet).
 enable subgroups;
 const R: u32 = 2u;
 const U: u32 = 2u;
@@ -74,12 +75,14 @@ fn store(row: u32, total: f32) {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) width: u32) {
+        @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32) {
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
-  // A uniform trip count keeps subgroupAdd in uniform control flow; a subgroup past the last row
-  // group computes clamped rows and stores nothing.
+  // A warp is a subgroup, or the whole workgroup where a subgroup is wider (the adapters that report
+  // up to 128 lanes). A uniform trip count keeps subgroupAdd in uniform control flow; a subgroup past
+  // the last row group computes clamped rows and stores nothing.
+  let width = min(subgroup_size, WG);
   let passes = (RG * KS + WG / width - 1u) / (WG / width);
   let span = width * KS;                                // chunks a row's slices cover per step
   let steps = (chunks + span * U - 1u) / (span * U);

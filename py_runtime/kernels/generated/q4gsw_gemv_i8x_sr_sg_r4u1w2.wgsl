@@ -18,7 +18,8 @@
 // a warp's scale loads for one row fall in one line, where the reference layout spreads them over
 // one line per group (the largest cost left in this kernel after the weights, measured on the H200).
 // Warps are subgroups: the workgroup's subgroups take its RG row groups in turn (one pass where the
-// subgroup is 32 wide, the NVIDIA case), and a row's lanes reduce with one subgroupAdd.
+// subgroup is 32 wide, the NVIDIA case), and a row's lanes reduce with one subgroupAdd. The native
+// backend drops the directive (Naga does not support it yet).
 enable subgroups;
 const R: u32 = 4u;
 const U: u32 = 1u;
@@ -59,12 +60,14 @@ fn store(row: u32, total: f32) {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) width: u32) {
+        @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32) {
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
-  // A uniform trip count keeps subgroupAdd in uniform control flow; a subgroup past the last row
-  // group computes clamped rows and stores nothing.
+  // A warp is a subgroup, or the whole workgroup where a subgroup is wider (the adapters that report
+  // up to 128 lanes). A uniform trip count keeps subgroupAdd in uniform control flow; a subgroup past
+  // the last row group computes clamped rows and stores nothing.
+  let width = min(subgroup_size, WG);
   let passes = (RG + WG / width - 1u) / (WG / width);
   let steps = (chunks + width * U - 1u) / (width * U);
   for (var turn = 0u; turn < passes; turn++) {
