@@ -261,14 +261,15 @@ def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False, r
     `rows_copy`: the weight has a row-major scale copy (the _sr variants). From `bench kernels --preset
     gemv_int8x` on the H200 in Chromium (decode chains, docs/PERFORMANCE.md): wide N (gate/up, lm_head,
     the fused gate/up) 4 rows per lane with vec4 scales, or with the copy 2 rows per lane in two-warp
-    workgroups (4 for lm_head: equal to the vec4 one). The others are latency-bound: one row per lane
+    workgroups (4 for lm_head: equal to the vec4 one; the unfused gate/up one row per warp, 87% of the
+    stream against 81%). The others are latency-bound: one row per lane
     and warps enough that one step covers a row with one chunk per lane (32 chunks: 8 rows of one warp;
     64: two warps per row; 128: four). Llama's down (256 chunks) takes 4 warps of 2 chunks with the copy,
     and without it 2 warps in two steps (75% of the stream against 72%: the strided scale loads favour
     fewer in flight)."""
     wide = glu or (n >= 8192 and k <= 4096)
     if rows_copy and wide:
-        return "r4u1w2" if n >= 65536 else "r2u2w2"
+        return "r4u1w2" if n >= 65536 else "r2u2w2" if glu else "r1u1w8"
     if wide:
         if scales_vec4:
             return "r4u1w2v"
