@@ -63,8 +63,8 @@ for s in $steps; do
                        step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x \
                          --trials 3 --only "llama.$shape.int8x[" --timeout 80
                      done ;;
-    browser-split-qwen) # Qwen3's latency-bound shapes under the row-major copy's variants
-                     for shape in q kv o down; do
+    browser-split-qwen) # Qwen3's latency-bound shapes and fused gate/up under the row-major copy's variants
+                     for shape in q kv o down gate_up_glu; do
                        step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x_qwen \
                          --trials 3 --only "qwen.$shape." --timeout 80
                      done ;;

@@ -103,9 +103,11 @@ BENCH_PRESETS = {
                    + [BenchCase("llama.gate_up_glu.int8x.rows", 2048, 8192, 1, gemv_shape=g, int8x=True, glu=True,
                                 scales_rows=True) for g in GEMV_INT8X_SR_SHAPES]
                    + _decode("llama", _LLAMA, int8=True)),
-    # The latency-bound Qwen3 shapes (K 1024 to 3072) under the row-major copy's variants.
-    "gemv_int8x_qwen": _decode("qwen", [s for s in _QWEN if s[0] in ("q", "kv", "o", "down")],
-                               gemv_shapes=GEMV_INT8X_SR_SHAPES, int8x=True, scales_rows=True),
+    # The latency-bound Qwen3 shapes (K 1024 to 3072) and its fused gate/up under the row-major copy's variants.
+    "gemv_int8x_qwen": (_decode("qwen", [s for s in _QWEN if s[0] in ("q", "kv", "o", "down")],
+                                gemv_shapes=GEMV_INT8X_SR_SHAPES, int8x=True, scales_rows=True)
+                        + [BenchCase("qwen.gate_up_glu.int8x.rows", 1024, 3072, 1, gemv_shape=g, int8x=True, glu=True,
+                                     scales_rows=True) for g in GEMV_INT8X_SR_SHAPES]),
     "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES)
                       + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES)),
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in

@@ -260,21 +260,23 @@ def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False, r
     weight's n_total and n_offset (and N) are multiples of 4, as the vec4-scale ("v") variants require;
     `rows_copy`: the weight has a row-major scale copy (the _sr variants). From `bench kernels --preset
     gemv_int8x` on the H200 in Chromium (decode chains, docs/PERFORMANCE.md): wide N (gate/up, lm_head,
-    the fused gate/up) 4 rows per lane with vec4 scales, or with the copy 2 rows per lane in two-warp
-    workgroups (4 for lm_head: equal to the vec4 one; the unfused gate/up one row per warp, 87% of the
-    stream against 81%). The others are latency-bound: one row per lane
-    and warps enough that one step covers a row with one chunk per lane (32 chunks: 8 rows of one warp;
-    64: two warps per row; 128: four). Llama's down (256 chunks) takes 4 warps of 2 chunks with the copy,
-    and without it 2 warps in two steps (75% of the stream against 72%: the strided scale loads favour
-    fewer in flight)."""
+    the fused gate/up) 4 rows per lane with vec4 scales; with the copy 2 rows per lane in two-warp
+    workgroups for the fused gate/up (1 row per warp where K is one warp's 32 chunks, Qwen's), 4 for
+    lm_head, and one row per warp for the unfused gate/up (87% of the stream against 81%). The others
+    are latency-bound: one row per lane and warps enough that one step covers a row with one chunk per
+    lane (32 chunks: 8 rows of one warp; 64: two warps per row; 128: four). Llama's down (256 chunks)
+    takes 4 warps of 2 chunks with the copy, and without it 2 warps in two steps (75% of the stream
+    against 72%: the strided scale loads favour fewer in flight)."""
     wide = glu or (n >= 8192 and k <= 4096)
+    chunks = k // 32
     if rows_copy and wide:
+        if glu and chunks <= 32:        # Qwen's gate/up: 2 rows per lane would clamp half their chunks
+            return "r1u1w8"
         return "r4u1w2" if n >= 65536 else "r2u2w2" if glu else "r1u1w8"
     if wide:
         if scales_vec4:
             return "r4u1w2v"
         return "r2u2w1" if glu else "r4u1w2"
-    chunks = k // 32
     if chunks <= 32:
         return "r1u1w8"
     if chunks <= 64:
