@@ -91,3 +91,12 @@ def test_pre_quantized_int8_routes_name_what_does_not_fit():
     kernel = lambda w: q4_linear(x=x, weight=w, out=out, adapter=adapter, rows=1, int8=act)[0].kernel
     assert kernel(weight.rows(2, n)).endswith("_r1u1w8") and kernel(weight.rows(0, n)).endswith("_r1u1w8")
     assert q4_linear_glu(act=act, weight=weight, out=out, adapter=adapter).kernel == "q4gsw_gemv_i8x_glu_wg_r4u1w2v"
+
+def test_native_dialect_blanks_only_the_subgroups_directive():
+    """Naga rejects `enable subgroups;`; the native backend blanks that line (and only it), keeping
+    every other line where it was so compile errors still point at the generated file's lines."""
+    from py_runtime.gpu.native import _naga_dialect
+
+    code = "// enable subgroups; in a comment stays\nenable subgroups;\nenable f16;\n  enable  subgroups ;\nfn f() {}\n"
+    out = _naga_dialect(code)
+    assert out.splitlines() == ["// enable subgroups; in a comment stays", "", "enable f16;", "", "fn f() {}"]
