@@ -27,6 +27,17 @@ step() {
   grep -v "^  console" "$work/$name.txt" | tail -n 45 >> "$out/summary.txt"
 }
 
+# per_shape STEP PRESET PATTERN SHAPE...: a browser run of PRESET per shape, its cases those whose name
+# contains PATTERN with %s replaced by the shape.
+per_shape() {
+  local name=$1 preset=$2 pattern=$3 shape; shift 3
+  for shape in "$@"; do
+    # shellcheck disable=SC2059
+    step "$name-$shape" 90 bench kernels --backend browser --driver plain --preset "$preset" --trials 3 \
+      --only "$(printf "$pattern" "$shape")" --timeout 80
+  done
+}
+
 # The default fits two device calls of 10 minutes: run it as two halves (native-*, then browser-*).
 steps=${*:-"native-check browser-check native-host browser-host native-kernels browser-kernels native-int8 browser-int8 native-step browser-step"}
 for s in $steps; do
@@ -48,26 +59,14 @@ for s in $steps; do
     native-check8x)  step "$s" 60 check --suite q4 --preset int8x --backend native ;;
     browser-check8x) step "$s" 90 check --suite q4 --preset int8x --backend browser --driver plain ;;
     native-int8x)    step "$s" 280 bench kernels --backend native --preset gemv_int8x --trials 3 ;;
-    browser-int8x)   # one browser per shape: long Chromium runs slow down partway (docs/PERFORMANCE.md)
-                     for shape in q_o kv qkv_as_one gate_up gate_up_glu down lm_head; do
-                       step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x \
-                         --trials 3 --only "llama.$shape." --timeout 80
-                     done ;;
-    browser-split)   # the row-major-copy variants (split-K ones included), one browser per shape
-                     for shape in q_o kv qkv_as_one gate_up gate_up_glu down; do
-                       step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x \
-                         --trials 3 --only "llama.$shape.int8x.rows" --timeout 80
-                     done ;;
-    browser-split-ref) # the same with the reference scale layout, at the latency-bound shapes
-                     for shape in q_o kv qkv_as_one down; do
-                       step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x \
-                         --trials 3 --only "llama.$shape.int8x[" --timeout 80
-                     done ;;
-    browser-split-qwen) # Qwen3's latency-bound shapes and fused gate/up under the row-major copy's variants
-                     for shape in q kv o down gate_up_glu; do
-                       step "$s-$shape" 90 bench kernels --backend browser --driver plain --preset gemv_int8x_qwen \
-                         --trials 3 --only "qwen.$shape." --timeout 80
-                     done ;;
+    # Variant sweeps, one browser per shape (each run stays short and its table readable):
+    browser-int8x)   per_shape "$s" gemv_int8x "llama.%s." q_o kv qkv_as_one gate_up gate_up_glu down lm_head ;;
+    # the row-major copy's variants (the latency shapes included)
+    browser-split)   per_shape "$s" gemv_int8x "llama.%s.int8x.rows" q_o kv qkv_as_one gate_up gate_up_glu down ;;
+    # the same with the reference scale layout, at the latency-bound shapes
+    browser-split-ref) per_shape "$s" gemv_int8x "llama.%s.int8x[" q_o kv qkv_as_one down ;;
+    # Qwen3's latency-bound shapes and fused gate/up under the row-major copy's variants
+    browser-split-qwen) per_shape "$s" gemv_int8x_qwen "qwen.%s." q kv o down gate_up_glu ;;
     native-dec8x)    step "$s" 120 bench kernels --backend native --preset decode_int8x ;;
     browser-dec8x)   step "$s" 120 bench kernels --backend browser --driver plain --preset decode_int8x --timeout 110 ;;
     native-qwen)     step "$s" 120 bench kernels --backend native --preset qwen_step ;;

@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="kernels: tiny | decode | decode_int8 | decode_int8x | gemv_variants | gemv_vocab | gemv_next | "
                             "gemv_int8x | prefill | llama_step | qwen_step (a whole decode token's linears)")
     bench.add_argument("--only", nargs="+", help="kernels: only the cases whose name (with its [shape]) contains one of "
-                                                 "these (shorter browser runs: long ones slow down in Chromium)")
+                                                 "these")
     bench.add_argument("--repeats", type=int, default=10, help="kernels: dispatches per measured replay")
     bench.add_argument("--trials", type=int, default=5, help="kernels: replays per row (median)")
     bench.add_argument("--chain-mb", type=float, default=384,
