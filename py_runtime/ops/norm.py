@@ -30,7 +30,7 @@ from ..plan import OpCall, Sizing
 from ..tensors import Tensor
 from .grid import linear_grid, live_limit, live_value
 
-__all__ = ["rms_norm", "rms_norm_kernel", "subgroups_available", "ROUTES"]
+__all__ = ["rms_norm", "rms_norm_kernel", "subgroups_available", "eps_f32", "ROUTES"]
 
 ROUTES = ("rms_norm", "rms_norm_subgroup")
 _SMALL_ROW = 256        # rows up to this long (head_dim) use the 64-invocation variant
@@ -38,6 +38,11 @@ _SMALL_ROW = 256        # rows up to this long (head_dim) use the 64-invocation 
 
 def subgroups_available(adapter) -> bool:
     return "subgroups" in adapter.device_features
+
+
+def eps_f32(eps: float) -> float:
+    """eps rounded to the f32 a norm kernel reads from its params."""
+    return struct.unpack("<f", struct.pack("<f", eps))[0]
 
 
 def rms_norm_kernel(d: int, *, subgroup: bool) -> tuple[str, int]:
@@ -60,7 +65,7 @@ def rms_norm(*, x: Tensor, weight: Tensor, out: Tensor, tokens: int | str, eps: 
         raise ValueError(f"rms_norm: heads {heads} and d {d} must be positive")
     kernel, _ = rms_norm_kernel(d, subgroup=subgroup)
     capacity = min(x.numel, out.numel) // d
-    eps32 = struct.unpack("<f", struct.pack("<f", eps))[0]
+    eps32 = eps_f32(eps)
 
     def sizing(spec, live) -> Sizing:
         t = live_value(tokens, live, "rms_norm")

@@ -34,6 +34,7 @@ from ..gpu.device import AdapterReport
 from ..plan import OpCall, Sizing
 from ..tensors import Tensor
 from .grid import linear_grid, live_limit, live_value
+from .norm import eps_f32
 
 __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES",
            "q4_quantize", "q4_linear", "q4_linear_qkv", "gemv_variant", "int8_max_k", "int8_shape_params", "q4_weight_bytes",
@@ -146,7 +147,7 @@ def rms_norm_int8x(*, x: Tensor, weight: Tensor, act: Int8Activations, eps: floa
     (d,) = weight.shape
     if x.shape[-1] != d or act.k != d or x.dtype != "f32" or weight.dtype != "f32":
         raise ValueError(f"rms_norm_int8x: x {x!r}, weight {weight!r} and the activations' K {act.k} must agree")
-    eps32 = struct.unpack("<f", struct.pack("<f", eps))[0]
+    eps32 = eps_f32(eps)
 
     def sizing(spec, live):
         active = live_value(tokens, live, "rms_norm_int8x") == 1
@@ -287,10 +288,14 @@ def gemv_int8x_shape_for(k: int, n: int, scales_vec4: bool, glu: bool = False, r
 
 
 def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tuple[Tensor, ...], adapter: AdapterReport,
-                  rows: int | str, bias: Tensor | None, shape: str | None, glu: bool = False) -> OpCall:
+                  rows: int | str, bias: Tensor | None, shape: str | None, glu: bool = False,
+                  x: Tensor | None = None) -> OpCall:
     """The q4_gemv_int8x dispatch (decode only: idle unless the live row count is 1). Three outputs make
     it the fused decode QKV (q4_gemv_int8x_qkv): rows of the packed weight split n_q, n_kv, n_kv; `glu`
-    the fused gate/up + SwiGLU (q4_gemv_int8x_glu): gate rows [0, n), up rows [n, 2n), n = the output's."""
+    the fused gate/up + SwiGLU (q4_gemv_int8x_glu): gate rows [0, n), up rows [n, 2n), n = the output's.
+    `x`: the f32 input the caller's other routes read, which the activations must be the quantization of."""
+    if x is not None and act.x is not x:
+        raise ValueError(f"{label}: int8 activations of {act.x.name!r} cannot feed x {x.name!r}")
     if act.group_size != weight.group_size or act.k != weight.k:
         raise ValueError(f"{label}: int8 activations of {act.x.name!r} (K {act.k}, groups of {act.group_size}) cannot "
                          f"feed a weight with K {weight.k} in groups of {weight.group_size}")
@@ -414,8 +419,6 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
                       params=_linear_params(weight, m, has_bias), bytes_moved=moved, flops=flops)
 
     prequantized = isinstance(int8, Int8Activations)
-    if prequantized and int8.x is not x:
-        raise ValueError(f"{label}: int8 activations of {int8.x.name!r} cannot feed x {x.name!r}")
     # (the pre-quantized decode picks its own shape: _int8x_decode)
     shape = gemv_shape if prequantized else \
         gemv_shape or (int8 and gemv_int8_shape_for(weight.k, weight.n, weight.group_size)) or gemv_shape_for(weight.k, weight.n)
@@ -435,7 +438,7 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
     decode = OpCall(label=f"{label}.decode", kernel=decode_kernel, route=decode_route, tensors=tensors,
                     sizing=decode_sizing) if decode_kernel else None
     if prequantized:
-        decode = _int8x_decode(label, int8, weight, (out,), adapter, rows, bias, gemv_shape)
+        decode = _int8x_decode(label, int8, weight, (out,), adapter, rows, bias, gemv_shape, x=x)
     calls = {
         "decode": decode,
         "prefill": OpCall(label=f"{label}.prefill", kernel=prefill_kernel, route=prefill_route, tensors=tensors,
@@ -482,10 +485,8 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     separate = [call for view, out in zip(views, outs)
                 for call in q4_linear(x=x, weight=view, out=out, adapter=adapter, rows=rows)]
     if int8 is not None and all(c.route != "q4_linear_generic" for c in separate):
-        if int8.x is not x:
-            raise ValueError(f"q4_linear_qkv: int8 activations of {int8.x.name!r} cannot feed x {x.name!r}")
         prefill = [c for c in separate if not c.route.startswith("q4_gemv")]
-        separate = [_int8x_decode("q4_linear_qkv", int8, weight, outs, adapter, rows, None, gemv_shape)] + prefill
+        separate = [_int8x_decode("q4_linear_qkv", int8, weight, outs, adapter, rows, None, gemv_shape, x=x)] + prefill
     limits = adapter.limits
     fused_fits = ((weight.k, n_q, n_kv) == QKV_SHAPE and weight.group_size == 64 and weight.n == weight.n_total
                   and limits.get("maxComputeWorkgroupStorageSize", 0) >= 2 * _TILE * 64 * 4
