@@ -282,7 +282,9 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
 def _within_bound(name: str, data: bytes, exact: np.ndarray, bound: np.ndarray, what: str) -> float:
     """A GPU output (f32 bytes, shaped as exact) against float64 within its bound: none left at the
     poison the checks fill outputs with, none outside (NaN included). Returns the worst error/bound."""
-    poison = np.frombuffer(bytes.fromhex("addbba7f"), np.uint32)[0]
+    from ...checks.unary import POISON
+
+    poison = np.frombuffer(POISON, np.uint32)[0]
     words = np.frombuffer(data, np.uint32)
     assert not np.any(words == poison), f"{name}: {int(np.sum(words == poison))} outputs never written"
     err = np.abs(np.frombuffer(data, np.float32).reshape(exact.shape).astype(np.float64) - exact)
