@@ -138,6 +138,16 @@ async def _active_call(runtime: Runtime, calls, live):
     raise ValueError(f"no active dispatch among {[c.route for c in calls]}")
 
 
+async def _run_once(runtime: Runtime, label: str, calls) -> None:
+    """Record and run a one-off plan (weights, inputs: what a measurement reads), then free it."""
+    plan = Plan(runtime, label)
+    for call in calls:
+        await plan.add(call)
+    plan.record()
+    await plan.replay()
+    plan.release()
+
+
 async def _queue(plan: Plan, seconds: float, per_replay: float) -> None:
     """About `seconds` of back-to-back replays, submitted without waiting, so the GPU has no idle gap
     (at most 2,000: short plans are then bound by the host's submissions)."""
@@ -255,19 +265,16 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
                           scales_rows=rows_pool if case.scales_rows else None)
         x = await tensors.allocate("bench.x", (case.rows, case.k))
         out = await tensors.allocate("bench.out", (case.rows, case.n))
-        setup = Plan(runtime, "bench.setup")
-        await setup.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index)))
+        setup = [q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, index))]
         if case.scales_rows:
-            await setup.add(q4_scales_rows(weight))
-        await setup.add(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
+            setup.append(q4_scales_rows(weight))
+        setup.append(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
         int8 = case.int8
         if case.int8x:
             int8 = Int8Activations(x, await tensors.allocate("bench.xq", (case.k // 4,), "u32"),
                                    await tensors.allocate("bench.xstats", (case.k // 16,)), case.group_size)
-            await setup.add(quantize_activations(int8))
-        setup.record()
-        await setup.replay()
-        setup.release()
+            setup.append(quantize_activations(int8))
+        await _run_once(runtime, "bench.setup", setup)
         calls = _linear(case, x, weight.rows(0, case.weight_rows), out, device.adapter, case.rows, int8)
         plan = Plan(runtime, f"bench.{case.name}")
         main, moved = await _active_call(runtime, calls, plan.live)
@@ -341,6 +348,11 @@ class StepGeometry:
     qkv: tuple[int, int]
 
 
+# The routes a decode step is timed under: (label, activations, the row-major scale copy, the RMSNorm
+# emitting the int8 row itself); "unfused" is int8x+rows with RMSNorm, then quantization.
+_STEP_ROUTES = (("f32", "f32", False, False), ("int8", "int8", False, False), ("int8x", "int8x", False, True),
+                ("int8x+rows", "int8x", True, True), ("int8x+rows unfused", "int8x", True, False))
+
 STEP_PRESETS = {
     "llama_step": StepGeometry("llama-3.2-1b", 16, (("qkv", 2048, 3072), ("o", 2048, 2048), ("gate_up", 2048, 16384),
                                                    ("down", 8192, 2048)), (2048, 128256), (2048, 512)),
@@ -377,34 +389,22 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
         stacked = Q4Weight(packed, scales, k, len(names) * n, 64)
         with_rows = Q4Weight(packed, scales, k, len(names) * n, 64, scales_rows=rows_copy)
         owned += [packed, scales, rows_copy]
-        setup = Plan(runtime, "step.setup")
-        await setup.add(q4_quantize(weight=stacked, synth=(WEIGHT_RANGE, seed, 50 + index)))
-        await setup.add(q4_scales_rows(with_rows))
-        setup.record()
-        await setup.replay()
-        setup.release()
+        await _run_once(runtime, "step.setup", [q4_quantize(weight=stacked, synth=(WEIGHT_RANGE, seed, 50 + index)),
+                                                q4_scales_rows(with_rows)])
         for i, name in enumerate(names):
             weights[name] = stacked.rows(i * n, n)
             weights_rows[name] = with_rows.rows(i * n, n)
     inputs, outputs = {}, {}
     for k in sorted({k for _, k, _ in linears}):
         inputs[k] = await tensors.allocate(f"step.x.{k}", (1, k))
-        owned.append(inputs[k])
-        fill = Plan(runtime, "step.fill")
-        await fill.add(fill_uniform(target=inputs[k], value_range=ACT_RANGE, seed=seed, stream=70 + k))
-        fill.record()
-        await fill.replay()
-        fill.release()
     hidden = geometry.lm_head[0]
     raw = await tensors.allocate("step.raw", (1, hidden))              # the residual stream a norm reads
     norm_weight = await tensors.allocate("step.norm_weight", (hidden,))
-    owned += [raw, norm_weight]
-    fill = Plan(runtime, "step.fill")
-    await fill.add(fill_uniform(target=raw, value_range=ACT_RANGE, seed=seed, stream=60))
-    await fill.add(fill_uniform(target=norm_weight, value_range=NORM_RANGE, seed=seed, stream=61))
-    fill.record()
-    await fill.replay()
-    fill.release()
+    owned += [*inputs.values(), raw, norm_weight]
+    await _run_once(runtime, "step.fill",
+                    [fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=70 + k) for k, x in inputs.items()]
+                    + [fill_uniform(target=raw, value_range=ACT_RANGE, seed=seed, stream=60),
+                       fill_uniform(target=norm_weight, value_range=NORM_RANGE, seed=seed, stream=61)])
     for n in sorted({n for name, _, n in linears if not name.endswith(("qkv", "gate_up"))}):
         outputs[n] = await tensors.allocate(f"step.out.{n}", (1, n))
         owned.append(outputs[n])
@@ -429,21 +429,21 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
 
     projections = [(f"{name}.{part}", k, size) for name, k, n in linears for part, size in parts(name, n)]
     result = {"geometry": geometry.name, "linears": len(projections), "weight_bytes": 0, "routes": {}}
-    for label in ("f32", "int8", "int8x", "int8x+rows", "int8x+rows unfused"):
+    for label, activation, rows_copy, fused_norm in _STEP_ROUTES:
         plan = Plan(runtime, f"step.{label}")
         moved = 0
         for name, k, n in linears:
-            weight = (weights_rows if label.startswith("int8x+rows") else weights)[name]
+            weight = (weights_rows if rows_copy else weights)[name]
             outs = [part_outs[part] if part else outputs[n] for part, _ in parts(name, n)]
             normed = name.endswith(("qkv", "gate_up")) or name == "lm_head"
-            if normed and label.startswith("int8x") and not label.endswith("unfused"):
+            if normed and fused_norm:
                 await plan.add(rms_norm_int8x(x=raw, weight=norm_weight, act=activations[k], eps=NORM_EPS))
             elif normed:
                 await plan.add(rms_norm(x=raw, weight=norm_weight, out=inputs[k], tokens=1, eps=NORM_EPS,
                                         subgroup=subgroups_available(adapter)))
-            if label.startswith("int8x"):
+            if activation == "int8x":
                 act = activations[k]
-                if not normed or label.endswith("unfused"):
+                if not (normed and fused_norm):
                     await plan.add(quantize_activations(act))
                 if name.endswith("qkv"):
                     groups = [q4_linear_qkv(x=inputs[k], weight=weight, outs=tuple(outs), adapter=adapter, rows=1,
@@ -456,7 +456,7 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
                 groups, first = [], weight.n_offset
                 for out, (_, size) in zip(outs, parts(name, n)):
                     groups.append(q4_linear(x=inputs[k], weight=weight.rows(first, size), out=out, adapter=adapter,
-                                            rows=1, int8=label == "int8"))
+                                            rows=1, int8=activation == "int8"))
                     first += size
                 if name.endswith("gate_up"):
                     groups.append([swiglu(gate=outs[0], up=outs[1], out=act_out, tokens=1)])
