@@ -114,6 +114,12 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
               LinearCase("int8x.rows.llama.qkv", 2048, 2048, (1,), n_kv=512, int8x=True, scales_rows=True),
               LinearCase("int8x.rows.llama.gate_up_glu", 2048, 8192, (1,), int8x=True, glu=True, scales_rows=True),
               LinearCase("int8x.rows.vocab", 2048, 40000, (1,), int8x=True, scales_rows=True),
+              # the shapes whose picks are latency shapes with the copy (r1u2w2k4, r1u1w8, r1u1w2k4)
+              LinearCase("int8x.rows.llama.down", 8192, 2048, (1,), int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.llama.gate_up", 2048, 8192, (1,), int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.qwen.q", 1024, 2048, (1,), int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.qwen.down", 3072, 1024, (1,), int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.qwen.gate_up_glu", 1024, 3072, (1,), int8x=True, glu=True, scales_rows=True),
               LinearCase("int8x.rows.gs128_bias", 1024, 300, (1,), group_size=128, bias=True, int8x=True,
                          scales_rows=True),
               LinearCase("int8x.rows.qkv_odd", 160, 37, (1,), group_size=32, n_kv=9, int8x=True, scales_rows=True),
