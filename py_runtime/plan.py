@@ -17,44 +17,21 @@ from __future__ import annotations
 import time
 from array import array
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
+from typing import Mapping
 
+from .dispatch import MAX_PER_DIM_KEY, OpCall, runs_at
 from .gpu.device import Dispatch, Handle
 from .kernels import Kernel
-from .ops.grid import MAX_PER_DIM_KEY
 from .params import ParamSlot
 from .profiling import dispatch_durations, looks_quantized
 from .routes import attention_conflicts, route_bit, route_mask
 from .tensors import Tensor
 
-__all__ = ["OpCall", "Sizing", "Plan", "Execution", "ProfileRow", "PlanError", "runs_at"]
+__all__ = ["Plan", "Execution", "ProfileRow", "PlanError"]
 
 
 class PlanError(RuntimeError):
     pass
-
-
-@dataclass(frozen=True, kw_only=True)
-class Sizing:
-    """What an op's dispatch looks like at the current live sizes."""
-
-    workgroups: tuple[int, int, int]
-    params: bytes = b""
-    bytes_moved: int = 0
-    flops: int = 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpCall:
-    """One dispatch of one op: the kernel its route chose, the tensors it binds (binding ->
-    tensor; the params binding is added from the registry), and how it sizes itself."""
-
-    label: str
-    kernel: str
-    route: str
-    tensors: Mapping[int, Tensor]
-    sizing: Callable[[Kernel, Mapping[str, int]], Sizing]
-    constants: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -90,11 +67,6 @@ class Execution:
     rows: tuple[ProfileRow, ...] = ()   # per dispatch, when profiled
     quantized: bool | None = None
     span_ns: int | None = None          # the whole plan in one pass, when profiled with profile="span"
-
-
-def runs_at(workgroups) -> bool:
-    """An alternative route idles with zero workgroups (a valid, empty dispatch)."""
-    return workgroups[0] * workgroups[1] * workgroups[2] > 0
 
 
 @dataclass
@@ -133,11 +105,11 @@ class Plan:
         spec, pipeline = await runtime.pipelines.get(call.kernel, dict(call.constants) if call.constants else None)
         sizing = call.sizing(spec, self.live)
         uniforms = [b["binding"] for b in spec.bindings if b["space"] == "uniform"]
-        storage = {b["binding"] for b in spec.bindings if b["space"] == "storage"}
-        if set(call.tensors) != storage:
+        storage = {b["name"]: b["binding"] for b in spec.bindings if b["space"] == "storage"}
+        if set(call.tensors) != set(storage):
             raise PlanError(f"{call.label}: kernel {call.kernel} binds storage {sorted(storage)}, "
                             f"the op gave {sorted(call.tensors)}")
-        buffers = {binding: tensor.buffer for binding, tensor in call.tensors.items()}
+        buffers = {storage[name]: tensor.buffer for name, tensor in call.tensors.items()}
         slot = None
         if uniforms:
             slot = runtime.params.slot(len(sizing.params))

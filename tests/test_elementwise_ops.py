@@ -52,7 +52,7 @@ def test_binary_params_pack_dims_strides_and_length():
     assert words[4:8] == (0, 5, 0, 1)           # x [3,1,5]: the 4-dim broadcasts
     assert words[8:12] == (0, 0, 1, 0)          # y [4,1]: 3 and 5 broadcast
     assert words[12] == 60
-    assert call.kernel == "binary_pow" and call.route == "binary" and set(call.tensors) == {0, 1, 2}
+    assert call.kernel == "binary_pow" and call.route == "binary" and set(call.tensors) == {"lhs", "rhs", "out"}
 
 
 @pytest.mark.parametrize("call,fragments", [
@@ -120,7 +120,7 @@ def test_keepdim_changes_only_the_shape_metadata():
 @pytest.mark.parametrize("n,words", [(1, 1), (4, 1), (5, 2), (257, 65)])
 def test_packed_ops_run_one_invocation_per_word(n, words):
     call = logical_ops.logical("not", a=t("p", (n,), "bool"), out=t("q", (n,), "bool"))
-    assert set(call.tensors) == {0, 1}
+    assert set(call.tensors) == {"lhs", "out"}
     assert _sized(call).workgroups == (-(-words // 64), 1, 1)
     pack = to_copy_ops.to_copy(src=t("s", (n,)), out=t("h", (n,), "f16"))
     assert _sized(pack).workgroups == (-(-(-(-n // 2)) // 64), 1, 1)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from py_runtime.host.oracle import synth_hash_np
-from py_runtime.ops.grid import linear_grid
+from py_runtime.dispatch import linear_grid
 from py_runtime.ops.synth import UniformRange, synth_hash
 from py_runtime.profiling import dispatch_durations, looks_quantized
 from py_runtime.checks.unary import ulp32

@@ -25,7 +25,8 @@ from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, Int8Acti
 from ..ops.norm import rms_norm, subgroups_available
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
-from ..plan import Plan, runs_at
+from ..dispatch import runs_at
+from ..plan import Plan
 from ..runtime import Runtime
 from .q4_linear import ACT_RANGE, NORM_EPS, NORM_RANGE, WEIGHT_RANGE
 

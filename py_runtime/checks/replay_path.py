@@ -24,7 +24,8 @@ from dataclasses import replace
 
 from ..ops.synth import UniformRange, fill_uniform
 from ..ops.unary import unary
-from ..plan import OpCall, Plan
+from ..dispatch import OpCall
+from ..plan import Plan
 from ..runtime import Runtime
 
 __all__ = ["run_replay_path_checks", "idle_twin"]

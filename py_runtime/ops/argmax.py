@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import struct
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit, live_value
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["BLOCK", "argmax", "argmax_blocks_needed"]
 
@@ -57,6 +56,6 @@ def argmax(*, values: Tensor, block_keys: Tensor, block_index: Tensor, result: T
                       flops=blocks)
 
     return (OpCall(label=f"argmax_blocks({values.name})", kernel="argmax_blocks", route="argmax",
-                   tensors={0: values, 1: block_keys, 2: block_index}, sizing=blocks_sizing),
+                   tensors={"values": values, "block_keys": block_keys, "block_index": block_index}, sizing=blocks_sizing),
             OpCall(label=f"argmax_reduce({values.name})", kernel="argmax_reduce", route="argmax",
-                   tensors={0: block_keys, 1: block_index, 2: result}, sizing=reduce_sizing))
+                   tensors={"block_keys": block_keys, "block_index": block_index, "result": result}, sizing=reduce_sizing))

@@ -17,9 +17,8 @@ import math
 import struct
 from dataclasses import dataclass
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit
 from .synth import UniformRange
 
 __all__ = ["BINARY_OPS", "MAX_RANK", "TOLERANCES", "INPUT_RANGES", "DIVISOR_RANGES", "BinaryTolerance",
@@ -123,4 +122,4 @@ def binary(op: str, *, a: Tensor, b: Tensor, out: Tensor, max_per_dim: int | Non
                       bytes_moved=4 * (a.numel + b.numel + n), flops=n)
 
     return OpCall(label=f"{name}({a.name},{b.name}->{out.name})", kernel=name, route=ROUTE,
-                  tensors={0: a, 1: b, 2: out}, sizing=sizing)
+                  tensors={"lhs": a, "rhs": b, "out": out}, sizing=sizing)

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import struct
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit, live_value
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["embedding_f32"]
 
@@ -38,4 +37,4 @@ def embedding_f32(*, ids: Tensor, table: Tensor, out: Tensor, status: Tensor, to
                       bytes_moved=4 * (2 * n + 2 * t), flops=0)
 
     return OpCall(label=f"embedding_f32({out.name})", kernel="embedding_f32", route="embedding_f32",
-                  tensors={0: ids, 1: table, 2: out, 3: status}, sizing=sizing)
+                  tensors={"ids": ids, "table": table, "out": out, "status": status}, sizing=sizing)

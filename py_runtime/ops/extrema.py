@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 import struct
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit
 
 __all__ = ["EXTREMA_OPS", "MAX_RANK", "kernel_name", "normalize_dim", "reduced_shape", "extrema"]
 
@@ -69,4 +68,4 @@ def extrema(op: str, *, src: Tensor, out: Tensor, dim: int, keepdim: bool = Fals
                       bytes_moved=4 * (src.numel + n), flops=src.numel)
 
     return OpCall(label=f"{name}({src.name}->{out.name}, dim={dim})", kernel=name, route=ROUTE,
-                  tensors={0: src, 1: out}, sizing=sizing)
+                  tensors={"src": src, "dst": out}, sizing=sizing)

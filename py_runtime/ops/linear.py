@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import struct
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit, live_value
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["linear_f32"]
 
@@ -33,4 +32,4 @@ def linear_f32(*, x: Tensor, w: Tensor, out: Tensor, bias: Tensor | None = None,
 
     # Without a bias, binding 2 aliases w (read-only aliasing is allowed) and has_bias = 0 ignores it.
     return OpCall(label=f"linear_f32({out.name})", kernel="linear_f32", route="linear_f32_naive",
-                  tensors={0: x, 1: w, 2: bias if bias is not None else w, 3: out}, sizing=sizing)
+                  tensors={"x": x, "w": w, "bias": bias if bias is not None else w, "out": out}, sizing=sizing)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import struct
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit
 
 __all__ = ["LOGICAL_OPS", "UNARY_LOGICAL_OPS", "kernel_name", "logical"]
 
@@ -44,7 +43,7 @@ def logical(op: str, *, a: Tensor, out: Tensor, b: Tensor | None = None, max_per
             raise ValueError(f"logical {op}: {role} {t.name!r} has shape {list(t.shape)}, a {a.name!r} has "
                              f"{list(a.shape)}; logical ops need equal shapes (no broadcasting)")
     n = a.numel
-    tensors = {0: a, 1: out} if unary else {0: a, 1: b, 2: out}
+    tensors = {"lhs": a, "out": out} if unary else {"lhs": a, "rhs": b, "out": out}
 
     def sizing(spec, live) -> Sizing:
         return Sizing(workgroups=linear_grid(-(-n // 4), spec.invocations, max_per_dim or live_limit(live)),

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import struct
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit, live_value
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["rms_norm", "rms_norm_kernel", "subgroups_available", "eps_f32", "ROUTES"]
 
@@ -80,4 +79,4 @@ def rms_norm(*, x: Tensor, weight: Tensor, out: Tensor, tokens: int | str, eps: 
 
     return OpCall(label=f"rms_norm({x.name}->{out.name})", kernel=kernel,
                   route="rms_norm_subgroup" if subgroup else "rms_norm",
-                  tensors={0: x, 1: weight, 2: out}, sizing=sizing)
+                  tensors={"x": x, "w": weight, "y": out}, sizing=sizing)

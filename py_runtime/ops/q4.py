@@ -31,9 +31,8 @@ import struct
 from dataclasses import dataclass
 
 from ..gpu.device import AdapterReport
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit, live_value
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit, live_value
 from .norm import eps_f32
 
 __all__ = ["Q4Weight", "GROUP_SIZES", "GEMV_SHAPES", "GEMV_INT8_SHAPES", "q4_embedding", "BK64_SHAPES",
@@ -136,7 +135,7 @@ def quantize_activations(act: Int8Activations, *, rows: int | str = 1) -> OpCall
                       params=struct.pack("<2I", k, gs), bytes_moved=(4 * k + k + 8 * (k // 32)) if active else 0)
 
     return OpCall(label=f"quantize_activations({act.x.name})", kernel="int8_activations", route="int8_activations",
-                  tensors={0: act.x, 1: act.words, 2: act.stats}, sizing=sizing)
+                  tensors={"x": act.x, "words": act.words, "stats": act.stats}, sizing=sizing)
 
 
 def rms_norm_int8x(*, x: Tensor, weight: Tensor, act: Int8Activations, eps: float, tokens: int | str = 1) -> OpCall:
@@ -155,7 +154,7 @@ def rms_norm_int8x(*, x: Tensor, weight: Tensor, act: Int8Activations, eps: floa
                       bytes_moved=(4 * 3 * d + d + 8 * (d // 32)) if active else 0, flops=4 * d if active else 0)
 
     return OpCall(label=f"rms_norm_int8x({x.name}->{act.x.name})", kernel="rms_norm_int8x", route="rms_norm_int8x",
-                  tensors={0: x, 1: act.words, 2: act.stats, 4: weight, 5: act.x}, sizing=sizing)
+                  tensors={"x": x, "words": act.words, "stats": act.stats, "w": weight, "y": act.x}, sizing=sizing)
 
 
 def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | None = None,
@@ -178,9 +177,9 @@ def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | Non
                       params=struct.pack("<3I", n, k, weight.group_size) + extra + struct.pack("<I", scales_row_major),
                       bytes_moved=(0 if synth else 4 * n * k) + n * k // 2 + 4 * groups)
 
-    tensors = {1: weight.packed, 2: weight.scales}
+    tensors = {"packed": weight.packed, "scales": weight.scales}
     if w is not None:
-        tensors[0] = w
+        tensors["w"] = w
     return OpCall(label=f"q4_quantize({weight.packed.name})", kernel="q4gsw_quantize_synth" if synth else "q4gsw_quantize",
                   route="q4_quantize", tensors=tensors, sizing=sizing)
 
@@ -198,7 +197,7 @@ def q4_scales_rows(weight: Q4Weight) -> OpCall:
                       params=struct.pack("<2I", groups, weight.n_total), bytes_moved=8 * count)
 
     return OpCall(label=f"q4_scales_rows({weight.packed.name})", kernel="q4gsw_scales_rows", route="q4_scales_rows",
-                  tensors={0: weight.scales, 1: weight.scales_rows}, sizing=sizing)
+                  tensors={"scales": weight.scales, "rows": weight.scales_rows}, sizing=sizing)
 
 
 def _linear_params(weight: Q4Weight, m: int, has_bias: bool) -> bytes:
@@ -331,12 +330,12 @@ def _int8x_decode(label: str, act: "Int8Activations", weight: Q4Weight, outs: tu
         return Sizing(workgroups=linear_grid(-(-n_out // rows_per_group), 1, live_limit(live)) if active else IDLE,
                       params=params, bytes_moved=moved if active else 0, flops=flops if active else 0)
 
-    tensors = {0: act.words, 1: act.stats, 2: weight.packed, 3: weight.scales_rows if rows_copy else weight.scales,
-               5: outs[0]}
+    tensors = {"xq": act.words, "xstats": act.stats, "weights": weight.packed,
+               "scales": weight.scales_rows if rows_copy else weight.scales, "out": outs[0]}
     if not glu:
-        tensors[4] = bias if has_bias else weight.scales
+        tensors["bias"] = bias if has_bias else weight.scales
     if qkv:
-        tensors.update({7: outs[1], 8: outs[2]})
+        tensors.update({"out_k": outs[1], "out_v": outs[2]})
     return OpCall(label=f"{label}.decode", kernel=kernel, route=route, tensors=tensors, sizing=sizing)
 
 
@@ -381,7 +380,8 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
     label = f"q4_linear({out.name})"
     capacity = _check_io(x, weight, out, bias, label)
     has_bias = bias is not None
-    tensors = {0: x, 1: weight.packed, 2: weight.scales, 3: bias if has_bias else weight.scales, 4: out}
+    tensors = {"x": x, "weights": weight.packed, "scales": weight.scales, "bias": bias if has_bias else weight.scales,
+               "out": out}
     limits = adapter.limits
 
     def check_rows(m):
@@ -506,7 +506,8 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
         return Sizing(workgroups=grid, params=params, bytes_moved=moved if active else 0, flops=flops if active else 0)
 
     fused = OpCall(label="q4_linear_qkv.fused", kernel="q4gsw_gemm_qkv_bk64", route="q4_qkv_fused_bk64",
-                   tensors={0: x, 1: weight.packed, 2: weight.scales, 3: weight.scales, 4: q_out, 6: k_out, 7: v_out},
+                   tensors={"x": x, "weights": weight.packed, "scales": weight.scales, "bias": weight.scales, "out": q_out,
+                            "out_k": k_out, "out_v": v_out},
                    sizing=fused_sizing)
     decode_only = [c for c in separate if c.route.startswith("q4_gemv")]
     return decode_only + [fused]
@@ -533,7 +534,7 @@ def q4_embedding(*, ids: Tensor, weight: Q4Weight, out: Tensor, status: Tensor, 
                       bytes_moved=n // 2 + 4 * n // weight.group_size + 4 * n + 8 * t, flops=n)
 
     return OpCall(label=f"q4_embedding({out.name})", kernel="q4gsw_embedding", route="q4_embedding",
-                  tensors={0: ids, 1: weight.packed, 2: weight.scales, 3: out, 4: status}, sizing=sizing)
+                  tensors={"ids": ids, "packed": weight.packed, "scales": weight.scales, "out": out, "status": status}, sizing=sizing)
 
 
 def stream_read(*, data: Tensor, sink: Tensor, nbytes: int | None = None, offset: int = 0, store: bool = False) -> OpCall:
@@ -553,4 +554,4 @@ def stream_read(*, data: Tensor, sink: Tensor, nbytes: int | None = None, offset
 
     return OpCall(label=f"stream_read({data.name}@{offset})", kernel="stream_read_store" if store else "stream_read",
                   route="stream_read",
-                  tensors={0: data, 1: sink}, sizing=sizing)
+                  tensors={"data": data, "sink": sink}, sizing=sizing)

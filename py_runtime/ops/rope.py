@@ -26,9 +26,8 @@ import struct
 from array import array
 from dataclasses import dataclass
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit, live_value
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["Llama3Scaling", "LLAMA3_SCALING", "inverse_frequencies", "cos_sin_table", "rope", "LAYOUTS"]
 
@@ -107,4 +106,4 @@ def rope(*, src: Tensor, dst: Tensor, table: Tensor, heads: int, head_dim: int, 
                       bytes_moved=4 * (4 * pairs + 2 * pairs), flops=6 * pairs)
 
     return OpCall(label=f"rope_{layout}({src.name}->{dst.name})", kernel=f"rope_{layout}", route=f"rope_{layout}",
-                  tensors={0: src, 1: table, 2: dst}, sizing=sizing)
+                  tensors={"src": src, "table": table, "dst": dst}, sizing=sizing)

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import struct
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit, live_value
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit, live_value
 
 __all__ = ["swiglu", "residual_add"]
 
@@ -45,7 +44,7 @@ def swiglu(*, gate: Tensor, up: Tensor, out: Tensor, tokens: int | str) -> OpCal
     width = gate.shape[-1]
     _check("swiglu", width, gate, up, out)
     return OpCall(label=f"swiglu({out.name})", kernel="swiglu", route="swiglu_fused",
-                  tensors={0: gate, 1: up, 2: out},
+                  tensors={"gate": gate, "up": up, "out": out},
                   sizing=_row_sizing(f"swiglu({out.name})", width, tokens, (gate, up, out), reads=2, writes=1,
                                      flops=5))
 
@@ -56,11 +55,11 @@ def residual_add(*, a: Tensor, b: Tensor, tokens: int | str, out: Tensor | None 
     if out is None or out is a:
         _check("residual_add", width, a, b)
         return OpCall(label=f"residual_add({a.name}+={b.name})", kernel="residual_add_inplace",
-                      route="residual_add_inplace", tensors={0: a, 1: b},
+                      route="residual_add_inplace", tensors={"acc": a, "b": b},
                       sizing=_row_sizing(f"residual_add({a.name})", width, tokens, (a, b), reads=2, writes=1,
                                          flops=1))
     _check("residual_add", width, a, b, out)
     return OpCall(label=f"residual_add({out.name})", kernel="residual_add", route="residual_add",
-                  tensors={0: a, 1: b, 2: out},
+                  tensors={"a": a, "b": b, "out": out},
                   sizing=_row_sizing(f"residual_add({out.name})", width, tokens, (a, b, out), reads=2, writes=1,
                                      flops=1))

@@ -10,9 +10,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit, resolve_length
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit, resolve_length
 
 __all__ = ["UniformRange", "pcg", "synth_hash", "synth_value", "fill_uniform"]
 
@@ -75,5 +74,5 @@ def fill_uniform(*, target: Tensor, value_range: UniformRange, seed: int, stream
         return Sizing(workgroups=linear_grid(n, spec.invocations, max_per_dim or live_limit(live)),
                       params=params, bytes_moved=4 * n, flops=0)
 
-    return OpCall(label=f"{KERNEL}({target.name})", kernel=KERNEL, route="fill_uniform", tensors={0: target},
+    return OpCall(label=f"{KERNEL}({target.name})", kernel=KERNEL, route="fill_uniform", tensors={"dst": target},
                   sizing=sizing)

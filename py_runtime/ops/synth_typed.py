@@ -17,9 +17,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit
 from .synth import synth_hash
 
 __all__ = ["I32Range", "F16Exponents", "fill_i32", "fill_bool", "fill_f16", "i32_value", "bool_value",
@@ -93,7 +92,7 @@ def _fill(kernel: str, target: Tensor, dtype: str, params, max_per_dim: int | No
         return Sizing(workgroups=linear_grid(invocations, spec.invocations, max_per_dim or live_limit(live)),
                       params=params(n), bytes_moved=element_bytes * n, flops=0)
 
-    return OpCall(label=f"{kernel}({target.name})", kernel=kernel, route=ROUTE, tensors={0: target}, sizing=sizing)
+    return OpCall(label=f"{kernel}({target.name})", kernel=kernel, route=ROUTE, tensors={"dst": target}, sizing=sizing)
 
 
 def fill_i32(*, target: Tensor, value_range: I32Range, seed: int, stream: int,

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import struct
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit
 from ..tensors import DTYPE_BYTES, Tensor
-from .grid import linear_grid, live_limit
 
 __all__ = ["CONVERSIONS", "GUARANTEES", "kernel_name", "to_copy"]
 
@@ -69,5 +68,5 @@ def to_copy(*, src: Tensor, out: Tensor, max_per_dim: int | None = None) -> OpCa
                       params=struct.pack("<I", n),
                       bytes_moved=n * (DTYPE_BYTES[src.dtype] + DTYPE_BYTES[out.dtype]), flops=n)
 
-    return OpCall(label=f"{name}({src.name}->{out.name})", kernel=name, route=ROUTE, tensors={0: src, 1: out},
+    return OpCall(label=f"{name}({src.name}->{out.name})", kernel=name, route=ROUTE, tensors={"src": src, "dst": out},
                   sizing=sizing)

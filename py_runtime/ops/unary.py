@@ -7,9 +7,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..plan import OpCall, Sizing
+from ..dispatch import OpCall, Sizing, linear_grid, live_limit, resolve_length
 from ..tensors import Tensor
-from .grid import linear_grid, live_limit, resolve_length
 from .synth import UniformRange
 
 __all__ = ["UNARY_OPS", "Tolerance", "TOLERANCES", "INPUT_RANGES", "unary", "kernel_name"]
@@ -78,5 +77,5 @@ def unary(op: str, *, src: Tensor, dst: Tensor, length: int | str | None = None,
         return Sizing(workgroups=linear_grid(n, spec.invocations, max_per_dim or live_limit(live)),
                       params=struct.pack("<I", n), bytes_moved=8 * n, flops=n)
 
-    return OpCall(label=f"{name}({src.name}->{dst.name})", kernel=name, route="unary", tensors={0: src, 1: dst},
+    return OpCall(label=f"{name}({src.name}->{dst.name})", kernel=name, route="unary", tensors={"src": src, "dst": dst},
                   sizing=sizing)
