@@ -44,12 +44,12 @@ def test_bench_kernels_decode_step_runs_every_route(tmp_path, capsys):
     step = json.loads(target.read_text())["step"]
     routes = step["routes"]
     f32, int8, int8x, unfused = routes["f32"], routes["int8"], routes["int8x"], routes["int8x+rows unfused"]
-    # 2 layers x (norm, q, k, v, norm, gate, up, swiglu, down) + norm, lm_head, one dispatch each (the int8
-    # GEMV quantizes its own input); pre-quantized: per layer the norm emitting the int8 row, the fused QKV,
-    # the norm again, the fused gate/up + SwiGLU, a quantize and down; then lm_head's norm and GEMV. Unfused:
-    # each of the 5 norms followed by a quantize.
-    assert (step["linears"], f32["dispatches"], int8["dispatches"], int8x["dispatches"]) == (13, 20, 20, 14)
-    assert unfused["dispatches"] == 19 and routes["int8x+rows"]["dispatches"] == 14
+    # The tiny model's 2 layers x (norm, q, k, v, o, norm, gate, up, swiglu, down) + norm, lm_head, one
+    # dispatch each (the int8 GEMV quantizes its own input); pre-quantized: per layer the norm emitting the
+    # int8 row, the fused QKV, a quantize and o, the norm again, the fused gate/up + SwiGLU, a quantize and
+    # down; then lm_head's norm and GEMV. Unfused: each of the 5 norms followed by a quantize.
+    assert (step["linears"], f32["dispatches"], int8["dispatches"], int8x["dispatches"]) == (15, 22, 22, 18)
+    assert unfused["dispatches"] == 23 and routes["int8x+rows"]["dispatches"] == 18
     assert int8["routes"][1:] == ["q4_gemv_int8", "swiglu_fused"]
     assert sorted(int8x["routes"]) == ["int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_glu", "q4_gemv_int8x_qkv",
                                        "rms_norm_int8x"]

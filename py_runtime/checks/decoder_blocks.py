@@ -22,6 +22,7 @@ import time
 from array import array
 from dataclasses import dataclass
 
+from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, ModelConfig
 from ..ops.argmax import argmax, argmax_blocks_needed
 from ..ops.embedding import embedding_f32
 from ..ops.norm import rms_norm, rms_norm_kernel, subgroups_available
@@ -70,13 +71,18 @@ class ModelShape:
 # 1 GiB; 151936 x 1024, 594 MiB) is above lavapipe's 128 MiB maxStorageBufferBindingSize and too
 # slow to generate on CPU adapters. The kernel's addressing (id * D + c) is the same at any row count;
 # ids past the table, including real-vocab ids, exercise the out-of-range path.
+def _block_of(config: ModelConfig, *, layout: str | None = None, table_rows: int) -> ModelShape:
+    """One decoder block's geometry, read from the model's config."""
+    return ModelShape(key=config.key, name=config.name, hidden=config.hidden, q_heads=config.heads,
+                      kv_heads=config.kv_heads, head_dim=config.head_dim, ffn=config.intermediate, vocab=config.vocab,
+                      theta=config.rope_theta, scaling=config.rope_scaling, eps=config.norm_eps,
+                      layout=layout or config.rope_layout, qk_norm=config.qk_norm, table_rows=table_rows)
+
+
 MODELS = {
-    "llama": ModelShape(key="llama", name="Llama-3.2-1B", hidden=2048, q_heads=32, kv_heads=8, head_dim=64,
-                        ffn=8192, vocab=128256, theta=500000.0, scaling=LLAMA3_SCALING, eps=1e-5,
-                        layout="interleaved", qk_norm=False, table_rows=2048),
-    "qwen3": ModelShape(key="qwen3", name="Qwen3-0.6B", hidden=1024, q_heads=16, kv_heads=8, head_dim=128,
-                        ffn=3072, vocab=151936, theta=1000000.0, scaling=None, eps=1e-6,
-                        layout="half", qk_norm=True, table_rows=2048),
+    # Llama's block takes Meta's interleaved RoPE pairs, so that both layouts run at a real geometry.
+    "llama": _block_of(LLAMA_3_2_1B, layout="interleaved", table_rows=2048),
+    "qwen3": _block_of(QWEN3_0_6B, table_rows=2048),
     # Rows that are not multiples of the workgroup sizes (1000 vs 256, head_dim 96 vs 64), an odd FFN,
     # 3 q heads over 1 kv head, and the other RoPE layout with scaling; the table is the whole vocab.
     "awkward": ModelShape(key="awkward", name="awkward sizes", hidden=1000, q_heads=3, kv_heads=1, head_dim=96,
@@ -105,7 +111,7 @@ STREAMS = {model: {role: 5000 + 100 * m + r for r, role in enumerate(_ROLES)} fo
 IDS_STREAM = 4000
 ARGMAX_RANGE = UniformRange(scale_log2=-19, offset=-16.0)       # [-16, 16)
 ARGMAX_STREAM = 4500
-ARGMAX_SIZES = (1, 255, 257, 2048, 2049, 65537, 128256, 151936)
+ARGMAX_SIZES = (1, 255, 257, 2048, 2049, 65537, LLAMA_3_2_1B.vocab, QWEN3_0_6B.vocab)     # ... and the vocabularies
 ARGMAX_TIE = 64.0                                               # above the range: the planted maximum
 
 

@@ -26,6 +26,7 @@ from ..ops.norm import rms_norm, subgroups_available
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
 from ..dispatch import runs_at
+from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, TINY, ModelConfig
 from ..plan import Plan
 from ..runtime import Runtime
 from .q4_linear import ACT_RANGE, NORM_EPS, NORM_RANGE, WEIGHT_RANGE
@@ -75,10 +76,13 @@ def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,), int8=False
             for name, k, n in shapes for route in routes for g in gemv_shapes if _fits(g, k)]
 
 
-_LLAMA = [("q_o", 2048, 2048), ("kv", 2048, 512), ("qkv_as_one", 2048, 3072), ("gate_up", 2048, 8192),
-          ("down", 8192, 2048), ("lm_head", 2048, 128256)]
-_QWEN = [("q", 1024, 2048), ("kv", 1024, 1024), ("o", 2048, 1024), ("gate_up", 1024, 3072), ("down", 3072, 1024),
-         ("lm_head", 1024, 151936)]
+# One case per distinct projection shape of each model ("q_o" where q and o are both square), plus
+# Llama's QKV as one weight; the bench's case names keep the short model prefixes.
+_LLAMA = LLAMA_3_2_1B.linear_shapes()
+_LLAMA.insert(2, ("qkv_as_one", LLAMA_3_2_1B.hidden, LLAMA_3_2_1B.q_dim + 2 * LLAMA_3_2_1B.kv_dim))
+_QWEN = QWEN3_0_6B.linear_shapes()
+_LLAMA_GATE_UP = LLAMA_3_2_1B.linears()["gate_up"]
+_QWEN_GATE_UP = QWEN3_0_6B.linears()["gate_up"]
 _F32_NEXT = ("r4s2", "w8u4", "r4s2m", "r2s2m", "w4u4s2m", "w8u2m")      # the first session's picks and the masked ones
 _INT8_G64 = tuple(s for s in GEMV_INT8_SHAPES if int8_shape_params(s)[1] == 64)
 BENCH_PRESETS = {
@@ -93,28 +97,28 @@ BENCH_PRESETS = {
     # The pre-quantized int8 route as the guards choose it, and its fused gate/up + SwiGLU.
     "decode_int8x": (_decode("llama", _LLAMA, int8x=True) + _decode("qwen", _QWEN, int8x=True)
                      + [BenchCase(f"{prefix}.gate_up_glu.int8x", k, n, 1, int8x=True, glu=True)
-                        for prefix, k, n in (("llama", 2048, 8192), ("qwen", 1024, 3072))]
+                        for prefix, (k, n) in (("llama", _LLAMA_GATE_UP), ("qwen", _QWEN_GATE_UP))]
                      + _decode("llama", _LLAMA, int8x=True, scales_rows=True)
-                     + [BenchCase("llama.gate_up_glu.int8x.rows", 2048, 8192, 1, int8x=True, glu=True, scales_rows=True)]),
+                     + [BenchCase("llama.gate_up_glu.int8x.rows", *_LLAMA_GATE_UP, 1, int8x=True, glu=True, scales_rows=True)]),
     # The pre-quantized int8 GEMV's variants at the Llama shapes, beside the fused int8 route's picks.
     "gemv_int8x": (_decode("llama", _LLAMA, gemv_shapes=GEMV_INT8X_SHAPES, int8x=True)
                    + _decode("llama", _LLAMA, gemv_shapes=GEMV_INT8X_SR_SHAPES, int8x=True, scales_rows=True)
-                   + [BenchCase("llama.gate_up_glu.int8x", 2048, 8192, 1, gemv_shape=g, int8x=True, glu=True)
+                   + [BenchCase("llama.gate_up_glu.int8x", *_LLAMA_GATE_UP, 1, gemv_shape=g, int8x=True, glu=True)
                       for g in GEMV_INT8X_GLU_SHAPES]
-                   + [BenchCase("llama.gate_up_glu.int8x.rows", 2048, 8192, 1, gemv_shape=g, int8x=True, glu=True,
+                   + [BenchCase("llama.gate_up_glu.int8x.rows", *_LLAMA_GATE_UP, 1, gemv_shape=g, int8x=True, glu=True,
                                 scales_rows=True) for g in GEMV_INT8X_SR_SHAPES]
                    + _decode("llama", _LLAMA, int8=True)),
     # The latency-bound Qwen3 shapes (K 1024 to 3072) and its fused gate/up under the row-major copy's variants.
     "gemv_int8x_qwen": (_decode("qwen", [s for s in _QWEN if s[0] in ("q", "kv", "o", "down")],
                                 gemv_shapes=GEMV_INT8X_SR_SHAPES, int8x=True, scales_rows=True)
-                        + [BenchCase("qwen.gate_up_glu.int8x.rows", 1024, 3072, 1, gemv_shape=g, int8x=True, glu=True,
+                        + [BenchCase("qwen.gate_up_glu.int8x.rows", *_QWEN_GATE_UP, 1, gemv_shape=g, int8x=True, glu=True,
                                      scales_rows=True) for g in GEMV_INT8X_SR_SHAPES]),
     "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES)
                       + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES)),
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in
-                   (("llama", 2048, 128256), ("qwen", 1024, 151936))
+                   (("llama", *LLAMA_3_2_1B.linears()["lm_head"]), ("qwen", *QWEN3_0_6B.linears()["lm_head"]))
                    for g in ("r8", "w8u4", "w4u8", "w16u2", "w16u4", "w8u8")],
-    "prefill": [BenchCase(f"llama.{name}.m{m}", k, n, m) for name, k, n in _LLAMA[:5] for m in (128, 512)],
+    "prefill": [BenchCase(f"llama.{name}.m{m}", k, n, m) for name, k, n in _LLAMA if name != "lm_head" for m in (128, 512)],
 }
 
 
@@ -333,47 +337,32 @@ async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_t
             "chain_ratio_big_stream": chain_gbps / stream_big}
 
 
-@dataclass(frozen=True)
-class StepGeometry:
-    """The linears of one decode token: per layer (name, K, N), then lm_head (K, N). "qkv" is a packed
-    [n_q + 2 n_kv, K] weight (qkv = (n_q, n_kv)) and "gate_up" a packed [2 F, K] one: on the f32 and int8
-    routes three and two GEMVs (plus the swiglu of gate and up), on the pre-quantized int8 route one
-    fused dispatch each (the fused QKV; gate/up + SwiGLU). That route quantizes each layer input once:
-    before qkv, o, gate_up and down. The RMSNorms before qkv, gate_up and lm_head run on every route; the
-    int8x ones emit the quantized row themselves (rms_norm_int8x) but for the "unfused" control."""
-
-    name: str
-    layers: int
-    per_layer: tuple[tuple[str, int, int], ...]
-    lm_head: tuple[int, int]
-    qkv: tuple[int, int]
-
-
 # The routes a decode step is timed under: (label, activations, the row-major scale copy, the RMSNorm
 # emitting the int8 row itself); "unfused" is int8x+rows with RMSNorm, then quantization.
 _STEP_ROUTES = (("f32", "f32", False, False), ("int8", "int8", False, False), ("int8x", "int8x", False, True),
                 ("int8x+rows", "int8x", True, True), ("int8x+rows unfused", "int8x", True, False))
 
-STEP_PRESETS = {
-    "llama_step": StepGeometry("llama-3.2-1b", 16, (("qkv", 2048, 3072), ("o", 2048, 2048), ("gate_up", 2048, 16384),
-                                                   ("down", 8192, 2048)), (2048, 128256), (2048, 512)),
-    "qwen_step": StepGeometry("qwen3-0.6b", 28, (("qkv", 1024, 4096), ("o", 2048, 1024), ("gate_up", 1024, 6144),
-                                                 ("down", 3072, 1024)), (1024, 151936), (2048, 1024)),
-    # The same structure at toy sizes (tests and CPU adapters).
-    "tiny_step": StepGeometry("tiny", 2, (("qkv", 256, 256), ("gate_up", 256, 1024), ("down", 512, 256)), (256, 1000),
-                              (128, 64)),
-}
+# A decode token of each model at full depth; tiny_step is the same structure at toy sizes (tests, CPU adapters).
+STEP_PRESETS = {"llama_step": LLAMA_3_2_1B, "qwen_step": QWEN3_0_6B, "tiny_step": TINY}
 
 
-async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, seed: int, sink_tensor, pool,
+async def _decode_step(runtime: Runtime, config: ModelConfig, trials: int, seed: int, sink_tensor, pool,
                        stream_big: float) -> dict:
     """Every linear of one decode token (all layers, then lm_head) and the RMSNorm before each of qkv,
     gate_up and lm_head, back to back in one pass, each linear over its own weight (no L2 reuse between
     them, as in a real step), under the f32 route and under the int8 routes; and a streaming read of
-    each projection's bytes in the same order. gs 64, M = 1."""
+    each projection's bytes in the same order. gs 64, M = 1.
+
+    Per layer "qkv" is one packed [n_q + 2 n_kv, K] weight and "gate_up" a packed [2 F, K] one: on the f32
+    and int8 routes three and two GEMVs (plus the swiglu of gate and up), on the pre-quantized int8 route one
+    fused dispatch each (the fused QKV; gate/up + SwiGLU). That route quantizes each layer input once:
+    before qkv, o, gate_up and down. The RMSNorms before qkv, gate_up and lm_head run on every route; the
+    int8x ones emit the quantized row themselves (rms_norm_int8x) but for the "unfused" control."""
     tensors, adapter = runtime.tensors, runtime.device.adapter
-    linears = [(f"l{layer}.{name}", k, n) for layer in range(geometry.layers) for name, k, n in geometry.per_layer]
-    linears.append(("lm_head", *geometry.lm_head))
+    hidden, n_q, n_kv, ffn = config.hidden, config.q_dim, config.kv_dim, config.intermediate
+    per_layer = (("qkv", hidden, n_q + 2 * n_kv), ("o", n_q, hidden), ("gate_up", hidden, 2 * ffn), ("down", ffn, hidden))
+    linears = [(f"l{layer}.{name}", k, n) for layer in range(config.layers) for name, k, n in per_layer]
+    linears.append(("lm_head", hidden, config.vocab))
     owned, weights, weights_rows = [], {}, {}
     by_shape: dict[tuple[int, int], list[str]] = {}
     for name, k, n in linears:
@@ -398,7 +387,6 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
     inputs, outputs = {}, {}
     for k in sorted({k for _, k, _ in linears}):
         inputs[k] = await tensors.allocate(f"step.x.{k}", (1, k))
-    hidden = geometry.lm_head[0]
     raw = await tensors.allocate("step.raw", (1, hidden))              # the residual stream a norm reads
     norm_weight = await tensors.allocate("step.norm_weight", (hidden,))
     owned += [*inputs.values(), raw, norm_weight]
@@ -409,8 +397,6 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
     for n in sorted({n for name, _, n in linears if not name.endswith(("qkv", "gate_up"))}):
         outputs[n] = await tensors.allocate(f"step.out.{n}", (1, n))
         owned.append(outputs[n])
-    n_q, n_kv = geometry.qkv
-    ffn = next(n for name, _, n in geometry.per_layer if name == "gate_up") // 2
 
     def parts(name: str, n: int) -> tuple[tuple[str, int], ...]:
         """The projections a packed weight holds, in row order: (part, rows)."""
@@ -429,7 +415,7 @@ async def _decode_step(runtime: Runtime, geometry: StepGeometry, trials: int, se
         owned += [activations[k].words, activations[k].stats]
 
     projections = [(f"{name}.{part}", k, size) for name, k, n in linears for part, size in parts(name, n)]
-    result = {"geometry": geometry.name, "linears": len(projections), "weight_bytes": 0, "routes": {}}
+    result = {"geometry": config.name, "linears": len(projections), "weight_bytes": 0, "routes": {}}
     for label, activation, rows_copy, fused_norm in _STEP_ROUTES:
         plan = Plan(runtime, f"step.{label}")
         moved = 0

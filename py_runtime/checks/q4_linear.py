@@ -17,6 +17,7 @@ from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_LATENC
                       q4_linear, q4_linear_glu, q4_linear_qkv, q4_quantize, q4_scales_rows, quantize_activations,
                       rms_norm_int8x)
 from ..ops.synth import UniformRange, fill_uniform
+from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..plan import Plan
 from ..runtime import Runtime
 from .unary import POISON
@@ -56,14 +57,12 @@ class LinearCase:
 
 
 def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearCase]:
-    real = [("llama.q_o", 2048, 2048), ("llama.kv", 2048, 512), ("llama.gate_up", 2048, 8192),
-            ("llama.down", 8192, 2048), ("qwen.q", 1024, 2048), ("qwen.kv", 1024, 1024), ("qwen.o", 2048, 1024),
-            ("qwen.gate_up", 1024, 3072), ("qwen.down", 3072, 1024)]
-    cases = [LinearCase(name, k, n, rows_real) for name, k, n in real]
-    cases += [LinearCase("llama.lm_head", 2048, 128256, rows_lm), LinearCase("qwen.lm_head", 1024, 151936, rows_lm)]
+    cases = [LinearCase(f"{prefix}.{name}", k, n, rows_lm if name == "lm_head" else rows_real)
+             for prefix, config in (("llama", LLAMA_3_2_1B), ("qwen", QWEN3_0_6B))
+             for name, k, n in config.linear_shapes()]
     cases += [
-        LinearCase("llama.qkv_fused", 2048, 2048, rows_real, n_kv=512),
-        LinearCase("qwen.qkv_separate", 1024, 2048, (1, 7), n_kv=1024),
+        LinearCase("llama.qkv_fused", LLAMA_3_2_1B.hidden, LLAMA_3_2_1B.q_dim, rows_real, n_kv=LLAMA_3_2_1B.kv_dim),
+        LinearCase("qwen.qkv_separate", QWEN3_0_6B.hidden, QWEN3_0_6B.q_dim, (1, 7), n_kv=QWEN3_0_6B.kv_dim),
         # Awkward: K not a multiple of the 64 tile (96, 160), N = 1, odd rows, gs 32 and 128, a bias.
         LinearCase("awkward.k96_n1", 96, 1, (1, 3, 7), group_size=32),
         LinearCase("awkward.k160_bias", 160, 72, (1, 5, 67), group_size=32, bias=True),
