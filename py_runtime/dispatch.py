@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 from .kernels import Kernel
 from .tensors import Tensor
 
-__all__ = ["OpCall", "Sizing", "IDLE", "runs_at", "TOKENS", "POS", "LENGTH", "MAX_PER_DIM_KEY", "linear_grid",
+__all__ = ["Op", "OpCall", "Sizing", "single", "IDLE", "runs_at", "TOKENS", "POS", "LENGTH", "MAX_PER_DIM_KEY", "linear_grid",
            "live_limit", "live_value", "resolve_length"]
 
 TOKENS = "tokens"
@@ -51,6 +51,44 @@ class OpCall:
     tensors: Mapping[str, Tensor]
     sizing: Callable[[Kernel, Mapping[str, int]], Sizing]
     constants: Mapping[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Op:
+    """What every op builder returns: its dispatches in plan order (`await plan.add(op)` adds them all),
+    and the route decisions behind them (`op.explain()` says which route runs and why the others do not).
+    A linear records a decode and a prefill dispatch; at any live size the one that does not apply idles."""
+
+    name: str
+    calls: tuple[OpCall, ...]
+    decisions: tuple = ()           # routing.Decision, one per routed slot
+
+    def __iter__(self):
+        return iter(self.calls)
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    @property
+    def call(self) -> OpCall:
+        """The dispatch of a one-dispatch op."""
+        if len(self.calls) != 1:
+            raise ValueError(f"{self.name} has {len(self.calls)} dispatches ({[c.label for c in self.calls]}), not one")
+        return self.calls[0]
+
+    @property
+    def routes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(call.route for call in self.calls))
+
+    def explain(self) -> str:
+        if not self.decisions:
+            return f"{self.name}: {', '.join(self.routes)} (one route)"
+        return "\n".join(decision.explain() for decision in self.decisions)
+
+
+def single(call: OpCall) -> Op:
+    """The Op of a one-dispatch, one-route op."""
+    return Op(call.label, (call,))
 
 
 def runs_at(workgroups) -> bool:

@@ -19,7 +19,7 @@ from array import array
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from .dispatch import MAX_PER_DIM_KEY, OpCall, runs_at
+from .dispatch import MAX_PER_DIM_KEY, Op, OpCall, runs_at
 from .gpu.device import Dispatch, Handle
 from .kernels import Kernel
 from .params import ParamSlot
@@ -93,12 +93,14 @@ class Plan:
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def add(self, call: OpCall) -> None:
+    async def add(self, op: Op | OpCall) -> None:
+        """Add an op's dispatches (every builder returns an Op; a lone OpCall is accepted too)."""
         if self._recorded is not None:
             raise PlanError(f"plan {self.label!r} is recorded; add ops before record()")
-        route_bit(call.route)           # unknown routes fail at build time, not at attestation
-        await self._build(call)
-        self._calls.append(call)
+        for call in op.calls if isinstance(op, Op) else (op,):
+            route_bit(call.route)           # unknown routes fail at build time, not at attestation
+            await self._build(call)
+            self._calls.append(call)
 
     async def _build(self, call: OpCall) -> None:
         runtime = self.runtime

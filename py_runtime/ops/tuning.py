@@ -1,0 +1,99 @@
+"""Per-adapter tuning tables: which variant of a kernel family a route runs, by shape.
+
+A route decides *what* runs (its guard: correctness, features, limits); a tuning table decides *which
+variant* of that kernel, a speed choice only. Each table says where it was measured. `tuning_for`
+picks the table from the adapter's info: the H200's picks for the H200, the portable table for every
+other adapter. The portable picks are one middle-of-the-road variant per family, measured on no
+particular GPU (tune a new adapter by sweeping with `webgpu-llm-lab bench kernels --preset gemv_variants`,
+`gemv_int8x`, ... and adding a table here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["Tuning", "H200", "PORTABLE", "TABLES", "tuning_for"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tuning:
+    name: str
+    measured_on: str
+    matches: Callable[[dict], bool]                         # adapter info -> does this table apply
+    gemv_f32: Callable[[int, int], str]                     # (K, N) -> q4gsw_gemv shape
+    gemv_int8: Callable[[int, int, int], str]               # (K, N, group size) -> q4gsw_gemv i8 shape
+    gemv_int8x: Callable[[int, int, bool, bool, bool], str]  # (K, N, vec4 scales ok, glu, row-major copy)
+
+
+def _h200_gemv_f32(k: int, n: int) -> str:
+    """From `bench kernels --preset gemv_variants` and `gemv_next` in Chromium and natively: word lanes
+    with many rows per thread for vocab-sized N; masked nibbles with two warps per row group for the
+    Llama projections (4 rows per thread where N >= 2048, 2 below); four warps for the short Qwen rows,
+    whose masked variants were not measured."""
+    if n >= 65536:
+        return "w8u4"
+    if k >= 2048:
+        return "r4s2m" if n >= 2048 else "r2s2m"
+    return "r2u2s4"
+
+
+def _h200_gemv_int8(k: int, n: int, group_size: int) -> str:
+    """A lane owns whole groups, so only gs 64 has a choice of shape. From `gemv_next` (decode chains,
+    both backends; run-to-run spread ~10%): gate/up and lm_head i8r4g64 (~ i8r4u2g64), the 2048-row
+    projections and down i8r2s2g64."""
+    if group_size != 64:
+        return f"i8r4g{group_size}"
+    return "i8r4g64" if n >= 8192 else "i8r2s2g64"
+
+
+def _h200_gemv_int8x(k: int, n: int, scales_vec4: bool, glu: bool, rows_copy: bool) -> str:
+    """From `bench kernels --preset gemv_int8x` and `gemv_int8x_qwen` in Chromium (decode chains,
+    docs/PERFORMANCE.md): wide N (gate/up, lm_head, the fused gate/up) 4 rows per lane with vec4 scales;
+    with the row-major copy 2 rows per lane in two-warp workgroups for the fused gate/up (1 row per warp
+    where K is one warp's 32 chunks, Qwen's), 4 for lm_head, and one row per warp for the unfused gate/up
+    (87% of the stream against 81%). The others are latency-bound: one row per lane and warps enough that
+    one step covers a row with one chunk per lane (32 chunks: 8 rows of one warp; 64: two warps per row;
+    128: four). Llama's down (256 chunks) takes 4 warps of 2 chunks with the copy, and without it 2 warps
+    in two steps (75% of the stream against 72%: the strided scale loads favour fewer in flight)."""
+    wide = glu or (n >= 8192 and k <= 4096)
+    chunks = k // 32
+    if rows_copy and wide:
+        if glu and chunks <= 32:        # Qwen's gate/up: 2 rows per lane would clamp half their chunks
+            return "r1u1w8"
+        return "r4u1w2" if n >= 65536 else "r2u2w2" if glu else "r1u1w8"
+    if wide:
+        if scales_vec4:
+            return "r4u1w2v"
+        return "r2u2w1" if glu else "r4u1w2"
+    if chunks <= 32:
+        return "r1u1w8"
+    if chunks <= 64:
+        return "r1u1w4k2"
+    if chunks <= 128:
+        return "r1u1w2k4"
+    return "r1u2w2k4" if rows_copy else "r1u1w4k2"
+
+
+def _is_h200(info: dict) -> bool:
+    # Chromium reports the name as the description, wgpu-native as the device.
+    return "h200" in f"{info.get('description', '')} {info.get('device', '')}".lower()
+
+
+H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
+              matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x)
+PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
+                  matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
+                  gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
+                  gemv_int8x=lambda k, n, scales_vec4, glu, rows_copy: "r2u2w1")
+TABLES = (H200, PORTABLE)       # the first whose `matches` accepts the adapter's info
+
+
+def tuning_for(adapter, name: str | None = None) -> Tuning:
+    """The table for this adapter, or the one named (a run option: compare tables on one adapter)."""
+    if name is not None:
+        named = [table for table in TABLES if table.name == name]
+        if not named:
+            raise ValueError(f"unknown tuning table {name!r}; known: {[table.name for table in TABLES]}")
+        return named[0]
+    return next(table for table in TABLES if table.matches(adapter.info))
