@@ -5,7 +5,7 @@ other `.wgsl` is used verbatim. Every output is rendered and validated in memory
 shape, template syntax, kernel names, collisions, WGSL metadata; every problem names its file
 and, where known, its line); only then is anything compared (`--check`) or published, as one
 transaction (publish.py). Outputs carry their source in a header line, the registry records each
-kernel's parameters, entry point, workgroup size, bindings and sha256, and the lock
+kernel's template values, entry point, workgroup size, bindings and sha256, and the lock
 (kernel_lock.py) pins those hashes so a changed payload needs a deliberate `gen --update-lock`.
 """
 
@@ -232,7 +232,7 @@ def generate(root: Path) -> Generated:
                 continue
             outputs[out] = text.encode()
             kernels[name] = {
-                "source": rel, "file": out.name, "params": params, **meta,
+                "source": rel, "file": out.name, "template_values": params, **meta,
                 "sha256": hashlib.sha256(text.encode()).hexdigest(),
             }
     if problems:

@@ -24,7 +24,7 @@ class Kernel:
     entry_point: str
     workgroup_size: tuple[int, int, int]
     bindings: tuple[dict, ...]
-    params: dict
+    template_values: dict       # the family parameters this variant was expanded with (empty: verbatim)
     sha256: str
 
     @property
@@ -50,5 +50,5 @@ def kernel(name: str) -> Kernel:
     return Kernel(
         name=name, source=entry["source"], code=(_GENERATED / entry["file"]).read_text(),
         entry_point=entry["entry_point"], workgroup_size=tuple(entry["workgroup_size"]),
-        bindings=tuple(entry["bindings"]), params=entry["params"], sha256=entry["sha256"],
+        bindings=tuple(entry["bindings"]), template_values=entry["template_values"], sha256=entry["sha256"],
     )
