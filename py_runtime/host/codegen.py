@@ -5,8 +5,9 @@ other `.wgsl` is used verbatim. Every output is rendered and validated in memory
 shape, template syntax, kernel names, collisions, WGSL metadata; every problem names its file
 and, where known, its line); only then is anything compared (`--check`) or published, as one
 transaction (publish.py). Outputs carry their source in a header line, the registry records each
-kernel's template values, entry point, workgroup size, bindings and sha256, and the lock
-(kernel_lock.py) pins those hashes so a changed payload needs a deliberate `gen --update-lock`.
+kernel's template values, entry point, workgroup size, bindings, params layout and sha256, and
+the lock (kernel_lock.py) pins those hashes so a changed payload needs a deliberate
+`gen --update-lock`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-__all__ = ["Kernel", "UnknownKernel", "kernel", "kernel_names"]
+from .params_layout import ParamsError, ParamsField, ParamsLayout
+
+__all__ = ["Kernel", "UnknownKernel", "kernel", "kernel_names", "ParamsError", "ParamsField", "ParamsLayout"]
 
 _GENERATED = Path(__file__).parent / "generated"
 
@@ -25,12 +27,19 @@ class Kernel:
     workgroup_size: tuple[int, int, int]
     bindings: tuple[dict, ...]
     template_values: dict       # the family parameters this variant was expanded with (empty: verbatim)
+    params_layout: ParamsLayout | None  # the uniform binding's struct; None without one
     sha256: str
 
     @property
     def invocations(self) -> int:
         x, y, z = self.workgroup_size
         return x * y * z
+
+    def pack_params(self, /, **values) -> bytes:
+        """The params struct's bytes from one value per field, by field name (ParamsLayout.pack)."""
+        if self.params_layout is None:
+            raise ParamsError(f"kernel {self.name}: has no uniform params binding, given {sorted(values)}")
+        return self.params_layout.pack(values, kernel=self.name)
 
 
 @cache
@@ -47,8 +56,11 @@ def kernel(name: str) -> Kernel:
     entry = _registry().get(name)
     if entry is None:
         raise UnknownKernel(f"no kernel named {name!r} in the registry; known: {', '.join(kernel_names())}")
+    layout = entry["params_layout"]
     return Kernel(
         name=name, source=entry["source"], code=(_GENERATED / entry["file"]).read_text(),
         entry_point=entry["entry_point"], workgroup_size=tuple(entry["workgroup_size"]),
-        bindings=tuple(entry["bindings"]), template_values=entry["template_values"], sha256=entry["sha256"],
+        bindings=tuple(entry["bindings"]), template_values=entry["template_values"],
+        params_layout=ParamsLayout.from_registry(layout) if layout is not None else None,
+        sha256=entry["sha256"],
     )
