@@ -128,6 +128,31 @@ def test_a_variant_with_its_own_forall_replaces_the_familys(tmp_path):
     assert generated.kernels["act_neg_narrow"]["template_values"] == {"EXPR": "-src[gid.x]", "WG": 32}
 
 
+def test_variants_an_entry_lists_under_sweep_are_tier_sweep_the_rest_shipped(tmp_path):
+    root = _tree(tmp_path, {
+        "shaders/plain.wgsl": _plain(),
+        "shaders/ew/act.wgsl": KERNEL,
+        "shaders/ew/act.yaml": """\
+            act:
+              parameter_names_with_default_values: {EXPR: "src[gid.x]", WG: 64}
+              generate_variant_forall:
+                WG: [{VALUE: 64}, {VALUE: 128, SUFFIX: wide}, {VALUE: 256, SUFFIX: wider}]
+              shader_variants:
+                - NAME: act_copy
+                  sweep: [wide, wider]
+                - NAME: act_neg
+                  EXPR: -src[gid.x]
+                  sweep: [64]
+            """,
+    })
+    generated = generate(root)
+    tiers = {name: entry["tier"] for name, entry in generated.kernels.items()}
+    assert tiers == {"plain": "shipped", "act_copy_64": "shipped", "act_copy_wide": "sweep", "act_copy_wider": "sweep",
+                     "act_neg_64": "sweep", "act_neg_wide": "shipped", "act_neg_wider": "shipped"}
+    assert generated.kernels["act_neg_64"]["template_values"] == {"EXPR": "-src[gid.x]", "WG": 64}
+    assert Path("py_runtime/kernels/generated/act_copy_wide.wgsl") in generated.outputs
+
+
 def test_publish_then_an_idempotent_rerun_performs_zero_writes(tmp_path):
     root = _tree(tmp_path, {"shaders/plain.wgsl": _plain()})
     assert publish(root, generate(root), update_lock=True)
@@ -256,6 +281,17 @@ _DEFAULTS = "act:\n  parameter_names_with_default_values: {WG: 1, EXPR: x}\n"
                  "      combos:\n        - parameter_values: [1]\n  shader_variants: [{NAME: a}]\n",
      "shaders/act.yaml:7: parameter_values must list 2 value(s)"),
     ("act: [\n", "shaders/act.yaml:2:"),
+    (_DEFAULTS + "  shader_variants:\n    - NAME: a\n      sweep: [nope]\n",
+     "shaders/act.yaml:4: variant 'a': sweep names suffix(es) ['nope'] it does not generate; its suffixes: ['']"),
+    (_DEFAULTS + "  generate_variant_forall:\n    WG: [{VALUE: 1}, {VALUE: 2, SUFFIX: w}]\n"
+                 "  shader_variants:\n    - NAME: a\n      sweep: [w, '1', w]\n",
+     "shaders/act.yaml:6: variant 'a': sweep lists ['w'] more than once"),
+    (_DEFAULTS + "  shader_variants:\n    - NAME: a\n      sweep: true\n",
+     "shaders/act.yaml:4: variant 'a': sweep must be a list of variant suffixes, found True"),
+    (_DEFAULTS + "  shader_variants:\n    - NAME: a\n      sweep: []\n      sweep: []\n",
+     "shaders/act.yaml:6: duplicate key 'sweep' (first on line 5)"),
+    ("act:\n  parameter_names_with_default_values: {WG: 1, EXPR: x, sweep: 0}\n  shader_variants: [{NAME: a}]\n",
+     "shaders/act.yaml:2: parameter name(s) ['sweep'] are shader_variants keys; rename them"),
 ])
 def test_malformed_families_are_rejected_naming_the_file_and_line(tmp_path, yaml_text, fragment):
     root = _tree(tmp_path, {"shaders/act.wgsl": KERNEL, "shaders/act.yaml": yaml_text})

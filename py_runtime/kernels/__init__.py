@@ -9,9 +9,11 @@ from pathlib import Path
 
 from .params_layout import ParamsError, ParamsField, ParamsLayout
 
-__all__ = ["Kernel", "UnknownKernel", "kernel", "kernel_names", "ParamsError", "ParamsField", "ParamsLayout"]
+__all__ = ["Kernel", "UnknownKernel", "kernel", "kernel_names", "TIERS", "ParamsError", "ParamsField", "ParamsLayout"]
 
 _GENERATED = Path(__file__).parent / "generated"
+# shipped: a route can pick it; sweep: generated for benchmark sweeps only (the family's YAML says which).
+TIERS = ("shipped", "sweep")
 
 
 class UnknownKernel(KeyError):
@@ -28,6 +30,7 @@ class Kernel:
     bindings: tuple[dict, ...]
     template_values: dict       # the family parameters this variant was expanded with (empty: verbatim)
     params_layout: ParamsLayout | None  # the uniform binding's struct; None without one
+    tier: str                   # one of TIERS
     sha256: str
 
     @property
@@ -47,8 +50,11 @@ def _registry() -> dict:
     return json.loads((_GENERATED / "registry.json").read_text())["kernels"]
 
 
-def kernel_names() -> list[str]:
-    return sorted(_registry())
+def kernel_names(tier: str | None = None) -> list[str]:
+    """Every kernel's name, sorted; only those of one tier where `tier` is given."""
+    if tier is not None and tier not in TIERS:
+        raise ValueError(f"unknown kernel tier {tier!r}; tiers: {list(TIERS)}")
+    return sorted(name for name, entry in _registry().items() if tier is None or entry["tier"] == tier)
 
 
 @cache
@@ -62,5 +68,5 @@ def kernel(name: str) -> Kernel:
         entry_point=entry["entry_point"], workgroup_size=tuple(entry["workgroup_size"]),
         bindings=tuple(entry["bindings"]), template_values=entry["template_values"],
         params_layout=ParamsLayout.from_registry(layout) if layout is not None else None,
-        sha256=entry["sha256"],
+        tier=entry["tier"], sha256=entry["sha256"],
     )
