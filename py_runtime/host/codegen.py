@@ -5,8 +5,15 @@ other `.wgsl` is used verbatim. Every output is rendered and validated in memory
 shape, template syntax, kernel names, collisions, WGSL metadata; every problem names its file
 and, where known, its line); only then is anything compared (`--check`) or published, as one
 transaction (publish.py). Outputs carry their source in a header line, the registry records each
-kernel's parameters, entry point, workgroup size, bindings and sha256, and the lock
-(kernel_lock.py) pins those hashes so a changed payload needs a deliberate `gen --update-lock`.
+kernel's template values, tier, entry point, workgroup size, bindings, params layout and sha256,
+and the lock (kernel_lock.py) pins those hashes so a changed payload needs a deliberate
+`gen --update-lock`.
+
+A family's YAML: `parameter_names_with_default_values`, `generate_variant_forall` (axes whose
+product names each variant NAME_suffix...) and `shader_variants` (entries: NAME, parameter
+overrides, an entry's own `generate_variant_forall`, and `sweep`: the suffixes of that entry's
+variants that only benchmark sweeps run). Every variant is tier "shipped" (a route may pick it)
+unless its entry lists it under `sweep`; sweep kernels are generated and loadable all the same.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ __all__ = ["CodegenError", "Generated", "generate", "check", "publish", "repo_ro
 GENERATED_DIR = Path("py_runtime/kernels/generated")
 REGISTRY_NAME = "registry.json"
 _FAMILY_KEYS = {"parameter_names_with_default_values", "generate_variant_forall", "shader_variants"}
+_ENTRY_KEYS = ("NAME", "generate_variant_forall", "sweep")     # a shader_variants entry's own keys
 _KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -147,30 +155,58 @@ def _axes(forall, defaults: dict, rel: str, where: str) -> list:
     return [_axis(param, choices, defaults, rel, _at(rel, forall)) for param, choices in forall.items()]
 
 
-def _variants(family: dict, rel: str) -> list[tuple[str, dict, str]]:
-    """(name, params, where) for every variant: shader_variants x the product of generate_variant_forall
-    (the family's, or the entry's own where it has one: a variant used with fewer shapes)."""
+def _sweep_suffixes(entry: dict, suffixes: list[str], rel: str) -> set[str]:
+    """The entry's `sweep` list, checked: each item one of the suffixes its variants have, listed once."""
+    if "sweep" not in entry:
+        return set()
+    where, name = _at(rel, entry), entry["NAME"]
+    listed = entry["sweep"]
+    if not isinstance(listed, list) or not all(isinstance(s, (str, int)) and not isinstance(s, bool) for s in listed):
+        raise CodegenError([f"{where}: variant {name!r}: sweep must be a list of variant suffixes, found {listed!r}"])
+    listed = [str(s) for s in listed]
+    twice = sorted({s for s in listed if listed.count(s) > 1})
+    unknown = [s for s in listed if s not in suffixes]
+    problems = [f"{where}: variant {name!r}: sweep lists {twice} more than once"] * bool(twice) + \
+               [f"{where}: variant {name!r}: sweep names suffix(es) {unknown} it does not generate; "
+                f"its suffixes: {suffixes}"] * bool(unknown)
+    if problems:
+        raise CodegenError(problems)
+    return set(listed)
+
+
+def _variants(family: dict, rel: str) -> list[tuple[str, dict, str, str]]:
+    """(name, template values, where, tier) for every variant: shader_variants x the product of
+    generate_variant_forall (the family's, or the entry's own where it has one: a variant used with
+    fewer shapes); tier "sweep" for the suffixes the entry lists under `sweep`, else "shipped"."""
     where = _at(rel, family)
     defaults = dict(_expect(family.get("parameter_names_with_default_values") or {}, dict,
                             "parameter_names_with_default_values", where))
+    reserved = sorted(set(defaults) & set(_ENTRY_KEYS))
+    if reserved:
+        raise CodegenError([f"{where}: parameter name(s) {reserved} are shader_variants keys; rename them"])
     family_axes = _axes(family.get("generate_variant_forall"), defaults, rel, where)
     variants = []
     for entry in _expect(family.get("shader_variants") or [], list, "shader_variants", where):
         if not isinstance(entry, dict) or "NAME" not in entry:
             raise CodegenError([f"{_at(rel, entry)}: a shader_variants entry has no NAME: {entry}"])
-        unknown = sorted(set(entry) - set(defaults) - {"NAME", "generate_variant_forall"})
+        unknown = sorted(set(entry) - set(defaults) - set(_ENTRY_KEYS))
         if unknown:
             raise CodegenError([f"{_at(rel, entry)}: variant {entry['NAME']!r} sets unknown parameter(s) {unknown}"])
         axes = family_axes if "generate_variant_forall" not in entry else \
             _axes(entry["generate_variant_forall"], defaults, rel, _at(rel, entry))
+        expansions = []
         for combo in itertools.product(*axes):
-            params = {**defaults, **{k: v for k, v in entry.items() if k not in ("NAME", "generate_variant_forall")}}
+            values = {**defaults, **{k: v for k, v in entry.items() if k not in _ENTRY_KEYS}}
             suffixes = []
-            for values, suffix in combo:
-                params.update(values)
+            for axis_values, suffix in combo:
+                values.update(axis_values)
                 if suffix:
                     suffixes.append(suffix)
-            variants.append(("_".join([str(entry["NAME"]), *suffixes]), params, _at(rel, entry)))
+            expansions.append(("_".join(suffixes), values))
+        sweep = _sweep_suffixes(entry, [suffix for suffix, _ in expansions], rel)
+        for suffix, values in expansions:
+            name = "_".join(filter(None, [str(entry["NAME"]), suffix]))
+            variants.append((name, values, _at(rel, entry), "sweep" if suffix in sweep else "shipped"))
     return variants
 
 
@@ -178,8 +214,9 @@ def _header(source: str, name: str) -> str:
     return f"// Generated by `webgpu-llm-lab gen` from {source} (kernel {name}). Do not edit.\n"
 
 
-def _expand(root: Path, path: Path, rel: str) -> list[tuple[str, dict, str, str]]:
-    """(kernel name, params, body, where) for one .wgsl: every variant of a family, or the file as is."""
+def _expand(root: Path, path: Path, rel: str) -> list[tuple[str, dict, str, str, str]]:
+    """(kernel name, template values, body, where, tier) for one .wgsl: every variant of a family, or
+    the file as is (shipped)."""
     try:
         template = path.read_text()
     except UnicodeDecodeError as error:
@@ -188,11 +225,12 @@ def _expand(root: Path, path: Path, rel: str) -> list[tuple[str, dict, str, str]
     if family_path.exists():
         family_rel = family_path.relative_to(root).as_posix()
         variants = _variants(_load_family(family_path, family_rel), family_rel)
-        return [(name, params, render(template, params, path=rel), where) for name, params, where in variants]
+        return [(name, values, render(template, values, path=rel), where, tier)
+                for name, values, where, tier in variants]
     line = uses_template_syntax(template)
     if line is not None:
         raise CodegenError([f"{rel}:{line}: '$' template syntax in a file without a sibling .yaml"])
-    return [(path.stem, {}, template, rel)]
+    return [(path.stem, {}, template, rel, "shipped")]
 
 
 def generate(root: Path) -> Generated:
@@ -209,7 +247,7 @@ def generate(root: Path) -> Generated:
         except (CodegenError, TemplateError) as error:
             problems.extend(error.problems if isinstance(error, CodegenError) else [str(error)])
             continue
-        for name, params, body, where in rendered:
+        for name, values, body, where, tier in rendered:
             if not _KERNEL_NAME.fullmatch(name):
                 problems.append(f"{where}: kernel name {name!r} is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)")
                 continue
@@ -232,7 +270,7 @@ def generate(root: Path) -> Generated:
                 continue
             outputs[out] = text.encode()
             kernels[name] = {
-                "source": rel, "file": out.name, "params": params, **meta,
+                "source": rel, "file": out.name, "template_values": values, "tier": tier, **meta,
                 "sha256": hashlib.sha256(text.encode()).hexdigest(),
             }
     if problems:

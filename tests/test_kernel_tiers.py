@@ -1,0 +1,69 @@
+"""Kernel tiers: the Q4 GEMV variants a route can pick ship; the others are generated (and loadable)
+for benchmark sweeps only. Every other family ships whole."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import yaml
+
+from py_runtime.kernels import TIERS, kernel, kernel_names
+
+# The shapes py_runtime/ops/q4.py's choosers can return for each kernel kind, over every K (a multiple
+# of the group size), N, group size and flag: gemv_shape_for and gemv_int8_shape_for (q4gsw_gemv);
+# gemv_int8x_shape_for as _int8x_decode calls it (plain: q4_linear, _qkv: q4_linear_qkv, _glu:
+# q4_linear_glu; _sr: the weight has the row-major scale copy, which turns the vec4 "v" shapes off);
+# plus the portable defaults the route tables give adapters other than the H200 (f32 r2u2s4; int8
+# i8r4g32/64/128; int8x r2u2w1 for every kind). Each ships in both reductions, _sg and _wg.
+SHIPPED_SHAPES = {
+    "q4gsw_gemv": ("w8u4", "r4s2m", "r2s2m", "r2u2s4", "i8r4g32", "i8r4g64", "i8r4g128", "i8r2s2g64"),
+    "q4gsw_gemv_i8x": ("r4u1w2v", "r4u1w2", "r1u1w8", "r1u1w4k2", "r1u1w2k4", "r2u2w1"),
+    "q4gsw_gemv_i8x_qkv": ("r4u1w2v", "r4u1w2", "r1u1w8", "r1u1w4k2", "r1u1w2k4", "r2u2w1"),
+    "q4gsw_gemv_i8x_glu": ("r4u1w2v", "r2u2w1"),
+    "q4gsw_gemv_i8x_sr": ("r4u1w2", "r1u1w8", "r1u1w4k2", "r1u1w2k4", "r1u2w2k4", "r2u2w1"),
+    "q4gsw_gemv_i8x_qkv_sr": ("r4u1w2", "r1u1w8", "r1u1w4k2", "r1u1w2k4", "r1u2w2k4", "r2u2w1"),
+    "q4gsw_gemv_i8x_glu_sr": ("r1u1w8", "r4u1w2", "r2u2w2", "r2u2w1"),
+}
+GEMV_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl")
+# (shipped, sweep) of the families with sweep variants: q4gsw_gemv ships 8 of its 24 shapes, the int8x
+# family 30 of its 62 kind-and-shape pairs; each in two reductions.
+COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (60, 64)}
+
+
+def test_the_shipped_q4_gemv_variants_are_exactly_what_the_routes_can_pick():
+    expected = {f"{kind}_{reduction}_{shape}" for kind, shapes in SHIPPED_SHAPES.items()
+                for reduction in ("sg", "wg") for shape in shapes}
+    shipped = {name for name in kernel_names(tier="shipped") if kernel(name).source in GEMV_SOURCES}
+    assert sorted(shipped) == sorted(expected)
+
+
+def test_only_the_q4_gemv_families_have_sweep_variants_and_none_was_dropped():
+    counts = Counter((kernel(name).source, kernel(name).tier) for name in kernel_names())
+    for source, (shipped, sweep) in COUNTS.items():
+        assert (counts[source, "shipped"], counts[source, "sweep"]) == (shipped, sweep), source
+    assert {source for source, tier in counts if tier == "sweep"} == set(COUNTS)
+
+
+def test_the_registry_tiers_follow_the_yaml_sweep_lists(repo):
+    listed = set()
+    for source in GEMV_SOURCES:
+        path = (repo / source).with_suffix(".yaml")
+        family = yaml.safe_load(path.read_text())[path.stem]
+        for entry in family["shader_variants"]:
+            listed |= {f"{entry['NAME']}_{suffix}" for suffix in entry.get("sweep", [])}
+    assert sorted(listed) == kernel_names(tier="sweep")
+
+
+def test_sweep_kernels_are_generated_and_loadable():
+    names = kernel_names()
+    assert sorted(kernel_names(tier="shipped") + kernel_names(tier="sweep")) == names
+    sweep = kernel("q4gsw_gemv_sg_r8")
+    assert sweep.tier == "sweep" and "fn " in sweep.code and sweep.params_layout.size == 24
+    assert kernel("q4gsw_gemv_sg_r4s2m").tier == "shipped" and kernel("swiglu").tier == "shipped"
+    assert all(kernel(name).tier in TIERS for name in names)
+
+
+def test_kernel_names_refuses_an_unknown_tier():
+    with pytest.raises(ValueError, match="unknown kernel tier 'bench'; tiers: \\['shipped', 'sweep'\\]"):
+        kernel_names(tier="bench")
