@@ -51,6 +51,7 @@ class OpCall:
     tensors: Mapping[str, Tensor]
     sizing: Callable[[Kernel, Mapping[str, int]], Sizing]
     constants: Mapping[str, float] | None = None
+    phase: str = "any"      # "decode": runs at 1 live token only; "prefill": at more; "any": at every count
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,11 @@ class Op:
     @property
     def routes(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(call.route for call in self.calls))
+
+    def at(self, tokens: int) -> tuple[OpCall, ...]:
+        """The dispatches that run at this live token count (the others idle)."""
+        phase = "decode" if tokens == 1 else "prefill"
+        return tuple(call for call in self.calls if call.phase in (phase, "any"))
 
     def explain(self) -> str:
         if not self.decisions:

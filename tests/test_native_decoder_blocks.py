@@ -11,6 +11,7 @@ import pytest
 
 from py_runtime.checks.decoder_blocks import (MODELS, DecoderBlocksOptions, argmax_reference, run_decoder_blocks,
                                               steps_for)
+from py_runtime.gpu.device import AdapterReport
 from py_runtime.kernels import kernel
 from py_runtime.ops.argmax import argmax
 from py_runtime.ops.embedding import embedding_f32
@@ -124,25 +125,27 @@ def test_sizing_refuses_live_sizes_the_tensors_cannot_hold():
     """Resizes are checked before anything is written: positions past the RoPE table, rows past a
     tensor, an empty argmax, ids past their buffer."""
     f32 = lambda name, *shape: Tensor(name, shape, "f32", 0)  # noqa: E731
-    live = {"seq": 4, "pos": 0}
+    live = {"tokens": 4, "pos": 0}
     call = rope(src=f32("q", 4, 2, 8), dst=f32("r", 4, 2, 8), table=f32("t", 16, 4, 2), heads=2, head_dim=8,
-                tokens="seq", pos="pos", layout="half")
+                tokens="tokens", pos="pos", layout="half").call
     spec = kernel(call.kernel)
     assert struct.unpack("<5I", call.sizing(spec, {**live, "pos": 12}).params) == (4, 2, 4, 12, 16)
     with pytest.raises(ValueError, match="outside the 16-row cos/sin table"):
         call.sizing(spec, {**live, "pos": 13})
-    norm = rms_norm(x=f32("x", 4, 3, 8), weight=f32("w", 8), out=f32("y", 5, 3, 8), tokens="seq", heads=3, eps=1e-6)
+    no_features = AdapterReport(backend="native", info={}, features=(), limits={}, device_features=())
+    norm = rms_norm(x=f32("x", 4, 3, 8), weight=f32("w", 8), out=f32("y", 5, 3, 8), tokens="tokens", heads=3, eps=1e-6,
+                    adapter=no_features).call
     assert norm.sizing(kernel(norm.kernel), live).workgroups == (12, 1, 1)
-    assert norm.sizing(kernel(norm.kernel), {**live, "seq": 0}).workgroups == (0, 1, 1)
+    assert norm.sizing(kernel(norm.kernel), {**live, "tokens": 0}).workgroups == (0, 1, 1)
     with pytest.raises(ValueError, match="15 rows, but x/out hold 12"):
-        norm.sizing(kernel(norm.kernel), {**live, "seq": 5})
+        norm.sizing(kernel(norm.kernel), {**live, "tokens": 5})
     blocks, reduce = argmax(values=f32("v", 5000), block_keys=Tensor("k", (3,), "u32", 0),
-                            block_index=Tensor("i", (3,), "u32", 0), result=Tensor("o", (1,), "u32", 0), length="n")
+                            block_index=Tensor("i", (3,), "u32", 0), result=Tensor("o", (1,), "u32", 0), length="n").calls
     assert blocks.sizing(kernel(blocks.kernel), {"n": 5000}).workgroups == (3, 1, 1)
     assert reduce.sizing(kernel(reduce.kernel), {"n": 5000}).workgroups == (1, 1, 1)
     with pytest.raises(ValueError, match="outside 1..5000"):
         blocks.sizing(kernel(blocks.kernel), {"n": 0})
     lookup = embedding_f32(ids=Tensor("ids", (4,), "u32", 0), table=f32("e", 10, 8), out=f32("o", 5, 8),
-                           status=Tensor("s", (5,), "u32", 0), tokens="seq")
+                           status=Tensor("s", (5,), "u32", 0), tokens="tokens").call
     with pytest.raises(ValueError, match="hold 4"):
-        lookup.sizing(kernel(lookup.kernel), {**live, "seq": 5})
+        lookup.sizing(kernel(lookup.kernel), {**live, "tokens": 5})

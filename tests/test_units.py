@@ -63,7 +63,9 @@ def test_pre_quantized_int8_routes_name_what_does_not_fit():
     import pytest
 
     from py_runtime.gpu.device import AdapterReport
-    from py_runtime.ops.q4 import Int8Activations, Q4Weight, q4_linear, q4_linear_glu, rms_norm_int8x
+    from py_runtime.ops.int8_activations import Int8Activations, rms_norm_int8x
+    from py_runtime.ops.q4 import Q4Weight
+    from py_runtime.ops.q4_linear import q4_linear, q4_linear_glu
     from py_runtime.tensors import Tensor
 
     k, n = 256, 64
@@ -73,24 +75,29 @@ def test_pre_quantized_int8_routes_name_what_does_not_fit():
     x, other, out = Tensor("x", (1, k), "f32", 0), Tensor("y", (1, k), "f32", 0), Tensor("out", (1, n), "f32", 0)
     act = Int8Activations(x, Tensor("xq", (k // 4,), "u32", 0), Tensor("xs", (k // 16,), "f32", 0), 64)
     with pytest.raises(ValueError, match="cannot feed x 'y'"):
-        q4_linear(x=other, weight=weight.rows(0, n), out=out, adapter=adapter, rows=1, int8=act)
+        q4_linear(x=other, weight=weight.rows(0, n), out=out, adapter=adapter, tokens=1, int8=act)
     coarse = Int8Activations(x, act.words, act.stats, 128)
     with pytest.raises(ValueError, match=r"groups of 128\) cannot feed a weight .* groups of 64"):
-        q4_linear(x=x, weight=weight.rows(0, n), out=out, adapter=adapter, rows=1, int8=coarse)
+        q4_linear(x=x, weight=weight.rows(0, n), out=out, adapter=adapter, tokens=1, int8=coarse)
     with pytest.raises(ValueError, match="multiples of 4"):
-        q4_linear(x=x, weight=weight.rows(2, n), out=out, adapter=adapter, rows=1, int8=act, gemv_shape="r4u1w2v")
+        q4_linear(x=x, weight=weight.rows(2, n), out=out, adapter=adapter, tokens=1, int8=act, gemv_shape="r4u1w2v")
     with pytest.raises(ValueError, match="a GEMV shape of"):
-        q4_linear(x=x, weight=weight.rows(0, n), out=out, adapter=adapter, rows=1, int8=act, gemv_shape="r4s2m")
+        q4_linear(x=x, weight=weight.rows(0, n), out=out, adapter=adapter, tokens=1, int8=act, gemv_shape="r4s2m")
     with pytest.raises(ValueError, match="needs 2 x 64 rows"):
         q4_linear_glu(act=act, weight=weight.rows(0, n), out=out, adapter=adapter)
     with pytest.raises(ValueError, match="rms_norm_int8x: .* must agree"):
         rms_norm_int8x(x=x, weight=Tensor("nw", (k // 2,), "f32", 0), act=act, eps=1e-5)
     with pytest.raises(ValueError, match="words must be u32"):
         Int8Activations(x, Tensor("xq", (k // 8,), "u32", 0), act.stats, 64)
-    # The misaligned view takes the scalar-scale variant by itself; the aligned one the vec4 one.
-    kernel = lambda w: q4_linear(x=x, weight=w, out=out, adapter=adapter, rows=1, int8=act)[0].kernel
-    assert kernel(weight.rows(2, n)).endswith("_r1u1w8") and kernel(weight.rows(0, n)).endswith("_r1u1w8")
-    assert q4_linear_glu(act=act, weight=weight, out=out, adapter=adapter).kernel == "q4gsw_gemv_i8x_glu_wg_r4u1w2v"
+    # The H200 table: the misaligned view takes the scalar-scale variant by itself; the aligned one the
+    # vec4 one. The portable table (this adapter's: its info names no GPU) takes r2u2w1 everywhere.
+    kernel = lambda w, **table: q4_linear(x=x, weight=w, out=out, adapter=adapter, tokens=1, int8=act,
+                                          **table).calls[0].kernel
+    assert kernel(weight.rows(2, n), tuning="h200").endswith("_r1u1w8")
+    assert kernel(weight.rows(0, n), tuning="h200").endswith("_r1u1w8")
+    assert kernel(weight.rows(0, n)) == "q4gsw_gemv_i8x_wg_r2u2w1"
+    glu = q4_linear_glu(act=act, weight=weight, out=out, adapter=adapter, tuning="h200")
+    assert glu.call.kernel == "q4gsw_gemv_i8x_glu_wg_r4u1w2v"
 
 def test_native_dialect_blanks_only_the_subgroups_directive():
     """Naga rejects `enable subgroups;`; the native backend blanks that line (and only it), keeping

@@ -22,10 +22,11 @@ import time
 from array import array
 from dataclasses import dataclass
 
+from ..dispatch import POS, TOKENS
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, ModelConfig
 from ..ops.argmax import argmax, argmax_blocks_needed
 from ..ops.embedding import embedding_f32
-from ..ops.norm import rms_norm, rms_norm_kernel, subgroups_available
+from ..ops.norm import rms_norm, rms_norm_kernel
 from ..ops.rope import LLAMA3_SCALING, Llama3Scaling, cos_sin_table, inverse_frequencies, rope
 from ..ops.swiglu import residual_add, swiglu
 from ..ops.synth import UniformRange, fill_uniform, synth_hash, synth_value
@@ -280,32 +281,34 @@ class _Model:
             table.buffer, cos_sin_table(inverse_frequencies(hd, m.theta, m.scaling), ROPE_POSITIONS))
         self.outputs = {name: tensor.numel // (cap + 1) for name, tensor in out.items()}
 
-        step = Plan(self.runtime, f"{m.key}.step", live={"seq": cap, "pos": 0})
+        adapter = self.runtime.device.adapter
+        step = Plan(self.runtime, f"{m.key}.step", live={TOKENS: cap, POS: 0})
         await step.add(fill_uniform(target=res_a, value_range=RANGES["res_a"], seed=self.seed,
                                     stream=streams["res_a"]))
-        await step.add(rms_norm(x=inputs["x"], weight=inputs["norm_w"], out=out["xn"], tokens="seq", eps=m.eps))
+        await step.add(rms_norm(x=inputs["x"], weight=inputs["norm_w"], out=out["xn"], tokens=TOKENS, eps=m.eps,
+                                adapter=adapter, force="rms_norm"))
         if self.subgroups:
-            await step.add(rms_norm(x=inputs["x"], weight=inputs["norm_w"], out=out["xn_sg"], tokens="seq",
-                                    eps=m.eps, subgroup=True))
+            await step.add(rms_norm(x=inputs["x"], weight=inputs["norm_w"], out=out["xn_sg"], tokens=TOKENS,
+                                    eps=m.eps, adapter=adapter, force="rms_norm_subgroup"))
         q_src, k_src = inputs["q"], inputs["k"]
         if m.qk_norm:
-            await step.add(rms_norm(x=q_src, weight=inputs["q_norm_w"], out=out["qn"], tokens="seq",
-                                    heads=m.q_heads, eps=m.eps))
-            await step.add(rms_norm(x=k_src, weight=inputs["k_norm_w"], out=out["kn"], tokens="seq",
-                                    heads=m.kv_heads, eps=m.eps))
+            await step.add(rms_norm(x=q_src, weight=inputs["q_norm_w"], out=out["qn"], tokens=TOKENS,
+                                    heads=m.q_heads, eps=m.eps, adapter=adapter, force="rms_norm"))
+            await step.add(rms_norm(x=k_src, weight=inputs["k_norm_w"], out=out["kn"], tokens=TOKENS,
+                                    heads=m.kv_heads, eps=m.eps, adapter=adapter, force="rms_norm"))
             if self.subgroups:
-                await step.add(rms_norm(x=q_src, weight=inputs["q_norm_w"], out=out["qn_sg"], tokens="seq",
-                                        heads=m.q_heads, eps=m.eps, subgroup=True))
+                await step.add(rms_norm(x=q_src, weight=inputs["q_norm_w"], out=out["qn_sg"], tokens=TOKENS,
+                                        heads=m.q_heads, eps=m.eps, adapter=adapter, force="rms_norm_subgroup"))
             q_src, k_src = out["qn"], out["kn"]
         self.rope_index = len(step)
-        await step.add(rope(src=q_src, dst=out["q_rot"], table=table, heads=m.q_heads, head_dim=hd, tokens="seq",
-                            pos="pos", layout=m.layout))
-        await step.add(rope(src=k_src, dst=out["k_rot"], table=table, heads=m.kv_heads, head_dim=hd, tokens="seq",
-                            pos="pos", layout=m.layout))
-        await step.add(swiglu(gate=inputs["gate"], up=inputs["up"], out=out["act"], tokens="seq"))
-        await step.add(residual_add(a=res_a, b=inputs["res_b"], out=out["res_out"], tokens="seq"))
-        await step.add(residual_add(a=res_a, b=inputs["res_b"], tokens="seq"))
-        await step.add(embedding_f32(ids=ids, table=inputs["emb_table"], out=out["emb"], status=status, tokens="seq"))
+        await step.add(rope(src=q_src, dst=out["q_rot"], table=table, heads=m.q_heads, head_dim=hd, tokens=TOKENS,
+                            pos=POS, layout=m.layout))
+        await step.add(rope(src=k_src, dst=out["k_rot"], table=table, heads=m.kv_heads, head_dim=hd, tokens=TOKENS,
+                            pos=POS, layout=m.layout))
+        await step.add(swiglu(gate=inputs["gate"], up=inputs["up"], out=out["act"], tokens=TOKENS))
+        await step.add(residual_add(a=res_a, b=inputs["res_b"], out=out["res_out"], tokens=TOKENS))
+        await step.add(residual_add(a=res_a, b=inputs["res_b"], tokens=TOKENS))
+        await step.add(embedding_f32(ids=ids, table=inputs["emb_table"], out=out["emb"], status=status, tokens=TOKENS))
         step.record()
         self.out, self.res_a, self.status, self.ids = out, res_a, status, ids
         return setup, step
@@ -330,7 +333,7 @@ async def _run_model(runtime: Runtime, shape: ModelShape, options: DecoderBlocks
     profile = options.profile and "timestamp-query" in device.adapter.device_features
     steps = []
     for index, (tokens, pos) in enumerate(steps_for(options.lengths)):
-        step_plan.resize(seq=tokens, pos=pos)
+        step_plan.resize(tokens=tokens, pos=pos)
         ids = step_ids(shape, options.seed, index, tokens)
         device.write_buffer(model.ids.buffer, array("I", ids).tobytes())
         for name, tensor in model.out.items():
@@ -426,7 +429,7 @@ async def _run_argmax(runtime: Runtime, options: DecoderBlocksOptions, timings: 
 async def run_decoder_blocks(runtime: Runtime, options: DecoderBlocksOptions | None = None, sink=None) -> dict:
     options = options or DecoderBlocksOptions()
     started = time.perf_counter()
-    subgroups = subgroups_available(runtime.device.adapter)
+    subgroups = "subgroups" in runtime.device.adapter.device_features
     timings: list = []
     models = [await _run_model(runtime, MODELS[key], options, subgroups, sink, timings) for key in options.models]
     argmax_report = await _run_argmax(runtime, options, timings) if options.argmax else None

@@ -18,14 +18,12 @@ import time
 from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
-from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, int8_max_k,
-                      int8_shape_params, q4_linear, q4_linear_glu, q4_linear_qkv, q4_quantize, q4_weight_bytes,
-                      quantize_activations, stream_read, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_SR_SHAPES, q4_scales_rows,
-                      rms_norm_int8x)
-from ..ops.norm import rms_norm, subgroups_available
+from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
+from ..ops.norm import rms_norm
+from ..ops.q4 import Q4Weight, q4_quantize, q4_scales_rows, q4_weight_bytes, stream_read
+from ..ops.q4_linear import gemv_group_size, gemv_int8_max_k, gemv_shapes, q4_linear, q4_linear_glu, q4_linear_qkv
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
-from ..dispatch import runs_at
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, TINY, ModelConfig
 from ..plan import Plan
 from ..runtime import Runtime
@@ -65,8 +63,8 @@ class BenchCase:
 
 
 def _fits(gemv_shape: str | None, k: int) -> bool:
-    """An int8 variant holds at most int8_max_k activations in its workgroup memory."""
-    return gemv_shape not in GEMV_INT8_SHAPES or k <= int8_max_k(int8_shape_params(gemv_shape)[0])
+    """An int8 variant holds at most its MAXK activations in its workgroup memory."""
+    return gemv_shape not in gemv_shapes("int8") or k <= gemv_int8_max_k(gemv_shape)
 
 
 def _decode(prefix: str, shapes, routes=(None,), gemv_shapes=(None,), int8=False, int8x=False,
@@ -84,7 +82,7 @@ _QWEN = QWEN3_0_6B.linear_shapes()
 _LLAMA_GATE_UP = LLAMA_3_2_1B.linears()["gate_up"]
 _QWEN_GATE_UP = QWEN3_0_6B.linears()["gate_up"]
 _F32_NEXT = ("r4s2", "w8u4", "r4s2m", "r2s2m", "w4u4s2m", "w8u2m")      # the first session's picks and the masked ones
-_INT8_G64 = tuple(s for s in GEMV_INT8_SHAPES if int8_shape_params(s)[1] == 64)
+_INT8_G64 = tuple(s for s in gemv_shapes("int8") if gemv_group_size(s) == 64)
 BENCH_PRESETS = {
     "tiny": [BenchCase("tiny.gemv", 256, 96, 1), BenchCase("tiny.gemv.int8", 256, 96, 1, int8=True),
              BenchCase("tiny.gemv.int8x", 256, 96, 1, int8x=True),
@@ -101,20 +99,20 @@ BENCH_PRESETS = {
                      + _decode("llama", _LLAMA, int8x=True, scales_rows=True)
                      + [BenchCase("llama.gate_up_glu.int8x.rows", *_LLAMA_GATE_UP, 1, int8x=True, glu=True, scales_rows=True)]),
     # The pre-quantized int8 GEMV's variants at the Llama shapes, beside the fused int8 route's picks.
-    "gemv_int8x": (_decode("llama", _LLAMA, gemv_shapes=GEMV_INT8X_SHAPES, int8x=True)
-                   + _decode("llama", _LLAMA, gemv_shapes=GEMV_INT8X_SR_SHAPES, int8x=True, scales_rows=True)
+    "gemv_int8x": (_decode("llama", _LLAMA, gemv_shapes=gemv_shapes("int8x"), int8x=True)
+                   + _decode("llama", _LLAMA, gemv_shapes=gemv_shapes("int8x_sr"), int8x=True, scales_rows=True)
                    + [BenchCase("llama.gate_up_glu.int8x", *_LLAMA_GATE_UP, 1, gemv_shape=g, int8x=True, glu=True)
-                      for g in GEMV_INT8X_GLU_SHAPES]
+                      for g in gemv_shapes("int8x_glu")]
                    + [BenchCase("llama.gate_up_glu.int8x.rows", *_LLAMA_GATE_UP, 1, gemv_shape=g, int8x=True, glu=True,
-                                scales_rows=True) for g in GEMV_INT8X_SR_SHAPES]
+                                scales_rows=True) for g in gemv_shapes("int8x_glu_sr")]
                    + _decode("llama", _LLAMA, int8=True)),
     # The latency-bound Qwen3 shapes (K 1024 to 3072) and its fused gate/up under the row-major copy's variants.
     "gemv_int8x_qwen": (_decode("qwen", [s for s in _QWEN if s[0] in ("q", "kv", "o", "down")],
-                                gemv_shapes=GEMV_INT8X_SR_SHAPES, int8x=True, scales_rows=True)
+                                gemv_shapes=gemv_shapes("int8x_sr"), int8x=True, scales_rows=True)
                         + [BenchCase("qwen.gate_up_glu.int8x.rows", *_QWEN_GATE_UP, 1, gemv_shape=g, int8x=True, glu=True,
-                                     scales_rows=True) for g in GEMV_INT8X_SR_SHAPES]),
-    "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=GEMV_SHAPES)
-                      + _decode("qwen", _QWEN, gemv_shapes=GEMV_SHAPES)),
+                                     scales_rows=True) for g in gemv_shapes("int8x_glu_sr")]),
+    "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=gemv_shapes("f32"))
+                      + _decode("qwen", _QWEN, gemv_shapes=gemv_shapes("f32"))),
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in
                    (("llama", *LLAMA_3_2_1B.linears()["lm_head"]), ("qwen", *QWEN3_0_6B.linears()["lm_head"]))
                    for g in ("r8", "w8u4", "w4u8", "w16u2", "w16u4", "w8u8")],
@@ -122,25 +120,22 @@ BENCH_PRESETS = {
 }
 
 
-def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8) -> list:
+def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8):
     if case.glu:
-        return [q4_linear_glu(act=int8, weight=weight, out=out, adapter=adapter, rows=rows, gemv_shape=case.gemv_shape)]
-    return q4_linear(x=x, weight=weight, out=out, adapter=adapter, rows=rows, gemv_shape=case.gemv_shape,
-                     force_route=case.route, int8=int8)
+        return q4_linear_glu(act=int8, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape)
+    return q4_linear(x=x, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
+                     force=case.route, int8=int8)
 
 
 def _label(case: BenchCase) -> str:
     return case.name + (f"[{case.gemv_shape}]" if case.gemv_shape else "")
 
 
-async def _active_call(runtime: Runtime, calls, live):
-    """The one of a linear's alternative dispatches that runs at this row count, and its sizing."""
-    for call in calls:
-        spec, _ = await runtime.pipelines.get(call.kernel)
-        sizing = call.sizing(spec, live)
-        if runs_at(sizing.workgroups):
-            return call, sizing
-    raise ValueError(f"no active dispatch among {[c.route for c in calls]}")
+async def _active_call(runtime: Runtime, op, tokens: int, live):
+    """The one dispatch of an op that runs at this token count, and its sizing (for the bytes it moves)."""
+    (call,) = op.at(tokens)
+    spec, _ = await runtime.pipelines.get(call.kernel)
+    return call, call.sizing(spec, live)
 
 
 async def _run_once(runtime: Runtime, label: str, calls) -> None:
@@ -276,13 +271,12 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         setup.append(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
         int8 = case.int8
         if case.int8x:
-            int8 = Int8Activations(x, await tensors.allocate("bench.xq", (case.k // 4,), "u32"),
-                                   await tensors.allocate("bench.xstats", (case.k // 16,)), case.group_size)
-            setup.append(quantize_activations(int8))
+            int8 = await Int8Activations.allocate(runtime, x, case.group_size)
+            setup.append(quantize_activations(int8, tokens=1))
         await _run_once(runtime, "bench.setup", setup)
-        calls = _linear(case, x, weight.rows(0, case.weight_rows), out, device.adapter, case.rows, int8)
+        op = _linear(case, x, weight.rows(0, case.weight_rows), out, device.adapter, case.rows, int8)
         plan = Plan(runtime, f"bench.{case.name}")
-        main, moved = await _active_call(runtime, calls, plan.live)
+        main, moved = await _active_call(runtime, op, case.rows, plan.live)
         for _ in range(repeats):
             await plan.add(main)
         plan.record()
@@ -303,7 +297,7 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
             row.update(await _chain_row(runtime, case, weight, x, out, int8, count, trials, sink_tensor, pool,
                                         moved.bytes_moved, stream_big))
         rows.append(row)
-        for tensor in (x, out, *((int8.words, int8.stats) if case.int8x else ())):
+        for tensor in (x, out, *(int8.tensors if case.int8x else ())):
             tensors.release(tensor.name)
     for tensor in (packed_pool, scales_pool, rows_pool, pool, sink_tensor):
         if tensor is not None:
@@ -319,8 +313,8 @@ async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_t
     device = runtime.device
     plan = Plan(runtime, f"bench.chain.{case.name}")
     for copy in range(copies):
-        calls = _linear(case, x, weight.rows(copy * case.weight_rows, case.weight_rows), out, device.adapter, 1, int8)
-        await plan.add((await _active_call(runtime, calls, plan.live))[0])
+        op = _linear(case, x, weight.rows(copy * case.weight_rows, case.weight_rows), out, device.adapter, 1, int8)
+        await plan.add(op.at(1)[0])
     plan.record()
     chain_ns = await _measure_span(plan, trials)
     plan.release()
@@ -410,9 +404,8 @@ async def _decode_step(runtime: Runtime, config: ModelConfig, trials: int, seed:
     owned += [*part_outs.values(), act_out]
     activations = {}
     for k, x in inputs.items():
-        activations[k] = Int8Activations(x, await tensors.allocate(f"step.xq.{k}", (k // 4,), "u32"),
-                                         await tensors.allocate(f"step.xstats.{k}", (k // 16,)), 64)
-        owned += [activations[k].words, activations[k].stats]
+        activations[k] = await Int8Activations.allocate(runtime, x, 64)
+        owned += activations[k].tensors
 
     projections = [(f"{name}.{part}", k, size) for name, k, n in linears for part, size in parts(name, n)]
     result = {"geometry": config.name, "linears": len(projections), "weight_bytes": 0, "routes": {}}
@@ -424,31 +417,31 @@ async def _decode_step(runtime: Runtime, config: ModelConfig, trials: int, seed:
             outs = [part_outs[part] if part else outputs[n] for part, _ in parts(name, n)]
             normed = name.endswith(("qkv", "gate_up")) or name == "lm_head"
             if normed and fused_norm:
-                await plan.add(rms_norm_int8x(x=raw, weight=norm_weight, act=activations[k], eps=NORM_EPS))
+                await plan.add(rms_norm_int8x(x=raw, weight=norm_weight, act=activations[k], eps=NORM_EPS, tokens=1))
             elif normed:
                 await plan.add(rms_norm(x=raw, weight=norm_weight, out=inputs[k], tokens=1, eps=NORM_EPS,
-                                        subgroup=subgroups_available(adapter)))
+                                        adapter=adapter))
             if activation == "int8x":
                 act = activations[k]
                 if not (normed and fused_norm):
-                    await plan.add(quantize_activations(act))
+                    await plan.add(quantize_activations(act, tokens=1))
                 if name.endswith("qkv"):
-                    groups = [q4_linear_qkv(x=inputs[k], weight=weight, outs=tuple(outs), adapter=adapter, rows=1,
-                                            int8=act)]
+                    ops = [q4_linear_qkv(x=inputs[k], weight=weight, outs=tuple(outs), adapter=adapter, tokens=1,
+                                         int8=act)]
                 elif name.endswith("gate_up"):
-                    groups = [[q4_linear_glu(act=act, weight=weight, out=act_out, adapter=adapter)]]
+                    ops = [q4_linear_glu(act=act, weight=weight, out=act_out, adapter=adapter, tokens=1)]
                 else:
-                    groups = [q4_linear(x=inputs[k], weight=weight, out=outs[0], adapter=adapter, rows=1, int8=act)]
+                    ops = [q4_linear(x=inputs[k], weight=weight, out=outs[0], adapter=adapter, tokens=1, int8=act)]
             else:           # each projection its own GEMV over its rows of the packed weight
-                groups, first = [], weight.n_offset
+                ops, first = [], weight.n_offset
                 for out, (_, size) in zip(outs, parts(name, n)):
-                    groups.append(q4_linear(x=inputs[k], weight=weight.rows(first, size), out=out, adapter=adapter,
-                                            rows=1, int8=activation == "int8"))
+                    ops.append(q4_linear(x=inputs[k], weight=weight.rows(first, size), out=out, adapter=adapter,
+                                         tokens=1, int8=activation == "int8"))
                     first += size
                 if name.endswith("gate_up"):
-                    groups.append([swiglu(gate=outs[0], up=outs[1], out=act_out, tokens=1)])
-            for calls in groups:
-                call, sizing = await _active_call(runtime, calls, plan.live)
+                    ops.append(swiglu(gate=outs[0], up=outs[1], out=act_out, tokens=1))
+            for op in ops:
+                call, sizing = await _active_call(runtime, op, 1, plan.live)
                 await plan.add(call)
                 moved += sizing.bytes_moved if call.route != "swiglu_fused" else 0
         plan.record()

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import struct
 
-from ..ops.q4 import (GEMV_INT8_SHAPES, GEMV_INT8X_GLU_SHAPES, GEMV_INT8X_LATENCY_SHAPES, GEMV_INT8X_SHAPES,
-                      GEMV_INT8X_SR_SHAPES, GEMV_SHAPES, Int8Activations, Q4Weight, int8_shape_params, q4_embedding,
-                      q4_linear, q4_linear_glu, q4_linear_qkv, q4_quantize, q4_scales_rows, quantize_activations,
-                      rms_norm_int8x)
-from ..ops.synth import UniformRange, fill_uniform
+from ..dispatch import TOKENS
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
+from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
+from ..ops.q4 import Q4Weight, q4_embedding, q4_quantize, q4_scales_rows
+from ..ops.q4_linear import gemv_group_size, gemv_shapes, q4_linear, q4_linear_glu, q4_linear_qkv
+from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
 from .unary import POISON
@@ -42,7 +42,7 @@ class LinearCase:
     group_size: int = 64
     bias: bool = False
     n_kv: int | None = None                  # set for a packed QKV weight (n_q + 2 n_kv rows)
-    force_route: str | None = None
+    force: str | None = None                 # run this route only (its guard must pass)
     stream: int = 0
     gemv_shape: str | None = None            # pin a GEMV variant (None: the route's choice)
     int8: bool = False                       # decode with int8 activations (q4_gemv_int8)
@@ -56,7 +56,9 @@ class LinearCase:
         return self.n + 2 * self.n_kv if self.n_kv else 2 * self.n if self.glu else self.n
 
 
-def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearCase]:
+def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | None) -> list[LinearCase]:
+    """The cases at real and awkward shapes, and one or more per GEMV variant of `tier` (None: every
+    variant, the sweep ones too; "shipped": those a route can reach)."""
     cases = [LinearCase(f"{prefix}.{name}", k, n, rows_lm if name == "lm_head" else rows_real)
              for prefix, config in (("llama", LLAMA_3_2_1B), ("qwen", QWEN3_0_6B))
              for name, k, n in config.linear_shapes()]
@@ -68,11 +70,11 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
         LinearCase("awkward.k160_bias", 160, 72, (1, 5, 67), group_size=32, bias=True),
         LinearCase("awkward.gs128", 256, 40, (1, 9), group_size=128),
         LinearCase("awkward.n_odd_gs64", 128, 131, (1, 65), bias=True),
-        LinearCase("route.generic", 160, 72, (1, 5), group_size=32, bias=True, force_route="q4_linear_generic"),
+        LinearCase("route.generic", 160, 72, (1, 5), group_size=32, bias=True, force="q4_linear_generic"),
     ]
     # Every GEMV variant, with K tails shorter than a step (160 = 5 chunks) and N not a multiple of its rows.
     cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape)
-              for shape in GEMV_SHAPES for k in (160, 2048)]
+              for shape in gemv_shapes("f32", tier) for k in (160, 2048)]
     # Int8 activations: real shapes, a prefill taking the f32 routes, a K beyond the workgroup memory
     # and a vocab-sized N with short rows (the f32 GEMV runs instead), each int8 variant with a K tail
     # (3 groups: shorter than a warp's step) and the full Llama K.
@@ -82,7 +84,7 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
               LinearCase("int8.k_beyond_workgroup_memory", 8256, 40, (1,), int8=True),
               LinearCase("int8.vocab_with_short_rows", 1024, 65600, (1,), int8=True)]   # f32 GEMV: half the lanes idle
     cases += [LinearCase(f"gemv.{shape}", k, 37, (1,), group_size=gs, bias=True, gemv_shape=shape, int8=True)
-              for shape in GEMV_INT8_SHAPES for gs in (int8_shape_params(shape)[1],) for k in (3 * gs, 2048)]
+              for shape in gemv_shapes("int8", tier) for gs in (gemv_group_size(shape),) for k in (3 * gs, 2048)]
     # Pre-quantized int8 activations: real shapes (a prefill beside them takes the f32 routes), K past
     # the fused route's workgroup memory, gs 32 and 128, a vocab-sized N; every variant with a K tail
     # shorter than a warp's step (5 chunks), N not a multiple of its rows, a bias, and at the Llama K.
@@ -103,10 +105,13 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
     # (N = 37 is no multiple of 4: the vec4-scale "v" variants get N = 44)
     cases += [LinearCase(f"gemv.{shape}", k, 44 if shape.endswith("v") else 37, (1,), group_size=32, bias=True,
                          gemv_shape=shape, int8x=True)
-              for shape in GEMV_INT8X_SHAPES for k in (160, 2048)]
+              for shape in gemv_shapes("int8x", tier) for k in (160, 2048)]
+    cases += [LinearCase(f"gemv.qkv.{shape}", k, 44 if shape.endswith("v") else 36, (1,), group_size=32, n_kv=12,
+                         gemv_shape=shape, int8x=True)
+              for shape in gemv_shapes("int8x_qkv", tier) for k in (160, 2048)]
     cases += [LinearCase(f"gemv.glu.{shape}", k, 44 if shape.endswith("v") else 37, (1,), group_size=32,
                          gemv_shape=shape, int8x=True, glu=True)
-              for shape in GEMV_INT8X_GLU_SHAPES for k in (160, 2048)]
+              for shape in gemv_shapes("int8x_glu", tier) for k in (160, 2048)]
     # The row-major scale copy (the _sr variants): each kind at a real shape (beside a prefill, which
     # keeps reading the reference scales), odd shapes, and every shape with K tails and a bias.
     cases += [LinearCase("int8x.rows.llama.q_o", 2048, 2048, (1, 7), int8x=True, scales_rows=True),
@@ -125,16 +130,17 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
               LinearCase("int8x.rows.glu_odd", 160, 37, (1,), group_size=32, int8x=True, glu=True, scales_rows=True)]
     cases += [LinearCase(f"gemv.rows.{shape}", k, 37, (1,), group_size=32, bias=True, gemv_shape=shape, int8x=True,
                          scales_rows=True)
-              for shape in GEMV_INT8X_SR_SHAPES for k in (160, 2048)]
-    # The latency shapes: a K of several steps with a partial last one (8256 = 258 chunks), and their
-    # fused QKV and SwiGLU kinds (which only the row-major copy offers them).
+              for shape in gemv_shapes("int8x_sr", tier) for k in (160, 2048)]
+    # K of several steps with a partial last one (8256 = 258 chunks), with and without the copy, and the
+    # copy's fused QKV and SwiGLU kinds.
     cases += [LinearCase(f"gemv.lat.{shape}{'.rows' if rows else ''}", 8256, 37, (1,), group_size=32,
                          gemv_shape=shape, int8x=True, scales_rows=rows)
-              for shape in GEMV_INT8X_LATENCY_SHAPES for rows in (False, True)]
+              for rows in (False, True) for shape in gemv_shapes("int8x_sr" if rows else "int8x", tier)
+              if not shape.endswith("v")]
     cases += [LinearCase(f"gemv.lat.qkv.{shape}", 2048, 37, (1,), group_size=32, n_kv=9, gemv_shape=shape,
-                         int8x=True, scales_rows=True) for shape in GEMV_INT8X_LATENCY_SHAPES]
+                         int8x=True, scales_rows=True) for shape in gemv_shapes("int8x_qkv_sr", tier)]
     cases += [LinearCase(f"gemv.lat.glu.{shape}", 2048, 37, (1,), group_size=32, gemv_shape=shape, int8x=True,
-                         glu=True, scales_rows=True) for shape in GEMV_INT8X_LATENCY_SHAPES]
+                         glu=True, scales_rows=True) for shape in gemv_shapes("int8x_glu_sr", tier)]
     # RMSNorm emitting the quantized row (rms_norm_int8x) before the fused QKV and gate/up: Llama's and
     # Qwen's hidden sizes, a row longer than one pass of the workgroup (3072), gs 32 and 128.
     cases += [LinearCase("int8x.norm.llama.qkv", 2048, 2048, (1,), n_kv=512, int8x=True, norm=True),
@@ -142,7 +148,7 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...]) -> list[LinearC
               LinearCase("int8x.norm.k3072_gs32", 3072, 40, (1,), group_size=32, int8x=True, norm=True),
               LinearCase("int8x.norm.k384_gs128", 384, 24, (1,), group_size=128, bias=True, int8x=True, norm=True)]
     named = [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
-                        c.group_size, c.bias, c.n_kv, c.force_route, 200 + i, c.gemv_shape, c.int8, c.int8x, c.glu,
+                        c.group_size, c.bias, c.n_kv, c.force, 200 + i, c.gemv_shape, c.int8, c.int8x, c.glu,
                         c.scales_rows, c.norm)
              for i, c in enumerate(cases)]
     # Artifacts are named after their case: two cases of one name would check one's outputs against the other.
@@ -178,12 +184,12 @@ def _embedding_ids(vocab: int) -> list[int]:
 
 
 PRESETS = {
-    # CI: every route and every real shape at decode and a small prefill; one big prefill for BK64/QKV.
-    "ci": _cases((1, 7), (1,)),
-    # The issue's full matrix (opt-in: minutes on a CPU adapter).
-    "full": _cases((1, 7, 128, 512), (1, 7, 128, 512)),
-    # The pre-quantized int8 route alone (a quick check while tuning its variants).
-    "int8x": [c for c in _cases((1, 7), (1,)) if c.int8x],
+    # CI: every route, every real shape at decode and a small prefill, every shipped GEMV variant.
+    "ci": _cases((1, 7), (1,), "shipped"),
+    # The issue's full matrix and the sweep variants too (opt-in: minutes on a CPU adapter).
+    "full": _cases((1, 7, 128, 512), (1, 7, 128, 512), None),
+    # The pre-quantized int8 route alone, every variant (a quick check while tuning them).
+    "int8x": [c for c in _cases((1, 7), (1,), None) if c.int8x],
 }
 
 
@@ -204,7 +210,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
                 await tensors.allocate(f"{prefix}.v", (rows_max, case.n_kv)))
     else:
         outs = (await tensors.allocate(f"{prefix}.out", (rows_max, case.n)),)
-    plan = Plan(runtime, prefix, live={"rows": case.rows[0]})
+    plan = Plan(runtime, prefix, live={TOKENS: case.rows[0]})
     await plan.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, case.stream)))
     if rows_copy is not None:
         await plan.add(q4_scales_rows(weight))
@@ -220,26 +226,23 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         await plan.add(fill_uniform(target=bias, value_range=BIAS_RANGE, seed=seed, stream=case.stream + 2000))
     activations = None
     if case.int8x:
-        activations = Int8Activations(x, await tensors.allocate(f"{prefix}.xq", (k // 4,), "u32"),
-                                      await tensors.allocate(f"{prefix}.xstats", (k // 16,)), gs)
-        await plan.add(rms_norm_int8x(x=raw, weight=norm_weight, act=activations, eps=NORM_EPS, tokens="rows")
-                       if case.norm else quantize_activations(activations, rows="rows"))
+        activations = await Int8Activations.allocate(runtime, x, gs)
+        await plan.add(rms_norm_int8x(x=raw, weight=norm_weight, act=activations, eps=NORM_EPS)
+                       if case.norm else quantize_activations(activations))
     if case.glu:
-        calls = [q4_linear_glu(act=activations, weight=weight, out=outs[0], adapter=device.adapter, rows="rows",
-                               gemv_shape=case.gemv_shape)]
+        linear = q4_linear_glu(act=activations, weight=weight, out=outs[0], adapter=device.adapter,
+                               gemv_shape=case.gemv_shape)
     elif case.n_kv:
-        calls = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, rows="rows", int8=activations,
-                              gemv_shape=case.gemv_shape)
+        linear = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, int8=activations,
+                               gemv_shape=case.gemv_shape)
     else:
-        calls = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, rows="rows", bias=bias,
-                          force_route=case.force_route, gemv_shape=case.gemv_shape,
-                          int8=activations if activations else case.int8)
-    for call in calls:
-        await plan.add(call)
+        linear = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, bias=bias, force=case.force,
+                           gemv_shape=case.gemv_shape, int8=activations if activations else case.int8)
+    await plan.add(linear)
     plan.record()
     runs = []
     for m in case.rows:
-        plan.resize(rows=m)
+        plan.resize(tokens=m)
         for out in outs:
             device.write_buffer(out.buffer, POISON * (m * out.shape[-1]))
         execution = await plan.replay()
@@ -276,8 +279,9 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
             "gemv_shape": case.gemv_shape, "int8": case.int8,
             "int8x": case.int8x, "glu": case.glu, "scales_rows": case.scales_rows, "norm": case.norm,
-            "kernels": [call.kernel for call in calls],
-            "stream": case.stream, "force_route": case.force_route, "runs": runs, "weight_artifacts": weight_artifacts}
+            "kernels": [call.kernel for call in linear],
+                "why": [decision.to_json() for decision in linear.decisions],
+            "stream": case.stream, "force": case.force, "runs": runs, "weight_artifacts": weight_artifacts}
 
 
 async def _run_embedding_case(runtime: Runtime, case: EmbeddingCase, seed: int, sink) -> dict:

@@ -57,7 +57,7 @@ async def run_replay_path_checks(runtime: Runtime) -> dict:
     chain = Plan(runtime, "replay_path.chain", live={"n": 1})
     for i, op in enumerate(_OPS):
         src, dst = (a, b) if i % 2 == 0 else (b, a)
-        call = unary(op, src=src, dst=dst, length="n")
+        call = unary(op, src=src, dst=dst, length="n").call
         if i % 2:
             await chain.add(idle_twin(call))    # between two real dispatches of different pipelines
         await chain.add(call)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from ..dispatch import TOKENS
 from ..gpu.device import BufferUsage, DeviceLost, KernelCompileError
 from ..kernels import Kernel
 from ..ops.linear import linear_f32
@@ -47,12 +48,12 @@ async def _linear_calls(runtime: Runtime, seed: int) -> tuple[list, object]:
     out = await tensors.allocate("core.out", (m, n))
     calls = [fill_uniform(target=t, value_range=LINEAR_RANGE, seed=seed, stream=LINEAR_STREAMS[role])
              for t, role in ((x, "x"), (w, "w"), (bias, "bias"))]
-    calls.append(linear_f32(x=x, w=w, bias=bias, out=out, rows="rows"))
+    calls.append(linear_f32(x=x, w=w, bias=bias, out=out, tokens=TOKENS))
     return calls, out
 
 
 async def _plan_of(runtime: Runtime, label: str, calls: list) -> Plan:
-    plan = Plan(runtime, label, live={"rows": LINEAR_SHAPE["prefill_rows"]})
+    plan = Plan(runtime, label, live={TOKENS: LINEAR_SHAPE["prefill_rows"]})
     for call in calls:
         await plan.add(call)
     plan.record()
@@ -92,7 +93,7 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
     # Resize: decode one row through the same plan; has_bias must survive.
     linear_index = len(plan) - 1
     params_prefill = plan.params_of(linear_index)
-    plan.resize(rows=1)
+    plan.resize(tokens=1)
     await plan.replay()
     decode = await _read_rows(runtime, out, 1)
     report["resize"] = {"params_prefill": list(params_prefill), "params_decode": list(plan.params_of(linear_index)),
@@ -117,7 +118,8 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
     # Error paths: each must raise a clear, named error.
     device = runtime.device
     broken = Kernel(name="broken_kernel", source="(inline test kernel)", code=_BROKEN_WGSL, entry_point="main",
-                    workgroup_size=(1, 1, 1), bindings=(), params={}, sha256="")
+                    workgroup_size=(1, 1, 1), bindings=(), template_values={}, params_layout=None,
+                    tier="shipped", sha256="")
     limit = device.adapter.limits.get("maxStorageBufferBindingSize", 1 << 27)
     copy_only = await device.create_buffer(label="core.copy_only", size=64, usage=BufferUsage.COPY_DST)
     _, linear_pipeline = await runtime.pipelines.get("linear_f32")
@@ -126,8 +128,8 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
         "validation": await _error_of(lambda: device.create_bind_group(
             label="core.bad_binding", pipeline=linear_pipeline, buffers={i: copy_only for i in range(4)})),
         "too_large": await _error_of(lambda: runtime.tensors.allocate("core.huge", (limit // 4 + 1,))),
-        "unknown_live_size": await _error_of(lambda: plan.resize(tokens=3)),
-        "rows_beyond_tensor": await _error_of(lambda: plan.resize(rows=m + 1)),
+        "unknown_live_size": await _error_of(lambda: plan.resize(seq=3)),
+        "rows_beyond_tensor": await _error_of(lambda: plan.resize(tokens=m + 1)),
         "replay_unrecorded": await _error_of(lambda: Plan(runtime, "core.empty").replay()),
         "unknown_profile_mode": await _error_of(lambda: plan.replay(profile="per-kernel")),
     }
@@ -141,7 +143,7 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
     }
     report["compile_error_names_kernel"] = bool(compile_error and "broken_kernel" in compile_error["message"])
     device.destroy(copy_only)
-    plan.resize(rows=1)
+    plan.resize(tokens=1)
 
     # Device loss: reported with its reason, then recovered by rebuilding the device and the plan.
     device.destroy_device()
@@ -149,7 +151,7 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
     lost_error = await _error_of(lambda: plan.replay())
     await runtime.rebuild()
     await plan.rebuild()
-    plan.resize(rows=m)
+    plan.resize(tokens=m)
     await plan.replay()
     recovered = await _read_rows(runtime, out, m)
     report["device_loss"] = {"noticed": noticed, "error": lost_error, "reason": device.lost[0] if device.lost else None,

@@ -12,9 +12,8 @@ is exact and independent of the reduction's shape.
 
 from __future__ import annotations
 
-import struct
 
-from ..dispatch import OpCall, Sizing, linear_grid, live_limit, live_value
+from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, live_value
 from ..tensors import Tensor
 
 __all__ = ["BLOCK", "argmax", "argmax_blocks_needed"]
@@ -27,7 +26,7 @@ def argmax_blocks_needed(n: int) -> int:
 
 
 def argmax(*, values: Tensor, block_keys: Tensor, block_index: Tensor, result: Tensor,
-           length: int | str | None = None) -> tuple[OpCall, OpCall]:
+           length: int | str | None = None) -> Op:
     """The two dispatches of argmax(values[:length]) -> result[0] (u32); `length` may name a live size.
 
     block_keys/block_index (u32) need argmax_blocks_needed(length) elements."""
@@ -47,15 +46,15 @@ def argmax(*, values: Tensor, block_keys: Tensor, block_index: Tensor, result: T
 
     def blocks_sizing(spec, live) -> Sizing:
         n, blocks = counts(live)
-        return Sizing(workgroups=linear_grid(blocks, 1, live_limit(live)), params=struct.pack("<2I", n, blocks),
+        return Sizing(workgroups=linear_grid(blocks, 1, live_limit(live)), params=spec.pack_params(n=n, blocks=blocks),
                       bytes_moved=4 * n + 8 * blocks, flops=n)
 
     def reduce_sizing(spec, live) -> Sizing:
         n, blocks = counts(live)
-        return Sizing(workgroups=(1, 1, 1), params=struct.pack("<2I", n, blocks), bytes_moved=8 * blocks + 4,
+        return Sizing(workgroups=(1, 1, 1), params=spec.pack_params(n=n, blocks=blocks), bytes_moved=8 * blocks + 4,
                       flops=blocks)
 
-    return (OpCall(label=f"argmax_blocks({values.name})", kernel="argmax_blocks", route="argmax",
+    return Op(f"argmax({values.name})", (OpCall(label=f"argmax_blocks({values.name})", kernel="argmax_blocks", route="argmax",
                    tensors={"values": values, "block_keys": block_keys, "block_index": block_index}, sizing=blocks_sizing),
             OpCall(label=f"argmax_reduce({values.name})", kernel="argmax_reduce", route="argmax",
-                   tensors={"block_keys": block_keys, "block_index": block_index, "result": result}, sizing=reduce_sizing))
+                   tensors={"block_keys": block_keys, "block_index": block_index, "result": result}, sizing=reduce_sizing)))

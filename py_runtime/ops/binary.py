@@ -14,10 +14,9 @@ x > 0. host/oracle/ turns these into per-element bounds.
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass
 
-from ..dispatch import OpCall, Sizing, linear_grid, live_limit
+from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, single
 from ..tensors import Tensor
 from .synth import UniformRange
 
@@ -103,7 +102,7 @@ def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> tup
     return tuple(strides)
 
 
-def binary(op: str, *, a: Tensor, b: Tensor, out: Tensor, max_per_dim: int | None = None) -> OpCall:
+def binary(op: str, *, a: Tensor, b: Tensor, out: Tensor, max_per_dim: int | None = None) -> Op:
     """out = op(a, b) with broadcasting; `out` must have exactly the broadcast shape."""
     name = kernel_name(op)
     for role, t in (("a", a), ("b", b), ("out", out)):
@@ -115,11 +114,12 @@ def binary(op: str, *, a: Tensor, b: Tensor, out: Tensor, max_per_dim: int | Non
                          f"and {list(b.shape)} (b {b.name!r}) broadcast to {list(shape)}")
     n = math.prod(shape)
     dims = (1,) * (MAX_RANK - len(shape)) + shape
-    params = struct.pack("<13I12x", *dims, *broadcast_strides(a.shape, shape), *broadcast_strides(b.shape, shape), n)
+    a_strides, b_strides = broadcast_strides(a.shape, shape), broadcast_strides(b.shape, shape)
 
     def sizing(spec, live) -> Sizing:
-        return Sizing(workgroups=linear_grid(n, spec.invocations, max_per_dim or live_limit(live)), params=params,
+        return Sizing(workgroups=linear_grid(n, spec.invocations, max_per_dim or live_limit(live)),
+                      params=spec.pack_params(shape=dims, a_strides=a_strides, b_strides=b_strides, length=n),
                       bytes_moved=4 * (a.numel + b.numel + n), flops=n)
 
-    return OpCall(label=f"{name}({a.name},{b.name}->{out.name})", kernel=name, route=ROUTE,
-                  tensors={"lhs": a, "rhs": b, "out": out}, sizing=sizing)
+    return single(OpCall(label=f"{name}({a.name},{b.name}->{out.name})", kernel=name, route=ROUTE,
+                         tensors={"lhs": a, "rhs": b, "out": out}, sizing=sizing))

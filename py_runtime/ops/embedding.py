@@ -10,15 +10,14 @@ know (the check reads it every step).
 
 from __future__ import annotations
 
-import struct
 
-from ..dispatch import OpCall, Sizing, linear_grid, live_limit, live_value
+from ..dispatch import Op, OpCall, Sizing, TOKENS, linear_grid, live_limit, live_value, single
 from ..tensors import Tensor
 
 __all__ = ["embedding_f32"]
 
 
-def embedding_f32(*, ids: Tensor, table: Tensor, out: Tensor, status: Tensor, tokens: int | str) -> OpCall:
+def embedding_f32(*, ids: Tensor, table: Tensor, out: Tensor, status: Tensor, tokens: int | str = TOKENS) -> Op:
     """out[t] = table[ids[t]] (zeros and status[t] = 1 when ids[t] >= vocab) for t < tokens."""
     if ids.dtype != "u32" or status.dtype != "u32":
         raise ValueError(f"embedding_f32: ids {ids!r} and status {status!r} must be u32")
@@ -33,8 +32,8 @@ def embedding_f32(*, ids: Tensor, table: Tensor, out: Tensor, status: Tensor, to
             raise ValueError(f"embedding_f32({out.name}): {t} tokens, but ids/status/out hold {capacity}")
         n = t * d
         groups = linear_grid(n, spec.invocations, live_limit(live)) if n else (0, 1, 1)
-        return Sizing(workgroups=groups, params=struct.pack("<3I", t, d, vocab),
+        return Sizing(workgroups=groups, params=spec.pack_params(tokens=t, d=d, vocab=vocab),
                       bytes_moved=4 * (2 * n + 2 * t), flops=0)
 
-    return OpCall(label=f"embedding_f32({out.name})", kernel="embedding_f32", route="embedding_f32",
-                  tensors={"ids": ids, "table": table, "out": out, "status": status}, sizing=sizing)
+    return single(OpCall(label=f"embedding_f32({out.name})", kernel="embedding_f32", route="embedding_f32",
+                  tensors={"ids": ids, "table": table, "out": out, "status": status}, sizing=sizing))

@@ -10,9 +10,8 @@ min/max with a NaN operand indeterminate, where torch would propagate the NaN).
 from __future__ import annotations
 
 import math
-import struct
 
-from ..dispatch import OpCall, Sizing, linear_grid, live_limit
+from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, single
 from ..tensors import Tensor
 
 __all__ = ["EXTREMA_OPS", "MAX_RANK", "kernel_name", "normalize_dim", "reduced_shape", "extrema"]
@@ -44,7 +43,7 @@ def reduced_shape(shape, dim: int, keepdim: bool) -> tuple[int, ...]:
 
 
 def extrema(op: str, *, src: Tensor, out: Tensor, dim: int, keepdim: bool = False,
-            max_per_dim: int | None = None) -> OpCall:
+            max_per_dim: int | None = None) -> Op:
     """out = op(src, dim, keepdim): the max (amax) or min (amin) over dim."""
     name = kernel_name(op)
     for role, t in (("src", src), ("out", out)):
@@ -61,11 +60,11 @@ def extrema(op: str, *, src: Tensor, out: Tensor, dim: int, keepdim: bool = Fals
     outer = math.prod(src.shape[:axis])
     inner = math.prod(src.shape[axis + 1:])
     n = outer * inner
-    params = struct.pack("<4I", outer, reduce, inner, n)
 
     def sizing(spec, live) -> Sizing:
-        return Sizing(workgroups=linear_grid(n, spec.invocations, max_per_dim or live_limit(live)), params=params,
+        return Sizing(workgroups=linear_grid(n, spec.invocations, max_per_dim or live_limit(live)),
+                      params=spec.pack_params(outer=outer, reduce=reduce, inner=inner, length=n),
                       bytes_moved=4 * (src.numel + n), flops=src.numel)
 
-    return OpCall(label=f"{name}({src.name}->{out.name}, dim={dim})", kernel=name, route=ROUTE,
-                  tensors={"src": src, "dst": out}, sizing=sizing)
+    return single(OpCall(label=f"{name}({src.name}->{out.name}, dim={dim})", kernel=name, route=ROUTE,
+                         tensors={"src": src, "dst": out}, sizing=sizing))

@@ -8,9 +8,8 @@ Any nonzero input byte counts as true; outputs are exactly 0 or 1. Exact: no tol
 
 from __future__ import annotations
 
-import struct
 
-from ..dispatch import OpCall, Sizing, linear_grid, live_limit
+from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, single
 from ..tensors import Tensor
 
 __all__ = ["LOGICAL_OPS", "UNARY_LOGICAL_OPS", "kernel_name", "logical"]
@@ -26,7 +25,7 @@ def kernel_name(op: str) -> str:
     return f"logical_{op}"
 
 
-def logical(op: str, *, a: Tensor, out: Tensor, b: Tensor | None = None, max_per_dim: int | None = None) -> OpCall:
+def logical(op: str, *, a: Tensor, out: Tensor, b: Tensor | None = None, max_per_dim: int | None = None) -> Op:
     """out = a OP b elementwise (out = not a for `not`); all bool, all the same shape."""
     name = kernel_name(op)
     unary = op in UNARY_LOGICAL_OPS
@@ -47,7 +46,7 @@ def logical(op: str, *, a: Tensor, out: Tensor, b: Tensor | None = None, max_per
 
     def sizing(spec, live) -> Sizing:
         return Sizing(workgroups=linear_grid(-(-n // 4), spec.invocations, max_per_dim or live_limit(live)),
-                      params=struct.pack("<I", n), bytes_moved=n * len(roles), flops=n)
+                      params=spec.pack_params(length=n), bytes_moved=n * len(roles), flops=n)
 
     label = f"{name}({a.name}{'' if unary else ',' + b.name}->{out.name})"
-    return OpCall(label=label, kernel=name, route=ROUTE, tensors=tensors, sizing=sizing)
+    return single(OpCall(label=label, kernel=name, route=ROUTE, tensors=tensors, sizing=sizing))

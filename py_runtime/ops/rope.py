@@ -22,11 +22,10 @@ fill it, once per model.
 from __future__ import annotations
 
 import math
-import struct
 from array import array
 from dataclasses import dataclass
 
-from ..dispatch import OpCall, Sizing, linear_grid, live_limit, live_value
+from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
 from ..tensors import Tensor
 
 __all__ = ["Llama3Scaling", "LLAMA3_SCALING", "inverse_frequencies", "cos_sin_table", "rope", "LAYOUTS"]
@@ -75,7 +74,7 @@ def cos_sin_table(freqs: list[float], positions: int) -> bytes:
 
 
 def rope(*, src: Tensor, dst: Tensor, table: Tensor, heads: int, head_dim: int, tokens: int | str,
-         pos: int | str, layout: str) -> OpCall:
+         pos: int | str, layout: str) -> Op:
     """dst = RoPE(src) for src/dst [>= tokens, heads, head_dim]; token t sits at position pos + t.
 
     `tokens` and `pos` may name live sizes (prefill S at 0, then decode 1 token at S, ...); `table`
@@ -102,8 +101,8 @@ def rope(*, src: Tensor, dst: Tensor, table: Tensor, heads: int, head_dim: int, 
                              f"{table_rows}-row cos/sin table")
         pairs = t * heads * half
         groups = linear_grid(pairs, spec.invocations, live_limit(live)) if pairs else (0, 1, 1)
-        return Sizing(workgroups=groups, params=struct.pack("<5I", t, heads, half, start, table_rows),
+        return Sizing(workgroups=groups, params=spec.pack_params(tokens=t, heads=heads, half=half, pos=start, table_rows=table_rows),
                       bytes_moved=4 * (4 * pairs + 2 * pairs), flops=6 * pairs)
 
-    return OpCall(label=f"rope_{layout}({src.name}->{dst.name})", kernel=f"rope_{layout}", route=f"rope_{layout}",
-                  tensors={"src": src, "table": table, "dst": dst}, sizing=sizing)
+    return single(OpCall(label=f"rope_{layout}({src.name}->{dst.name})", kernel=f"rope_{layout}", route=f"rope_{layout}",
+                  tensors={"src": src, "table": table, "dst": dst}, sizing=sizing))

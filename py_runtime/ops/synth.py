@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..dispatch import OpCall, Sizing, linear_grid, live_limit, resolve_length
+from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, resolve_length, single
 from ..tensors import Tensor
 
 __all__ = ["UniformRange", "pcg", "synth_hash", "synth_value", "fill_uniform"]
@@ -62,7 +62,7 @@ def synth_value(value_range: UniformRange, seed: int, stream: int, index: int) -
 
 
 def fill_uniform(*, target: Tensor, value_range: UniformRange, seed: int, stream: int,
-                 length: int | str | None = None, max_per_dim: int | None = None) -> OpCall:
+                 length: int | str | None = None, max_per_dim: int | None = None) -> Op:
     """Fill `target` (f32) with synthetic values; `length` may name a live size of the plan."""
     if target.dtype != "f32":
         raise ValueError(f"fill_uniform writes f32; {target!r} is {target.dtype}")
@@ -70,9 +70,10 @@ def fill_uniform(*, target: Tensor, value_range: UniformRange, seed: int, stream
 
     def sizing(spec, live) -> Sizing:
         n = resolve_length(length, live, target, KERNEL)
-        params = struct.pack("<IIIif", n, seed & _M32, stream & _M32, value_range.scale_log2, value_range.offset)
+        params = spec.pack_params(length=n, seed=seed & _M32, stream=stream & _M32,
+                                  scale_log2=value_range.scale_log2, offset=value_range.offset)
         return Sizing(workgroups=linear_grid(n, spec.invocations, max_per_dim or live_limit(live)),
                       params=params, bytes_moved=4 * n, flops=0)
 
-    return OpCall(label=f"{KERNEL}({target.name})", kernel=KERNEL, route="fill_uniform", tensors={"dst": target},
-                  sizing=sizing)
+    return single(OpCall(label=f"{KERNEL}({target.name})", kernel=KERNEL, route="fill_uniform", tensors={"dst": target},
+                         sizing=sizing))

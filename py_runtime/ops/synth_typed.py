@@ -14,10 +14,9 @@ bytes past the length in a partial last word untouched.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from ..dispatch import OpCall, Sizing, linear_grid, live_limit
+from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, single
 from ..tensors import Tensor
 from .synth import synth_hash
 
@@ -80,7 +79,7 @@ def f16_bits(exponents: F16Exponents, seed: int, stream: int, index: int) -> int
     return ((h >> 31) << 15) | (exponent << 10) | (h & 0x3FF)
 
 
-def _fill(kernel: str, target: Tensor, dtype: str, params, max_per_dim: int | None) -> OpCall:
+def _fill(kernel: str, target: Tensor, dtype: str, fields: dict, max_per_dim: int | None) -> Op:
     if target.dtype != dtype:
         raise ValueError(f"{kernel} writes {dtype}; {target!r} is {target.dtype}")
     n = target.numel
@@ -90,28 +89,28 @@ def _fill(kernel: str, target: Tensor, dtype: str, params, max_per_dim: int | No
     def sizing(spec, live) -> Sizing:
         invocations = -(-n // per_word)
         return Sizing(workgroups=linear_grid(invocations, spec.invocations, max_per_dim or live_limit(live)),
-                      params=params(n), bytes_moved=element_bytes * n, flops=0)
+                      params=spec.pack_params(length=n, **fields), bytes_moved=element_bytes * n, flops=0)
 
-    return OpCall(label=f"{kernel}({target.name})", kernel=kernel, route=ROUTE, tensors={"dst": target}, sizing=sizing)
+    return single(OpCall(label=f"{kernel}({target.name})", kernel=kernel, route=ROUTE, tensors={"dst": target},
+                         sizing=sizing))
 
 
 def fill_i32(*, target: Tensor, value_range: I32Range, seed: int, stream: int,
-             max_per_dim: int | None = None) -> OpCall:
+             max_per_dim: int | None = None) -> Op:
     """Fill every element of an i32 tensor with low + (hash % span)."""
     return _fill("fill_i32", target, "i32",
-                 lambda n: struct.pack("<IIIiI", n, seed & _M32, stream & _M32, value_range.low, value_range.span),
-                 max_per_dim)
+                 dict(seed=seed & _M32, stream=stream & _M32, low=value_range.low, span=value_range.span), max_per_dim)
 
 
-def fill_bool(*, target: Tensor, seed: int, stream: int, max_per_dim: int | None = None) -> OpCall:
+def fill_bool(*, target: Tensor, seed: int, stream: int, max_per_dim: int | None = None) -> Op:
     """Fill every element of a bool tensor with 0 or 1 (the hash's top bit)."""
-    return _fill("fill_bool", target, "bool", lambda n: struct.pack("<5I", n, seed & _M32, stream & _M32, 0, 1),
-                 max_per_dim)
+    return _fill("fill_bool", target, "bool",
+                 dict(seed=seed & _M32, stream=stream & _M32, exponent_min=0, exponent_span=1), max_per_dim)
 
 
 def fill_f16(*, target: Tensor, exponents: F16Exponents, seed: int, stream: int,
-             max_per_dim: int | None = None) -> OpCall:
+             max_per_dim: int | None = None) -> Op:
     """Fill every element of an f16 tensor with a normal, finite f16 from the hash."""
     return _fill("fill_f16", target, "f16",
-                 lambda n: struct.pack("<5I", n, seed & _M32, stream & _M32, exponents.exponent_min,
-                                       exponents.exponent_span), max_per_dim)
+                 dict(seed=seed & _M32, stream=stream & _M32, exponent_min=exponents.exponent_min,
+                      exponent_span=exponents.exponent_span), max_per_dim)

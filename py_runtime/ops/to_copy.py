@@ -17,9 +17,8 @@ What each conversion guarantees, from the WGSL spec's scalar conversion rules:
 
 from __future__ import annotations
 
-import struct
 
-from ..dispatch import OpCall, Sizing, linear_grid, live_limit
+from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, single
 from ..tensors import DTYPE_BYTES, Tensor
 
 __all__ = ["CONVERSIONS", "GUARANTEES", "kernel_name", "to_copy"]
@@ -50,7 +49,7 @@ def kernel_name(src_dtype: str, dst_dtype: str) -> str:
     return CONVERSIONS[pair][0]
 
 
-def to_copy(*, src: Tensor, out: Tensor, max_per_dim: int | None = None) -> OpCall:
+def to_copy(*, src: Tensor, out: Tensor, max_per_dim: int | None = None) -> Op:
     """out = src converted to out.dtype; shapes must match."""
     try:
         name = kernel_name(src.dtype, out.dtype)
@@ -65,8 +64,8 @@ def to_copy(*, src: Tensor, out: Tensor, max_per_dim: int | None = None) -> OpCa
     def sizing(spec, live) -> Sizing:
         return Sizing(workgroups=linear_grid(-(-n // per_invocation), spec.invocations,
                                              max_per_dim or live_limit(live)),
-                      params=struct.pack("<I", n),
+                      params=spec.pack_params(length=n),
                       bytes_moved=n * (DTYPE_BYTES[src.dtype] + DTYPE_BYTES[out.dtype]), flops=n)
 
-    return OpCall(label=f"{name}({src.name}->{out.name})", kernel=name, route=ROUTE, tensors={"src": src, "dst": out},
-                  sizing=sizing)
+    return single(OpCall(label=f"{name}({src.name}->{out.name})", kernel=name, route=ROUTE, tensors={"src": src, "dst": out},
+                         sizing=sizing))

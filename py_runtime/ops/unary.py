@@ -4,10 +4,9 @@ and their accuracy budgets derived from the WGSL spec's f32 accuracy table.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from ..dispatch import OpCall, Sizing, linear_grid, live_limit, resolve_length
+from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, resolve_length, single
 from ..tensors import Tensor
 from .synth import UniformRange
 
@@ -66,7 +65,7 @@ def kernel_name(op: str) -> str:
 
 
 def unary(op: str, *, src: Tensor, dst: Tensor, length: int | str | None = None,
-          max_per_dim: int | None = None) -> OpCall:
+          max_per_dim: int | None = None) -> Op:
     """dst[i] = op(src[i]) for i < length; `length` may name a live size of the plan."""
     name = kernel_name(op)
     length = src.numel if length is None else length
@@ -75,7 +74,7 @@ def unary(op: str, *, src: Tensor, dst: Tensor, length: int | str | None = None,
         n = resolve_length(length, live, src, name)
         resolve_length(n, live, dst, name)
         return Sizing(workgroups=linear_grid(n, spec.invocations, max_per_dim or live_limit(live)),
-                      params=struct.pack("<I", n), bytes_moved=8 * n, flops=n)
+                      params=spec.pack_params(length=n), bytes_moved=8 * n, flops=n)
 
-    return OpCall(label=f"{name}({src.name}->{dst.name})", kernel=name, route="unary", tensors={"src": src, "dst": dst},
-                  sizing=sizing)
+    return single(OpCall(label=f"{name}({src.name}->{dst.name})", kernel=name, route="unary", tensors={"src": src, "dst": dst},
+                         sizing=sizing))

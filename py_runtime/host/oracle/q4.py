@@ -60,8 +60,8 @@ def q4_linear_reference(x: np.ndarray, *, k: int, n_total: int, group_size: int,
 def expected_q4_routes(case: dict, rows: int, adapter: dict) -> list[str]:
     """What attestation must show, from the route rules in ops/q4.py's docstring (restated here so the
     test checks the guards, not their implementation)."""
-    if case["force_route"]:
-        return [case["force_route"]]
+    if case["force"]:
+        return [case["force"]]
     info, limits = adapter["info"], adapter["limits"]
     sub_max = info.get("subgroupMaxSize")
     gemv = "q4_gemv_subgroup" if ("subgroups" in adapter["device_features"] and isinstance(sub_max, int)

@@ -1,0 +1,480 @@
+"""Q4 linears as routes: out[:M] = x[:M] @ dequant(W).T (+ bias), for one weight (q4_linear), a packed
+QKV weight (q4_linear_qkv) and a packed gate/up weight with the SwiGLU fused in (q4_linear_glu).
+
+A linear records a decode dispatch (live tokens == 1) and a prefill dispatch (tokens > 1); at any
+live size the one that does not apply idles with zero workgroups, so one plan serves prefill then
+decode and attestation shows what ran. Each slot takes the first route whose guard passes:
+
+  decode   q4_gemv_int8x      activations quantized beforehand (int8=Int8Activations, see
+                              int8_activations.py); any K; reads the row-major scale copy where the
+                              weight has one
+           q4_gemv_int8       int8=True: each workgroup quantizes x per group into workgroup memory and
+                              multiplies with dot4I8Packed; K must fit that memory, and not a vocab-sized
+                              N with fewer groups than a warp has lanes (half the lanes idle: slower than
+                              f32 on the H200). Differs from the f32 routes by the int8 rounding.
+           q4_gemv_subgroup   subgroups at most 32 wide (the reduction assumes it)
+           q4_gemv_workgroup  any adapter with 256-invocation workgroups
+  prefill  q4_gemm_bk64       K x N one the BK64 kernel was built for (Llama-3.2-1B's projections: the
+                              seed's guard), gs 64, no bias, 32 KiB of workgroup memory
+           q4_gemm_tiled      any K (multiple of 8), 64 x 64 tiles, BK 32
+  either slot empty: q4_linear_generic, one invocation per output at every row count, replaces both.
+
+The fused kinds add a route in front of the separate linears: q4_gemv_int8x_qkv (the decode QKV as
+one GEMV writing q, k and v) and q4_qkv_fused_bk64 (the prefill QKV at Llama's exact geometry);
+q4_gemv_int8x_glu is gate/up + SwiGLU as one decode GEMV.
+
+Which variant of a GEMV family runs is a speed choice, not a route: the adapter's tuning table
+(tuning.py) picks it; `gemv_shape` pins one (benchmark sweeps, checks); `force` runs a named route
+(its guard must still pass); `tuning` names a table. `op.explain()` says what was chosen and why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+
+from ..dispatch import Op, OpCall, Sizing, IDLE, TOKENS, linear_grid, live_limit, live_value
+from ..gpu.device import AdapterReport
+from ..kernels import kernel, kernel_names
+from ..models.config import LLAMA_3_2_1B
+from ..routing import Route, RouteUnavailable, choose
+from ..tensors import Tensor
+from .int8_activations import Int8Activations
+from .q4 import Q4Weight, q4_weight_bytes
+from .tuning import Tuning, tuning_for
+
+__all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "gemv_shapes", "gemv_int8_max_k", "gemv_group_size",
+           "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
+
+_TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
+_GEMV_INVOCATIONS = 256         # every GEMV variant's workgroup (q4gsw_gemv.yaml)
+# The shapes the BK64 GEMM and the fused QKV GEMM were built for: the seed's exact-geometry guards.
+GEMM_BK64_SHAPES = frozenset(LLAMA_3_2_1B.linears()[role] for role in ("q", "o", "gate_up", "down"))
+QKV_FUSED_SHAPE = LLAMA_3_2_1B.qkv_shape()
+
+
+@cache
+def gemv_shapes(kind: str, tier: str | None = None) -> tuple[str, ...]:
+    """The variant names (suffixes) the kernel registry holds for a decode GEMV kind: "f32" and "int8"
+    (q4gsw_gemv), "int8x", "int8x_qkv", "int8x_glu" and each of those + "_sr" (q4gsw_gemv_i8x);
+    `tier` keeps the shipped (route-reachable) or the sweep (benchmark-only) ones."""
+    if kind in ("f32", "int8"):
+        prefix, int8 = "q4gsw_gemv_wg_", kind == "int8"
+        return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix)
+                     and bool(kernel(name).template_values.get("I8")) == int8)
+    match = re.fullmatch(r"int8x(_qkv|_glu)?(_sr)?", kind)
+    if not match:
+        raise ValueError(f"unknown GEMV kind {kind!r}: f32, int8, int8x, int8x_qkv, int8x_glu, each int8x kind + _sr")
+    prefix = f"q4gsw_gemv_i8x{match.group(1) or ''}{match.group(2) or ''}_wg_"
+    return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
+
+
+@cache
+def gemv_int8_max_k(shape: str) -> int:
+    """The longest row an int8 GEMV variant quantizes into its workgroup memory (its MAXK)."""
+    found = re.search(r"const MAXK: u32 = (\d+)u;", kernel(f"q4gsw_gemv_wg_{shape}").code)
+    if not found:
+        raise ValueError(f"{shape!r} is not an int8 GEMV variant (no MAXK in q4gsw_gemv_wg_{shape})")
+    return int(found.group(1))
+
+
+def gemv_group_size(shape: str) -> int:
+    """The group size an int8 GEMV variant is built for."""
+    return int(kernel(f"q4gsw_gemv_wg_{shape}").template_values["GS"])
+
+
+@dataclass(frozen=True)
+class _Linear:
+    """What a linear's route guards and builders see."""
+
+    label: str
+    x: Tensor
+    weight: Q4Weight
+    outs: tuple[Tensor, ...]        # (out,), or (q, k, v) for the fused QKV kinds
+    bias: Tensor | None
+    tokens: int | str
+    adapter: AdapterReport
+    int8: bool | Int8Activations
+    gemv_shape: str | None
+    tuning: Tuning
+    glu: bool = False
+    capacity: int = field(default=0)
+
+    @property
+    def limits(self) -> dict:
+        return self.adapter.limits
+
+    @property
+    def prequantized(self) -> bool:
+        return isinstance(self.int8, Int8Activations)
+
+    @property
+    def int8_shape(self) -> str:
+        w = self.weight
+        return self.gemv_shape or self.tuning.gemv_int8(w.k, w.n, w.group_size)
+
+    def rows(self, live) -> int:
+        m = live_value(self.tokens, live, self.label)
+        if not 0 <= m <= self.capacity:
+            raise ValueError(f"{self.label}: {m} rows, but x/outputs hold {self.capacity}")
+        return m
+
+
+def _cost(weight: Q4Weight, m: int, has_bias: bool) -> tuple[int, int]:
+    moved = q4_weight_bytes(weight.k, weight.n, weight.group_size)
+    moved += 4 * m * weight.k + 4 * m * weight.n + (4 * weight.n if has_bias else 0)
+    return moved, 2 * m * weight.n * weight.k
+
+
+def _subgroup_reduction(adapter: AdapterReport) -> bool:
+    """The q4gsw_gemv GEMVs' subgroup guard: subgroups at most 32 wide (wgpu-native reports 4..128 on
+    every Vulkan adapter, so natively their workgroup-memory variants run; the int8x GEMVs take
+    subgroups of any width)."""
+    sub_max = adapter.info.get("subgroupMaxSize")
+    return "subgroups" in adapter.device_features and isinstance(sub_max, int) and 0 < sub_max <= 32
+
+
+def _gemv_fits(req: _Linear) -> str | None:
+    allowed = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
+    return None if allowed >= _GEMV_INVOCATIONS else \
+        f"the GEMV workgroups are {_GEMV_INVOCATIONS} invocations; the adapter allows {allowed}"
+
+
+# -- decode routes ----------------------------------------------------------------------------------
+
+def _int8x_guard(req: _Linear) -> str | None:
+    return None if req.prequantized else "no pre-quantized activations given (int8=Int8Activations)"
+
+
+def _int8_guard(req: _Linear) -> str | None:
+    if req.prequantized or not (req.int8 or req.gemv_shape in gemv_shapes("int8")):
+        return "int8 activations not asked for (int8=True)"
+    w, shape = req.weight, req.int8_shape
+    if w.k > gemv_int8_max_k(shape):
+        return f"K {w.k} exceeds {shape}'s workgroup memory (K <= {gemv_int8_max_k(shape)})"
+    if req.gemv_shape is None and w.n >= 65536 and w.k // w.group_size < 32:
+        return f"vocab-sized N {w.n} with {w.k // w.group_size} groups per row: fewer than a warp's 32 lanes"
+    return _gemv_fits(req)
+
+
+def _f32_gemv_guard(subgroup: bool):
+    def guard(req: _Linear) -> str | None:
+        if req.prequantized:
+            return "pre-quantized activations take the int8x route"
+        if subgroup and not _subgroup_reduction(req.adapter):
+            return (f"needs the 'subgroups' feature with subgroups at most 32 wide "
+                    f"(subgroupMaxSize {req.adapter.info.get('subgroupMaxSize')})")
+        return _gemv_fits(req)
+    return guard
+
+
+def _gemv_decode(route: str):
+    def build(req: _Linear) -> OpCall:
+        w, has_bias = req.weight, req.bias is not None
+        int8 = route == "q4_gemv_int8"
+        shape = req.int8_shape if int8 else req.gemv_shape or req.tuning.gemv_f32(w.k, w.n)
+        name = f"q4gsw_gemv_{'sg' if _subgroup_reduction(req.adapter) else 'wg'}_{shape}"
+
+        def sizing(spec, live):
+            active = req.rows(live) == 1
+            moved, flops = _cost(w, 1, has_bias)
+            values = spec.template_values
+            rows_per_group = spec.workgroup_size[1] // int(values["KSPLIT"]) * int(values["R"])
+            grid = linear_grid(-(-w.n // rows_per_group), 1, live_limit(live)) if active else IDLE
+            return Sizing(workgroups=grid, params=spec.pack_params(k=w.k, n=w.n, n_total=w.n_total, n_offset=w.n_offset,
+                                                                   group_size=w.group_size, has_bias=has_bias),
+                          bytes_moved=moved if active else 0, flops=flops if active else 0)
+
+        return OpCall(label=f"{req.label}.decode", kernel=name, route=route, tensors=_linear_tensors(req), sizing=sizing,
+                      phase="decode")
+    return build
+
+
+def _int8x_kind(req: _Linear) -> str:
+    return "_glu" if req.glu else "_qkv" if len(req.outs) == 3 else ""
+
+
+def _int8x_decode(req: _Linear) -> OpCall:
+    """The q4_gemv_int8x dispatch (decode only). Three outputs make it the fused decode QKV: rows of the
+    packed weight split n_q, n_kv, n_kv; `glu` the fused gate/up + SwiGLU: gate rows [0, n), up rows
+    [n, 2n), n = the output's."""
+    act, w, label = req.int8, req.weight, req.label
+    n_out = w.n // 2 if req.glu else w.n
+    rows_copy = w.scales_rows is not None
+    aligned = w.n_total % 4 == 0 and w.n_offset % 4 == 0 and n_out % 4 == 0
+    kind = _int8x_kind(req)
+    # With the row-major copy a row's scales are contiguous: the vec4 loads across rows have no use.
+    shape = req.gemv_shape or req.tuning.gemv_int8x(w.k, n_out, aligned and not rows_copy, req.glu, rows_copy)
+    if shape.endswith("v") and not aligned:
+        raise ValueError(f"{label}: {shape!r} loads scales as vec4, which needs n_total ({w.n_total}), n_offset "
+                         f"({w.n_offset}) and the output rows ({n_out}) to be multiples of 4")
+    subgroups = "subgroups" in req.adapter.device_features      # any width: the kernel caps a warp at its workgroup
+    name = f"q4gsw_gemv_i8x{kind}{'_sr' if rows_copy else ''}_{'sg' if subgroups else 'wg'}_{shape}"
+    has_bias = req.bias is not None
+    qkv = kind == "_qkv"
+
+    def sizing(spec, live):
+        active = req.rows(live) == 1
+        moved, flops = _cost(w, 1, has_bias)
+        values = spec.template_values
+        rows_per_group = int(values["RG"]) * int(values["R"])     # (KS warps share a row group)
+        fields = dict(k=w.k, n=n_out, n_total=w.n_total, n_offset=w.n_offset, group_size=w.group_size,
+                      has_bias=has_bias)
+        if qkv:
+            fields.update(n_q=req.outs[0].shape[-1], n_kv=req.outs[1].shape[-1])
+        return Sizing(workgroups=linear_grid(-(-n_out // rows_per_group), 1, live_limit(live)) if active else IDLE,
+                      params=spec.pack_params(**fields), bytes_moved=moved if active else 0,
+                      flops=flops if active else 0)
+
+    tensors = {"xq": act.words, "xstats": act.stats, "weights": w.packed,
+               "scales": w.scales_rows if rows_copy else w.scales, "out": req.outs[0]}
+    if not req.glu:
+        tensors["bias"] = req.bias if has_bias else w.scales
+    if qkv:
+        tensors.update({"out_k": req.outs[1], "out_v": req.outs[2]})
+    return OpCall(label=f"{label}.decode", kernel=name, route=f"q4_gemv_int8x{kind}", tensors=tensors, sizing=sizing,
+                  phase="decode")
+
+
+DECODE_ROUTES = (
+    Route(name="q4_gemv_int8x", guard=_int8x_guard, build=_int8x_decode),
+    Route(name="q4_gemv_int8", guard=_int8_guard, build=_gemv_decode("q4_gemv_int8")),
+    Route(name="q4_gemv_subgroup", guard=_f32_gemv_guard(subgroup=True), build=_gemv_decode("q4_gemv_subgroup")),
+    Route(name="q4_gemv_workgroup", guard=_f32_gemv_guard(subgroup=False), build=_gemv_decode("q4_gemv_workgroup")),
+)
+
+
+# -- prefill routes and the fallback ------------------------------------------------------------------
+
+def _gemm_fits(req: _Linear, bk: int) -> str | None:
+    storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
+    invocations = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
+    if storage < 2 * _TILE * bk * 4 or invocations < 256:
+        return (f"BK {bk} tiles need {2 * _TILE * bk * 4} bytes of workgroup memory and 256 invocations; "
+                f"the adapter allows {storage} and {invocations}")
+    return None
+
+
+def _bk64_guard(req: _Linear) -> str | None:
+    w = req.weight
+    if (w.k, w.n) not in GEMM_BK64_SHAPES:
+        return f"K x N {w.k} x {w.n} is not one the BK64 GEMM was built for {sorted(GEMM_BK64_SHAPES)}"
+    if w.group_size != 64 or req.bias is not None:
+        return f"needs group size 64 and no bias (gs {w.group_size}, bias {req.bias is not None})"
+    return _gemm_fits(req, 64)
+
+
+def _linear_params(spec, w: Q4Weight, m: int, has_bias: bool) -> bytes:
+    fields = dict(m=m, k=w.k, n=w.n, n_total=w.n_total, n_offset=w.n_offset, group_size=w.group_size,
+                  has_bias=has_bias)
+    if "n_q" in spec.params_layout.names:       # the GEMM family's struct has the fused QKV's fields too
+        fields.update(n_q=0, n_kv=0)
+    return spec.pack_params(**fields)
+
+
+def _gemm_prefill(name: str, route: str):
+    def build(req: _Linear) -> OpCall:
+        w, has_bias = req.weight, req.bias is not None
+
+        def sizing(spec, live):
+            m = req.rows(live)
+            moved, flops = _cost(w, m, has_bias)
+            active = m > 1
+            grid = (-(-w.n // _TILE), -(-m // _TILE), 1) if active else IDLE
+            return Sizing(workgroups=grid, params=_linear_params(spec, w, m, has_bias),
+                          bytes_moved=moved if active else 0, flops=flops if active else 0)
+
+        return OpCall(label=f"{req.label}.prefill", kernel=name, route=route, tensors=_linear_tensors(req),
+                      sizing=sizing, phase="prefill")
+    return build
+
+
+def _generic(req: _Linear) -> OpCall:
+    w, has_bias = req.weight, req.bias is not None
+
+    def sizing(spec, live):
+        m = req.rows(live)
+        moved, flops = _cost(w, m, has_bias)
+        return Sizing(workgroups=linear_grid(m * w.n, spec.invocations, live_limit(live)),
+                      params=_linear_params(spec, w, m, has_bias), bytes_moved=moved, flops=flops)
+
+    return OpCall(label=f"{req.label}.generic", kernel="q4gsw_linear_generic", route="q4_linear_generic",
+                  tensors=_linear_tensors(req), sizing=sizing)
+
+
+PREFILL_ROUTES = (
+    Route(name="q4_gemm_bk64", guard=_bk64_guard, build=_gemm_prefill("q4gsw_gemm_bk64", "q4_gemm_bk64")),
+    Route(name="q4_gemm_tiled", guard=lambda req: _gemm_fits(req, 32),
+          build=_gemm_prefill("q4gsw_gemm_bk32", "q4_gemm_tiled")),
+)
+GENERIC_ROUTES = (Route(name="q4_linear_generic", build=_generic),)
+
+
+def _linear_tensors(req: _Linear) -> dict:
+    w = req.weight
+    return {"x": req.x, "weights": w.packed, "scales": w.scales, "bias": req.bias if req.bias is not None else w.scales,
+            "out": req.outs[0]}
+
+
+def _slots(req: _Linear, force: str | None = None) -> tuple[dict[str, OpCall], tuple]:
+    """The linear's dispatches by slot ("decode" and "prefill", or "generic" alone) and its decisions."""
+    tables = (("decode", DECODE_ROUTES), ("prefill", PREFILL_ROUTES), ("generic", GENERIC_ROUTES))
+    if force is not None:
+        for slot, routes in tables:
+            if any(route.name == force for route in routes):
+                route, decision = choose(routes, req, op=req.label, slot=slot, force=force)
+                return {slot: route.build(req)}, (decision,)
+        raise RouteUnavailable(f"{req.label}: no route {force!r}; routes: {[r.name for _, rs in tables for r in rs]}")
+    decode, decode_why = choose(DECODE_ROUTES, req, op=req.label, slot="decode")
+    prefill, prefill_why = choose(PREFILL_ROUTES, req, op=req.label, slot="prefill")
+    if decode is None or prefill is None:
+        generic, generic_why = choose(GENERIC_ROUTES, req, op=req.label, slot="generic")
+        return {"generic": generic.build(req)}, (decode_why, prefill_why, generic_why)
+    return {"decode": decode.build(req), "prefill": prefill.build(req)}, (decode_why, prefill_why)
+
+
+def _check_pin(req: _Linear) -> None:
+    """A pinned variant must be one of the route's own; an int8 one must fit this weight."""
+    shape, w = req.gemv_shape, req.weight
+    if shape is None:
+        return
+    if req.prequantized:
+        kind = f"int8x{_int8x_kind(req)}{'_sr' if w.scales_rows is not None else ''}"
+        if shape not in gemv_shapes(kind):
+            raise ValueError(f"{req.label}: pre-quantized activations need a GEMV shape of {gemv_shapes(kind)}, "
+                             f"not {shape!r}")
+        return
+    if shape in gemv_shapes("int8"):
+        if gemv_group_size(shape) != w.group_size:
+            raise ValueError(f"{req.label}: {shape!r} is an int8 GEMV for another group size than {w.group_size}")
+        if w.k > gemv_int8_max_k(shape):
+            raise ValueError(f"{req.label}: K={w.k} exceeds {shape}'s workgroup memory (K <= {gemv_int8_max_k(shape)})")
+    elif shape not in gemv_shapes("f32"):
+        raise ValueError(f"{req.label}: unknown GEMV shape {shape!r}; known: {gemv_shapes('f32') + gemv_shapes('int8')}")
+
+
+def _check_io(x: Tensor, weight: Q4Weight, out: Tensor, bias: Tensor | None, what: str) -> int:
+    if x.shape[-1] != weight.k or out.shape[-1] != weight.n:
+        raise ValueError(f"{what}: x {list(x.shape)} and out {list(out.shape)} do not fit K={weight.k}, N={weight.n}")
+    if bias is not None and bias.shape != (weight.n,):
+        raise ValueError(f"{what}: bias {list(bias.shape)} is not [{weight.n}]")
+    return min(x.numel // weight.k, out.numel // weight.n)
+
+
+def _check_activations(label: str, act: Int8Activations, weight: Q4Weight, x: Tensor | None) -> None:
+    if x is not None and act.x is not x:
+        raise ValueError(f"{label}: int8 activations of {act.x.name!r} cannot feed x {x.name!r}")
+    if act.group_size != weight.group_size or act.k != weight.k:
+        raise ValueError(f"{label}: int8 activations of {act.x.name!r} (K {act.k}, groups of {act.group_size}) cannot "
+                         f"feed a weight with K {weight.k} in groups of {weight.group_size}")
+
+
+def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterReport, tokens: int | str = TOKENS,
+              bias: Tensor | None = None, int8: bool | Int8Activations = False, gemv_shape: str | None = None,
+              force: str | None = None, tuning: str | None = None) -> Op:
+    """out[:M] = x[:M] @ dequant(weight).T (+ bias), M the live `tokens`: a decode and a prefill dispatch
+    (or the generic one), see the module docstring. `int8=True` opts the decode into int8 activations
+    where the route's guard allows (elsewhere the f32 GEMV runs, and attestation says so);
+    `int8=Int8Activations` (of this x) decodes from activations quantized beforehand: the plan must run
+    their producer first. `force` runs only the named route (a decode route at M == 1, a prefill route at
+    M > 1)."""
+    label = f"q4_linear({out.name})"
+    capacity = _check_io(x, weight, out, bias, label)
+    if isinstance(int8, Int8Activations):
+        _check_activations(label, int8, weight, x)
+    req = _Linear(label, x, weight, (out,), bias, tokens, adapter, int8, gemv_shape, tuning_for(adapter, tuning),
+                  capacity=capacity)
+    _check_pin(req)
+    calls, decisions = _slots(req, force)
+    return Op(label, tuple(calls.values()), decisions)
+
+
+def q4_linear_glu(*, act: Int8Activations, weight: Q4Weight, out: Tensor, adapter: AdapterReport,
+                  tokens: int | str = TOKENS, gemv_shape: str | None = None, tuning: str | None = None) -> Op:
+    """out = silu(x @ W_gate.T) * (x @ W_up.T) for a packed [2N, K] weight (gate rows, then up rows) and
+    activations quantized beforehand: one fused decode dispatch (q4_gemv_int8x_glu), idle unless the live
+    token count is 1. A prefill runs gate, up and swiglu as separate ops."""
+    label = f"q4_linear_glu({out.name})"
+    if weight.n % 2 or out.shape[-1] != weight.n // 2:
+        raise ValueError(f"{label}: a [{weight.n}, {weight.k}] gate/up weight does not give out {list(out.shape)}: "
+                         f"it needs 2 x {out.shape[-1]} rows")
+    _check_activations(label, act, weight, None)
+    req = _Linear(label, act.x, weight, (out,), None, tokens, adapter, act, gemv_shape, tuning_for(adapter, tuning),
+                  glu=True, capacity=out.numel // out.shape[-1])
+    _check_pin(req)
+    route, decision = choose(DECODE_ROUTES[:1], req, op=label, slot="decode")
+    return Op(label, (route.build(req),), (decision,))
+
+
+def _qkv_fused_guard(req: _Linear, separate: list[dict]) -> str | None:
+    w = req.weight
+    n_q, n_kv = req.outs[0].shape[-1], req.outs[1].shape[-1]
+    if (w.k, n_q, n_kv) != QKV_FUSED_SHAPE or w.group_size != 64 or w.is_view:
+        return (f"(K, Nq, Nkv, gs) = ({w.k}, {n_q}, {n_kv}, {w.group_size}) of a whole weight is not "
+                f"{QKV_FUSED_SHAPE + (64,)}, the geometry the fused GEMM was built for")
+    if any("decode" not in slots for slots in separate):
+        return "the separate linears have no decode route here (the generic linears serve every row count)"
+    if req.limits.get("maxStorageBuffersPerShaderStage", 0) < 7:
+        return "needs 7 storage buffers per shader stage"
+    return _gemm_fits(req, 64)
+
+
+def _qkv_fused_prefill(req: _Linear) -> OpCall:
+    w = req.weight
+    n_q, n_kv = req.outs[0].shape[-1], req.outs[1].shape[-1]
+
+    def sizing(spec, live):
+        m = req.rows(live)
+        moved, flops = _cost(w, m, False)
+        active = m > 1
+        grid = (-(-w.n_total // _TILE), -(-m // _TILE), 1) if active else IDLE
+        params = spec.pack_params(m=m, k=w.k, n=w.n_total, n_total=w.n_total, n_offset=0, group_size=w.group_size,
+                                  has_bias=False, n_q=n_q, n_kv=n_kv)
+        return Sizing(workgroups=grid, params=params, bytes_moved=moved if active else 0, flops=flops if active else 0)
+
+    return OpCall(label=f"{req.label}.fused", kernel="q4gsw_gemm_qkv_bk64", route="q4_qkv_fused_bk64",
+                  tensors={"x": req.x, "weights": w.packed, "scales": w.scales, "bias": w.scales, "out": req.outs[0],
+                           "out_k": req.outs[1], "out_v": req.outs[2]}, sizing=sizing, phase="prefill")
+
+
+def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,
+                  tokens: int | str = TOKENS, int8: Int8Activations | None = None, gemv_shape: str | None = None,
+                  tuning: str | None = None) -> Op:
+    """q, k, v = x @ W.T for a packed [Nq + 2 Nkv, K] weight: three ordinary linears over row ranges of
+    the one weight, unless a fused route takes a slot: the fused BK64 GEMM for the prefill at Llama's
+    exact geometry, and with pre-quantized activations `int8` (of x) one GEMV writing the three outputs
+    for the decode, at any shape (`gemv_shape` pins its variant)."""
+    label = "q4_linear_qkv"
+    q_out, k_out, v_out = outs
+    n_q, n_kv = q_out.shape[-1], k_out.shape[-1]
+    if v_out.shape[-1] != n_kv or weight.n != n_q + 2 * n_kv:
+        raise ValueError(f"{label}: outputs {[list(t.shape) for t in outs]} do not split a {weight.n}-row weight")
+    if int8 is not None:
+        _check_activations(label, int8, weight, x)
+    table = tuning_for(adapter, tuning)
+    first = weight.n_offset         # the weight may itself be rows of a larger stack
+    views = (weight.rows(first, n_q), weight.rows(first + n_q, n_kv), weight.rows(first + n_q + n_kv, n_kv))
+    separate, decisions = [], []
+    for view, out in zip(views, outs):
+        part = _Linear(f"q4_linear({out.name})", x, view, (out,), None, tokens, adapter, False, None, table,
+                       capacity=_check_io(x, view, out, None, label))
+        slots, why = _slots(part)
+        separate.append(slots)
+        decisions += why
+    capacity = min(x.numel // weight.k, q_out.numel // n_q, k_out.numel // n_kv, v_out.numel // n_kv)
+    req = _Linear(label, x, weight, tuple(outs), None, tokens, adapter, int8 or False, gemv_shape, table,
+                  capacity=capacity)
+    _check_pin(req)
+    decode_routes = (Route(name="q4_gemv_int8x_qkv",
+                           guard=lambda r: _int8x_guard(r) or (None if all("decode" in s for s in separate) else
+                                                               "the separate linears have no decode route here"),
+                           build=_int8x_decode),)
+    prefill_routes = (Route(name="q4_qkv_fused_bk64", guard=lambda r: _qkv_fused_guard(r, separate),
+                            build=_qkv_fused_prefill),)
+    fused_decode, decode_why = choose(decode_routes, req, op=label, slot="decode")
+    fused_prefill, prefill_why = choose(prefill_routes, req, op=label, slot="prefill")
+    calls = [fused_decode.build(req)] if fused_decode else [s["decode"] for s in separate if "decode" in s]
+    calls += [fused_prefill.build(req)] if fused_prefill else [s["prefill"] for s in separate if "prefill" in s]
+    calls += [s["generic"] for s in separate if "generic" in s]
+    return Op(label, tuple(calls), (decode_why, prefill_why, *decisions))
