@@ -129,7 +129,8 @@ class Device:
         """(reason, message) once GPUDevice.lost has resolved, else None."""
         raise NotImplementedError
 
-    def create_buffer(self, *, label: str, size: int, usage: int) -> Handle:
+    async def create_buffer(self, *, label: str, size: int, usage: int) -> Handle:
+        """GPUDevice.createBuffer (size rounded up to 4 bytes), inside error scopes."""
         raise NotImplementedError
 
     def write_buffer(self, buffer: Handle, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
@@ -146,7 +147,7 @@ class Device:
         errors raise KernelCompileError with line and column."""
         raise NotImplementedError
 
-    def create_bind_group(self, *, label: str, pipeline: Handle, buffers: dict[int, Binding]) -> Handle:
+    async def create_bind_group(self, *, label: str, pipeline: Handle, buffers: dict[int, Binding]) -> Handle:
         """Bind group 0 of `pipeline` from {binding: buffer or (buffer, offset, size)}."""
         raise NotImplementedError
 
