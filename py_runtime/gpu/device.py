@@ -160,9 +160,11 @@ class Device:
         """
         raise NotImplementedError
 
-    def attach_params(self, buffer: Handle, shadow: bytearray) -> None:
-        """Our addition: the params arena that replays upload from: its uniform buffer and the host
-        shadow of it, a bytearray that is never resized (so a backend may keep a view of it)."""
+    def attach_params(self, page: int, buffer: Handle, shadow: bytearray) -> None:
+        """Our addition: page `page` of the params arena that steps upload from: its uniform buffer
+        and the host shadow of it, a bytearray that is never resized (so a backend may keep a view
+        of it). Pages are attached in order, all of one size; attaching page 0 drops any earlier
+        arena's pages. A step's range [lo, hi) runs over the pages end to end."""
         raise NotImplementedError
 
     def record(self, dispatches: list[Dispatch], *, label: str) -> Handle:
@@ -177,7 +179,8 @@ class Device:
 
     def stepper(self, plan: Handle) -> Callable[[int, int], None]:
         """Our addition: the per-token path. Returns step(lo, hi), which uploads bytes [lo, hi) of
-        the params shadow into the same range of its buffer (nothing when hi <= lo), then encodes
+        the params pages (end to end, as attach_params lays them) into the same bytes of their
+        buffers (nothing when hi <= lo), then encodes
         every recorded dispatch into one pass and submits, without waiting. It raises for a lost
         device or errors reported since the last check (the unscoped steps' errors surface there)."""
         raise NotImplementedError
