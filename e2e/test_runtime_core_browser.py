@@ -14,4 +14,6 @@ def test_caching_resize_profiler_attestation_and_error_paths(lab, run_id):
     folder = lab.server.results_root / upload
     artifacts = {p.name: p.read_bytes() for p in folder.iterdir()}
     verify_runtime_report(run.report, artifacts.__getitem__)
+    pages = run.report["params_pages"]
+    assert pages["passed"] and pages["pages"][1] > pages["pages"][0] >= 1, pages
     assert run.report["adapter"]["backend"] == "browser"

@@ -116,7 +116,7 @@ class Plan:
         if uniforms:
             slot = runtime.params.slot(len(sizing.params))
             runtime.params.write(slot, sizing.params)
-            buffers[uniforms[0]] = runtime.params.binding(slot)
+            buffers[uniforms[0]] = await runtime.params.binding(slot)
         bind_group = await runtime.bind_groups.get(label=call.label, pipeline=pipeline, buffers=buffers)
         self._entries.append(_Entry(call, spec, pipeline, bind_group, slot, sizing))
 

@@ -1,8 +1,11 @@
 """The per-device runtime the ops and plans build on: caches, the params arena, tensors.
 
-`Runtime.create(backend)` asks for a device; after a device loss, `rebuild()` asks for a new one,
-drops every cache and gives each tensor a fresh buffer; plans then call `rebuild()` themselves
-and tensor contents must be produced again (weights here are regenerated on the GPU).
+`Runtime.create(backend)` asks for a device. The params arena grows by pages as plans take slots,
+so nothing is sized up front; `params_capacity=` is still accepted, as the size of each page, for
+callers written when the arena was one fixed buffer (none needs it). After a device loss,
+`rebuild()` asks for a new device, drops every cache and the arena's pages, and gives each tensor a
+fresh buffer; plans then call `rebuild()` themselves and tensor contents must be produced again
+(weights here are regenerated on the GPU).
 """
 
 from __future__ import annotations
@@ -10,16 +13,16 @@ from __future__ import annotations
 from .caches import BindGroupCache, PipelineCache
 from .gpu import request_device
 from .gpu.device import Device
-from .params import ParamArena
+from .params import PAGE_SIZE, ParamArena
 from .tensors import TensorPool
 
 __all__ = ["Runtime"]
 
 
 class Runtime:
-    def __init__(self, device: Device, *, backend: str | None = None, params_capacity: int = 1 << 16):
+    def __init__(self, device: Device, *, backend: str | None = None, params_capacity: int = PAGE_SIZE):
         self.backend = backend or device.adapter.backend
-        self.params_capacity = params_capacity
+        self.params_page_size = params_capacity
         self._attach(device)
         self.tensors = TensorPool(device, on_release=self.bind_groups.forget_buffer)
 
@@ -27,7 +30,7 @@ class Runtime:
         self.device = device
         self.pipelines = PipelineCache(device)
         self.bind_groups = BindGroupCache(device)
-        self.params = ParamArena(device, capacity=self.params_capacity)
+        self.params = ParamArena(device, page_size=self.params_page_size)
         self.max_workgroups_per_dim = int(device.adapter.limits.get("maxComputeWorkgroupsPerDimension", 65535))
 
     @classmethod

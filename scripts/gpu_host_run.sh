@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# On the lent GPU host (no registry, no Playwright; see ../shared/gpu-browser/README.md): installs the
-# carried wgpu wheels (.whl/), then runs the checks and benchmarks natively (wgpu on the NVIDIA Vulkan
-# driver) and in Chromium (LAB_CHROMIUM, driven without Playwright), and packs every table and JSON
-# into $OUT/gpu-results.tar.gz plus $OUT/summary.txt.
+# On the lent GPU host (no registry, no Playwright; docs/GPU_HOST.md says how to get there): installs
+# the carried wheels (.whl/, from scripts/gpu_host_wheels.sh), then runs the checks and benchmarks
+# natively (wgpu on the NVIDIA Vulkan driver) and in Chromium (LAB_CHROMIUM, driven without
+# Playwright), and packs every table and JSON into $OUT/gpu-results.tar.gz plus $OUT/summary.txt.
 #   usage: bash scripts/gpu_host_run.sh [step ...]     (default: every step)
 set -uo pipefail
 cd "$(dirname "$0")/.."

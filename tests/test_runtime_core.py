@@ -21,3 +21,5 @@ def test_caching_resize_profiler_attestation_and_error_paths():
 
     report, artifacts = asyncio.run(run())
     verify_runtime_report(report, artifacts.__getitem__)
+    pages = report["params_pages"]
+    assert pages["passed"] and pages["pages"][1] > pages["pages"][0] >= 1, pages

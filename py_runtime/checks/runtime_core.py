@@ -1,5 +1,5 @@
 """Runtime-core checks, run identically in the page and natively: caching, resize, profiler rows,
-route attestation and every error path. Numbers that need an oracle (linear outputs) go to the
+route attestation, a plan larger than one params page, and every error path. Numbers that need an oracle (linear outputs) go to the
 sink; the host recomputes them in float64 from the synthetic inputs' numpy twin.
 """
 
@@ -13,6 +13,8 @@ from ..gpu.device import BufferUsage, DeviceLost, KernelCompileError
 from ..kernels import Kernel
 from ..ops.linear import linear_f32
 from ..ops.synth import UniformRange, fill_uniform
+from ..ops.unary import unary
+from ..params import SLOT_ALIGNMENT
 from ..plan import Plan, PlanError
 from ..routes import routes_from_mask
 from ..runtime import Runtime
@@ -71,6 +73,50 @@ async def _wait_lost(device, seconds: float = 5.0) -> bool:
     return device.lost is not None
 
 
+async def _params_pages_check(runtime: Runtime) -> dict:
+    """A plan with more dispatches than one params page holds: a page's worth of neg (a <-> b)
+    then sin (a -> c), recorded at n = 1 and resized to all elements, so one step must upload the
+    new lengths into pages opened while the plan was built (their buffers hold n = 1 until then).
+    After that step every page's buffer equals its shadow, c has no poison left (the last
+    dispatch, on the newest page, ran at full length), and c equals naive encoding's."""
+    device, arena, length = runtime.device, runtime.params, 1024
+    poison = b"\xff" * (4 * length)
+    a, b, c = [await runtime.tensors.allocate(f"core.pages.{name}", (length,)) for name in "abc"]
+    seed = Plan(runtime, "core.pages.seed")
+    await seed.add(fill_uniform(target=a, value_range=LINEAR_RANGE, seed=5, stream=1))
+    seed.record()
+    pages_before = len(arena.pages)
+    chain = Plan(runtime, "core.pages.chain", live={"n": 1})
+    for i in range(arena.page_size // SLOT_ALIGNMENT):       # an even count: a holds the input again
+        src, dst = (a, b) if i % 2 == 0 else (b, a)
+        await chain.add(unary("neg", src=src, dst=dst, length="n"))
+    await chain.add(unary("sin", src=a, dst=c, length="n"))
+    chain.record()
+    chain.resize(n=length)
+
+    async def fresh_output(step) -> bytes:
+        await seed.replay()
+        device.write_buffer(c.buffer, poison)
+        await step()
+        await device.on_submitted_work_done()
+        return await device.read_buffer(c.buffer)
+
+    stepped = await fresh_output(lambda: chain.replay(wait=False))
+    buffers_match = [await device.read_buffer(page.buffer) == bytes(page.shadow) for page in arena.pages]
+    naive = await fresh_output(lambda: device.submit(chain.dispatches()))
+    poisoned = sum(stepped[i:i + 4] == b"\xff" * 4 for i in range(0, len(stepped), 4))
+    dispatches = len(chain)
+    chain.release()
+    seed.release()
+    for tensor in (a, b, c):
+        runtime.tensors.release(tensor.name)
+    checks = {"grew": len(arena.pages) > pages_before, "page_buffers_match_shadows": all(buffers_match),
+              "no_poison_left": poisoned == 0, "step_equals_naive": stepped == naive}
+    return {"dispatches": dispatches, "page_size": arena.page_size,
+            "pages": [pages_before, len(arena.pages)], "poisoned_elements": poisoned, "checks": checks,
+            "passed": all(checks.values())}
+
+
 async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> dict:
     report: dict = {"suite": "runtime", "adapter": runtime.device.adapter.to_json(), "seed": seed,
                     "linear_shape": LINEAR_SHAPE}
@@ -114,6 +160,8 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
                              "mask_routes": routes_from_mask(execution.route_mask),
                              "attention_conflicts": execution.attention_conflicts,
                              "first_step_routes": list(first.routes), "second_step_mask": second.route_mask}
+
+    report["params_pages"] = await _params_pages_check(runtime)
 
     # Error paths: each must raise a clear, named error.
     device = runtime.device
@@ -164,5 +212,6 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
     caching = report["caching"]
     report["passed"] = (caching["after_first_step"] == caching["after_second_step"]
                                 and caching["after_second_plan"][0] == caching["after_first_step"][0]
-                                and all(errors.values()) and report["device_loss"]["error_is_device_lost"])
+                                and all(errors.values()) and report["device_loss"]["error_is_device_lost"]
+                                and report["params_pages"]["passed"])
     return report

@@ -191,10 +191,11 @@ class BrowserDevice(Device):
             await self.on_submitted_work_done()
         return None
 
-    def attach_params(self, buffer, shadow):
-        # JS keeps one view of the shadow for every step (re-acquired when the wasm heap grows) and
-        # owns this proxy from here on: it is destroyed with the device state (loss, destroy).
-        self._bridge.attachParams(self._state, buffer.raw, create_proxy(memoryview(shadow)))
+    def attach_params(self, page, buffer, shadow):
+        # JS keeps one view of each page's shadow for every step (re-acquired when the wasm heap
+        # grows) and owns this proxy from here on: it is destroyed with the device state (loss,
+        # destroy) or when a new arena attaches its page 0.
+        self._bridge.attachParams(self._state, page, buffer.raw, create_proxy(memoryview(shadow)), len(shadow))
 
     def record(self, dispatches, *, label):
         self._check_alive()

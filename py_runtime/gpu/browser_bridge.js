@@ -16,7 +16,8 @@ function withPyBuffer(pyBuffer, use, type = "u8") {
 // Where the unscoped steps' host time went (ms, summed; read and reset by takeReplayStats). Plain
 // numbers updated from five performance.now() reads per step: nothing allocated for them.
 let uploadMs = 0, encodeMs = 0, finishMs = 0, submitMs = 0, steps = 0;
-// How many times a params view was (re)acquired: once per arena, plus once per wasm heap growth.
+// How many times a params view was (re)acquired: once per params page, plus once per page in use
+// per wasm heap growth.
 let paramViews = 0;
 
 // The smallest nonzero step of performance.now, in microseconds (how much to trust the stats).
@@ -102,16 +103,16 @@ function encode(device, pairs, counts, stamps, span = false) {
   return encoder.finish();
 }
 
-// The params arena's host shadow, seen from JS: one long-lived view of the Python bytearray (never
+// A params page's host shadow, seen from JS: one long-lived view of the Python bytearray (never
 // resized, so its address is fixed), instead of acquiring and releasing a buffer every step. Growing
 // the wasm heap detaches every view of the old heap (byteLength becomes 0): then it is re-acquired.
-function paramBytes(params) {
-  let bytes = params.bytes;
+function paramBytes(page) {
+  let bytes = page.bytes;
   if (bytes === null || bytes.byteLength === 0) {
-    if (params.pyBuffer) params.pyBuffer.release();
-    params.pyBuffer = null;       // so that a failing getBuffer leaves nothing to release twice
-    params.pyBuffer = params.py.getBuffer("u8");
-    params.bytes = bytes = params.pyBuffer.data;
+    if (page.pyBuffer) page.pyBuffer.release();
+    page.pyBuffer = null;         // so that a failing getBuffer leaves nothing to release twice
+    page.pyBuffer = page.py.getBuffer("u8");
+    page.bytes = bytes = page.pyBuffer.data;
     paramViews += 1;
   }
   return bytes;
@@ -121,16 +122,24 @@ function releaseParams(state) {
   const params = state.params;
   if (!params) return;
   state.params = null;
-  if (params.pyBuffer) params.pyBuffer.release();
-  params.py.destroy();
+  for (const page of params.pages) {
+    if (page.pyBuffer) page.pyBuffer.release();
+    page.py.destroy();
+  }
 }
 
-// Bytes [lo, hi) of the params shadow into the same range of the arena buffer (writeBuffer copies
-// them at once, so the view is free again when it returns).
+// Bytes [lo, hi) of the params pages laid end to end into the same bytes of their buffers: one
+// writeBuffer per page the range touches (it copies at once, so the view is free when it returns).
 function uploadParams(device, state, lo, hi) {
   const params = state.params;
   if (!params) throw new Error("no params arena attached to this device (attachParams)");
-  device.queue.writeBuffer(params.buffer, lo, paramBytes(params), lo, hi - lo);
+  const size = params.size;
+  for (let index = Math.floor(lo / size), base = index * size; base < hi; index++, base += size) {
+    const page = params.pages[index];
+    if (!page) throw new Error(`params page ${index} is not attached (bytes ${lo}..${hi})`);
+    const start = Math.max(lo, base) - base, end = Math.min(hi, base + size) - base;
+    device.queue.writeBuffer(page.buffer, start, paramBytes(page), start, end - start);
+  }
 }
 
 async function readStamps(stamps) {
@@ -162,7 +171,7 @@ return {
   // Device state observable synchronously from Python: state.lost becomes {reason, message} when
   // GPUDevice.lost resolves; state.errors collects uncaptured errors (those of unscoped replays).
   // state.problems counts both, so the per-step check is a single property read.
-  // state.params is the attached params arena (attachParams), released when the device is lost.
+  // state.params is the attached params arena's pages (attachParams), released when the device is lost.
   trackDevice(device) {
     const state = { lost: null, errors: [], problems: 0, params: null };
     device.lost.then((info) => {
@@ -186,11 +195,20 @@ return {
     releaseParams(state);
   },
 
-  // The params arena: its GPU buffer and a PyProxy of a memoryview of its shadow (JS owns the proxy
-  // from here on and destroys it with the device state).
-  attachParams(state, buffer, py) {
-    releaseParams(state);
-    state.params = { buffer, py, pyBuffer: null, bytes: null };
+  // Page `index` of the params arena: its GPU buffer and a PyProxy of a memoryview of its shadow
+  // (JS owns the proxy from here on and destroys it with the device state). Pages come in order,
+  // all `size` bytes; page 0 starts a new arena.
+  attachParams(state, index, buffer, py, size) {
+    if (index === 0) {
+      releaseParams(state);
+      state.params = { size, pages: [] };
+    }
+    const params = state.params;
+    if (!params || index !== params.pages.length || size !== params.size) {
+      py.destroy();
+      throw new Error(`params page ${index} (${size} bytes) attached out of order`);
+    }
+    params.pages.push({ buffer, py, pyBuffer: null, bytes: null });
   },
 
   writeBuffer(device, buffer, offset, pyBuffer) {

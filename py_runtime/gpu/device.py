@@ -129,7 +129,8 @@ class Device:
         """(reason, message) once GPUDevice.lost has resolved, else None."""
         raise NotImplementedError
 
-    def create_buffer(self, *, label: str, size: int, usage: int) -> Handle:
+    async def create_buffer(self, *, label: str, size: int, usage: int) -> Handle:
+        """GPUDevice.createBuffer (size rounded up to 4 bytes), inside error scopes."""
         raise NotImplementedError
 
     def write_buffer(self, buffer: Handle, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
@@ -146,7 +147,7 @@ class Device:
         errors raise KernelCompileError with line and column."""
         raise NotImplementedError
 
-    def create_bind_group(self, *, label: str, pipeline: Handle, buffers: dict[int, Binding]) -> Handle:
+    async def create_bind_group(self, *, label: str, pipeline: Handle, buffers: dict[int, Binding]) -> Handle:
         """Bind group 0 of `pipeline` from {binding: buffer or (buffer, offset, size)}."""
         raise NotImplementedError
 
@@ -159,9 +160,11 @@ class Device:
         """
         raise NotImplementedError
 
-    def attach_params(self, buffer: Handle, shadow: bytearray) -> None:
-        """Our addition: the params arena that replays upload from: its uniform buffer and the host
-        shadow of it, a bytearray that is never resized (so a backend may keep a view of it)."""
+    def attach_params(self, page: int, buffer: Handle, shadow: bytearray) -> None:
+        """Our addition: page `page` of the params arena that steps upload from: its uniform buffer
+        and the host shadow of it, a bytearray that is never resized (so a backend may keep a view
+        of it). Pages are attached in order, all of one size; attaching page 0 drops any earlier
+        arena's pages. A step's range [lo, hi) runs over the pages end to end."""
         raise NotImplementedError
 
     def record(self, dispatches: list[Dispatch], *, label: str) -> Handle:
@@ -176,7 +179,8 @@ class Device:
 
     def stepper(self, plan: Handle) -> Callable[[int, int], None]:
         """Our addition: the per-token path. Returns step(lo, hi), which uploads bytes [lo, hi) of
-        the params shadow into the same range of its buffer (nothing when hi <= lo), then encodes
+        the params pages (end to end, as attach_params lays them) into the same bytes of their
+        buffers (nothing when hi <= lo), then encodes
         every recorded dispatch into one pass and submits, without waiting. It raises for a lost
         device or errors reported since the last check (the unscoped steps' errors surface there)."""
         raise NotImplementedError

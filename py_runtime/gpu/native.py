@@ -105,7 +105,8 @@ class NativeDevice(Device):
         self._timestamp_period = float(_wgpu_lib.wgpuQueueGetTimestampPeriod(device.queue._internal))
         self._fence = device.create_buffer(label="native.fence", size=4,
                                            usage=BufferUsage.COPY_SRC | BufferUsage.COPY_DST)
-        self._params: tuple | None = None           # (arena buffer handle, cffi pointer into its shadow)
+        self._params: list[tuple] = []              # per params page: (buffer handle, cffi pointer into its shadow)
+        self._page_size = 0
         self._submit_list = _ffi.new("WGPUCommandBuffer[1]")
         self._stats = [0, 0, 0, 0, 0]               # ns: upload, encode, finish, submit; steps
 
@@ -217,9 +218,26 @@ class NativeDevice(Device):
         return self._encode_and_wait(f"submit({', '.join(d.label for d in dispatches[:4])})", pairs, counts,
                                      timestamps, wait)
 
-    def attach_params(self, buffer, shadow):
+    def attach_params(self, page, buffer, shadow):
         # cffi keeps the shadow exported while the pointer lives, so it cannot be resized under it.
-        self._params = (buffer.raw._internal, _ffi.from_buffer(shadow))
+        if page == 0:
+            self._params, self._page_size = [], len(shadow)
+        if page != len(self._params) or len(shadow) != self._page_size:
+            raise ValueError(f"params page {page} of {len(shadow)} bytes attached after {len(self._params)} "
+                             f"page(s) of {self._page_size} bytes: pages come in order, all of one size")
+        self._params.append((buffer.raw._internal, _ffi.from_buffer(shadow)))
+
+    def _upload_params(self, write, lo, hi):
+        """Bytes [lo, hi) of the params pages laid end to end, one `write` (wgpuQueueWriteBuffer)
+        per page the range touches."""
+        queue, pages, size = self._device.queue._internal, self._params, self._page_size
+        page, start = lo // size, lo % size
+        while lo < hi:
+            end = min(hi - lo + start, size)
+            buffer, shadow = pages[page]
+            write(queue, buffer, start, shadow + start, end - start)
+            lo += end - start
+            page, start = page + 1, 0
 
     def record(self, dispatches, *, label):
         self._check_alive()
@@ -257,8 +275,7 @@ class NativeDevice(Device):
         started = clock()
         try:
             if hi > lo:
-                buffer, shadow = self._params
-                checked.wgpuQueueWriteBuffer(queue, buffer, lo, shadow + lo, hi - lo)
+                self._upload_params(checked.wgpuQueueWriteBuffer, lo, hi)
             uploaded = clock()
             encoder = checked.wgpuDeviceCreateCommandEncoder(self._device._internal, null)
             try:
@@ -303,9 +320,7 @@ class NativeDevice(Device):
             return None
         lo, hi = upload
         if hi > lo:
-            buffer, shadow = self._params
-            self._call(what, _checked_lib.wgpuQueueWriteBuffer, self._device.queue._internal, buffer, lo,
-                       shadow + lo, hi - lo)
+            self._call(what, self._upload_params, _checked_lib.wgpuQueueWriteBuffer, lo, hi)
         return self._encode_and_wait(what, recorded.pairs, recorded.counts, timestamps)
 
     def take_replay_stats(self):

@@ -20,10 +20,14 @@ __all__ = ["run_page_plain"]
 
 def run_page_plain(*, web_root: Path, results_root: Path, query: dict, run_id: str, timeout_s: float = 600.0,
                    log: Path | None = None) -> tuple[str, dict | str]:
-    """("done", report) or ("error" | "timeout", message); uploads land in results_root/run_id."""
+    """("done", report) or ("error" | "timeout", message); uploads land in results_root/run_id and
+    Chromium's output in `log`. Both folders are created first: a fresh checkout has neither."""
+    folder = Path(results_root).resolve() / run_id
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if log is not None:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
     server = LabServer(web_root=web_root, results_root=results_root)
     server.start_in_thread()
-    folder = Path(results_root).resolve() / run_id
     url = server.url + "?" + urllib.parse.urlencode({**query, "upload": run_id})
     with tempfile.TemporaryDirectory() as profile, open(log or "/dev/null", "ab") as sink:
         # --enable-logging=stderr puts the page's console messages into the log (as CONSOLE lines).
