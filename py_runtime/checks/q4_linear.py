@@ -295,7 +295,7 @@ async def _run_embedding_case(runtime: Runtime, case: EmbeddingCase, seed: int, 
     out = await tensors.allocate(f"{prefix}.out", (len(ids_list), case.dim))
     status = await tensors.allocate(f"{prefix}.status", (len(ids_list),), "u32")
     device.write_buffer(ids.buffer, struct.pack(f"<{len(ids_list)}I", *ids_list))
-    plan = Plan(runtime, prefix, live={"tokens": len(ids_list)})
+    plan = Plan(runtime, prefix, live={TOKENS: len(ids_list)})
     await plan.add(q4_quantize(weight=weight, synth=(WEIGHT_RANGE, seed, case.stream),
                                scales_row_major=not case.scales_transposed))
     await plan.add(q4_embedding(ids=ids, weight=weight, out=out, status=status, tokens="tokens",

@@ -53,7 +53,7 @@ struct Params {
 var<workgroup> partial: array<f32, ${KL * RG * R}>;
 $if I8:
   const GS: u32 = ${GS}u;
-  // 16 KB of workgroup memory in all (the portable limit): py_runtime/ops/q4.py's int8_max_k mirrors this.
+  // 16 KB of workgroup memory in all (the portable limit); the int8 route's guard reads MAXK from here.
   const MAXK: u32 = ${4096 if R > 4 else 8192}u;
   var<workgroup> xq: array<vec4<u32>, MAXK / 16u>;        // 16 int8 values per vec4
   var<workgroup> xstats: array<vec2<f32>, MAXK / GS>;      // per group: (scale, 8 * sum of q)

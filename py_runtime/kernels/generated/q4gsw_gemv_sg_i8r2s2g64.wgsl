@@ -44,7 +44,7 @@ struct Params {
 @group(0) @binding(5) var<uniform> params: Params;
 var<workgroup> partial: array<f32, 512>;
 const GS: u32 = 64u;
-// 16 KB of workgroup memory in all (the portable limit): py_runtime/ops/q4.py's int8_max_k mirrors this.
+// 16 KB of workgroup memory in all (the portable limit); the int8 route's guard reads MAXK from here.
 const MAXK: u32 = 8192u;
 var<workgroup> xq: array<vec4<u32>, MAXK / 16u>;        // 16 int8 values per vec4
 var<workgroup> xstats: array<vec2<f32>, MAXK / GS>;      // per group: (scale, 8 * sum of q)

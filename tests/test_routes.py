@@ -1,0 +1,141 @@
+"""Routes as data: every shipped Q4 linear kernel is reachable by some route on some adapter, no route
+reaches a sweep kernel, the CI check pins every shipped GEMV variant, the tuning table follows the
+adapter, and a route choice explains itself (and refuses a forced route that cannot run)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from py_runtime.checks.q4_linear import PRESETS
+from py_runtime.gpu.device import AdapterReport
+from py_runtime.kernels import kernel, kernel_names
+from py_runtime.ops.int8_activations import Int8Activations
+from py_runtime.ops.norm import rms_norm
+from py_runtime.ops.q4 import Q4Weight
+from py_runtime.ops.q4_linear import q4_linear, q4_linear_glu, q4_linear_qkv
+from py_runtime.ops.tuning import tuning_for
+from py_runtime.routing import RouteUnavailable
+from py_runtime.tensors import Tensor
+
+LINEAR_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl", "shaders/quant/q4gsw_gemm.wgsl",
+                  "shaders/quant/q4gsw_linear_generic.wgsl")
+BIG = {"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupStorageSize": 32768,
+       "maxStorageBuffersPerShaderStage": 10}
+ADAPTERS = {
+    "h200-chromium": AdapterReport(backend="browser", info={"description": "NVIDIA H200", "subgroupMaxSize": 32},
+                                   features=(), limits=BIG, device_features=("subgroups",)),
+    "h200-native": AdapterReport(backend="native", info={"device": "NVIDIA H200", "subgroupMaxSize": 128},
+                                 features=(), limits=BIG, device_features=("subgroups",)),
+    # a browser that does not expose subgroups (the lab's launcher flags do): the H200's picks, workgroup forms
+    "h200-no-subgroups": AdapterReport(backend="browser", info={"description": "NVIDIA H200"}, features=(),
+                                       limits=BIG, device_features=()),
+    "other-sg32": AdapterReport(backend="browser", info={"vendor": "intel", "subgroupMaxSize": 32}, features=(),
+                                limits=BIG, device_features=("subgroups",)),
+    "other-plain": AdapterReport(backend="native", info={}, features=(), limits=BIG, device_features=()),
+    "small": AdapterReport(backend="native", info={}, features=(), device_features=(),
+                           limits={"maxComputeInvocationsPerWorkgroup": 128, "maxComputeWorkgroupStorageSize": 16384}),
+}
+KS = (64, 128, 1024, 2048, 3072, 4096, 8192, 12288)
+NS = (36, 64, 512, 1024, 2048, 3072, 8192, 8193, 65536, 128256, 151936)     # 8193: wide but not vec4-aligned
+
+
+def _t(name, numel, dtype="f32"):
+    return Tensor(name, (numel,), dtype, 0)
+
+
+def _weight(k, n, gs, rows_copy):
+    return Q4Weight(_t("w", n * k // 8, "u32"), _t("s", k // gs * n), k, n, gs,
+                    scales_rows=_t("r", k // gs * n) if rows_copy else None)
+
+
+def _reachable() -> set[str]:
+    """Every kernel the linear routes build over a grid of shapes, flags and adapters."""
+    seen = set()
+    for adapter, k, n, gs in itertools.product(ADAPTERS.values(), KS, NS, (32, 64, 128)):
+        if k % gs:
+            continue
+        x = Tensor("x", (2, k), "f32", 0)
+        act = Int8Activations(x, _t("xq", k // 4, "u32"), _t("xs", k // 16), gs)
+        ops = []
+        for rows_copy in (False, True):
+            w = _weight(k, n, gs, rows_copy)
+            out = Tensor("o", (2, n), "f32", 0)
+            ops += [q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=int8) for int8 in (False, True, act)]
+            ops.append(q4_linear(x=x, weight=w, out=out, adapter=adapter, bias=_t("b", n), int8=act))
+            if n % 2 == 0:
+                ops.append(q4_linear_glu(act=act, weight=w, out=Tensor("g", (2, n // 2), "f32", 0), adapter=adapter))
+            n_kv = n // 4
+            qkv_outs = (Tensor("q", (2, n), "f32", 0), Tensor("k", (2, n_kv), "f32", 0), Tensor("v", (2, n_kv), "f32", 0))
+            wq = _weight(k, n + 2 * n_kv, gs, rows_copy)
+            ops += [q4_linear_qkv(x=x, weight=wq, outs=qkv_outs, adapter=adapter, int8=int8) for int8 in (None, act)]
+        seen |= {call.kernel for op in ops for call in op}
+    return seen
+
+
+def test_every_shipped_linear_kernel_is_reachable_and_no_route_reaches_a_sweep_kernel():
+    reachable = _reachable()
+    shipped = {name for name in kernel_names(tier="shipped") if kernel(name).source in LINEAR_SOURCES}
+    assert sorted(reachable - shipped) == []            # a route never picks a benchmark-only variant
+    assert sorted(shipped - reachable) == []            # and nothing ships that no route can pick
+
+
+def test_the_ci_check_pins_every_shipped_gemv_variant():
+    """Each shipped (kind, shape) has a CI case that pins it, so CI runs it on every adapter whose
+    reduction guard picks that kernel (the sg or wg form)."""
+    pinned = set()
+    for case in PRESETS["ci"]:
+        if case.gemv_shape is None:
+            continue
+        if not case.int8x:
+            pinned.add(("q4gsw_gemv", case.gemv_shape))
+            continue
+        kind = "_glu" if case.glu else "_qkv" if case.n_kv else ""
+        pinned.add((f"q4gsw_gemv_i8x{kind}{'_sr' if case.scales_rows else ''}", case.gemv_shape))
+    shipped = set()
+    for name in kernel_names(tier="shipped"):
+        for family in ("q4gsw_gemv_i8x", "q4gsw_gemv"):
+            if name.startswith(family + "_"):
+                kind, _, shape = name.rpartition("_")
+                shipped.add((kind.removesuffix("_sg").removesuffix("_wg"), shape))
+                break
+    assert sorted(shipped - pinned) == []
+
+
+def test_the_tuning_table_follows_the_adapter_and_can_be_named():
+    assert tuning_for(ADAPTERS["h200-chromium"]).name == "h200"
+    assert tuning_for(ADAPTERS["h200-native"]).name == "h200"
+    assert tuning_for(ADAPTERS["other-sg32"]).name == "portable"
+    assert tuning_for(ADAPTERS["other-sg32"], "h200").name == "h200"
+    with pytest.raises(ValueError, match="unknown tuning table 'a100'; known: \\['h200', 'portable'\\]"):
+        tuning_for(ADAPTERS["other-sg32"], "a100")
+
+
+def test_a_choice_explains_itself_and_forcing_keeps_the_guards():
+    adapter = ADAPTERS["other-plain"]
+    x, out = Tensor("x", (7, 2048), "f32", 0), Tensor("out", (7, 100), "f32", 0)
+    op = q4_linear(x=x, weight=_weight(2048, 100, 64, False), out=out, adapter=adapter, int8=True)
+    assert [call.route for call in op] == ["q4_gemv_int8", "q4_gemm_tiled"]
+    why = op.explain()
+    assert "not q4_gemv_int8x: no pre-quantized activations given" in why
+    assert "not q4_gemm_bk64: K x N 2048 x 100 is not one the BK64 GEMM was built for" in why
+    assert [call.route for call in op.at(1)] == ["q4_gemv_int8"] and [c.route for c in op.at(7)] == ["q4_gemm_tiled"]
+    with pytest.raises(RouteUnavailable, match="route 'q4_gemv_subgroup' cannot run here: needs the 'subgroups'"):
+        q4_linear(x=x, weight=_weight(2048, 100, 64, False), out=out, adapter=adapter, force="q4_gemv_subgroup")
+    with pytest.raises(RouteUnavailable, match="no route 'q4_gemv_fast'"):
+        q4_linear(x=x, weight=_weight(2048, 100, 64, False), out=out, adapter=adapter, force="q4_gemv_fast")
+    forced = q4_linear(x=x, weight=_weight(2048, 100, 64, False), out=out, adapter=adapter, force="q4_linear_generic")
+    assert [call.route for call in forced] == ["q4_linear_generic"] and "(forced)" in forced.explain()
+    small = q4_linear(x=x, weight=_weight(2048, 100, 64, False), out=out, adapter=ADAPTERS["small"])
+    assert [call.route for call in small] == ["q4_linear_generic"]
+    assert "the GEMV workgroups are 256 invocations; the adapter allows 128" in small.explain()
+
+
+def test_rms_norm_takes_subgroups_where_the_device_has_them():
+    x, w, y = Tensor("x", (4, 64), "f32", 0), Tensor("w", (64,), "f32", 0), Tensor("y", (4, 64), "f32", 0)
+    assert rms_norm(x=x, weight=w, out=y, eps=1e-5, adapter=ADAPTERS["other-sg32"]).call.route == "rms_norm_subgroup"
+    plain = rms_norm(x=x, weight=w, out=y, eps=1e-5, adapter=ADAPTERS["other-plain"])
+    assert plain.call.route == "rms_norm" and "not rms_norm_subgroup: needs the 'subgroups' feature" in plain.explain()
+    with pytest.raises(RouteUnavailable, match="cannot run here"):
+        rms_norm(x=x, weight=w, out=y, eps=1e-5, adapter=ADAPTERS["other-plain"], force="rms_norm_subgroup")
