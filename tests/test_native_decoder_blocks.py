@@ -18,7 +18,8 @@ from py_runtime.ops.embedding import embedding_f32
 from py_runtime.ops.norm import rms_norm
 from py_runtime.ops.rope import rope
 from py_runtime.host.oracle import rope_cos_sin_reference, verify_decoder_blocks_report
-from py_runtime.ops.rope import LLAMA3_SCALING, cos_sin_table, inverse_frequencies
+from py_runtime.models.config import LLAMA3_SCALING
+from py_runtime.ops.rope import cos_sin_table, inverse_frequencies
 from py_runtime.runtime import Runtime
 from py_runtime.tensors import Tensor
 

@@ -23,11 +23,11 @@ from array import array
 from dataclasses import dataclass
 
 from ..dispatch import POS, TOKENS
-from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, ModelConfig
+from ..models.config import LLAMA3_SCALING, LLAMA_3_2_1B, QWEN3_0_6B, Llama3Scaling, ModelConfig
 from ..ops.argmax import argmax, argmax_blocks_needed
 from ..ops.embedding import embedding_f32
 from ..ops.norm import rms_norm, rms_norm_kernel
-from ..ops.rope import LLAMA3_SCALING, Llama3Scaling, cos_sin_table, inverse_frequencies, rope
+from ..ops.rope import cos_sin_table, inverse_frequencies, rope
 from ..ops.swiglu import residual_add, swiglu
 from ..ops.synth import UniformRange, fill_uniform, synth_hash, synth_value
 from ..plan import Plan

@@ -1,5 +1,8 @@
 """One description of a decoder model's geometry, read by every workload, route guard and test.
 
+It is plain data at the bottom of the import graph (it imports nothing of the runtime), so ops' route
+guards can read the shapes they were built for from it.
+
 The presets are the real models' shapes (from their published configs) and two made-up ones: `tiny`
 runs anywhere in seconds, `awkward` is a GQA geometry that misses every shape-specific fast route
 (12 query heads over 4 KV heads of 80, sizes that are not powers of two) so the generic routes are
@@ -8,11 +11,35 @@ exercised at model scale. `config.with_depth(n)` keeps the geometry and changes 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
-from ..ops.rope import LAYOUTS, LLAMA3_SCALING, Llama3Scaling
+__all__ = ["ModelConfig", "Llama3Scaling", "LLAMA3_SCALING", "LAYOUTS", "LLAMA_3_2_1B", "QWEN3_0_6B", "TINY",
+           "AWKWARD", "MODELS", "model_config"]
 
-__all__ = ["ModelConfig", "LLAMA_3_2_1B", "QWEN3_0_6B", "TINY", "AWKWARD", "MODELS", "model_config"]
+LAYOUTS = ("interleaved", "half")       # RoPE pairs: Meta's (x[2i], x[2i+1]) or HF's rotate-half (x[i], x[i + D/2])
+
+
+@dataclass(frozen=True)
+class Llama3Scaling:
+    """Llama 3's RoPE frequency scaling (ops/rope.py applies it to each inverse frequency)."""
+
+    factor: float = 32.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_context: int = 8192
+
+    def apply(self, f: float) -> float:
+        wavelength = 2.0 * math.pi / f
+        if wavelength < self.original_context / self.high_freq_factor:
+            return f
+        if wavelength > self.original_context / self.low_freq_factor:
+            return f / self.factor
+        s = (self.original_context / wavelength - self.low_freq_factor) / (self.high_freq_factor - self.low_freq_factor)
+        return (1.0 - s) * f / self.factor + s * f
+
+
+LLAMA3_SCALING = Llama3Scaling()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,35 +23,12 @@ from __future__ import annotations
 
 import math
 from array import array
-from dataclasses import dataclass
 
-from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
+from ..dispatch import POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
+from ..models.config import LAYOUTS, Llama3Scaling
 from ..tensors import Tensor
 
-__all__ = ["Llama3Scaling", "LLAMA3_SCALING", "inverse_frequencies", "cos_sin_table", "rope", "LAYOUTS"]
-
-LAYOUTS = ("interleaved", "half")
-
-
-@dataclass(frozen=True)
-class Llama3Scaling:
-    factor: float = 32.0
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
-    original_context: int = 8192
-
-    def apply(self, f: float) -> float:
-        wavelength = 2.0 * math.pi / f
-        if wavelength < self.original_context / self.high_freq_factor:
-            return f
-        if wavelength > self.original_context / self.low_freq_factor:
-            return f / self.factor
-        s = (self.original_context / wavelength - self.low_freq_factor) / (self.high_freq_factor - self.low_freq_factor)
-        return (1.0 - s) * f / self.factor + s * f
-
-
-LLAMA3_SCALING = Llama3Scaling()
-
+__all__ = ["inverse_frequencies", "cos_sin_table", "rope"]
 
 def inverse_frequencies(head_dim: int, theta: float, scaling: Llama3Scaling | None = None) -> list[float]:
     """float64 f_i = theta^(-2i/head_dim) for i < head_dim/2, scaled when `scaling` is given."""
@@ -73,8 +50,8 @@ def cos_sin_table(freqs: list[float], positions: int) -> bytes:
     return values.tobytes()
 
 
-def rope(*, src: Tensor, dst: Tensor, table: Tensor, heads: int, head_dim: int, tokens: int | str,
-         pos: int | str, layout: str) -> Op:
+def rope(*, src: Tensor, dst: Tensor, table: Tensor, heads: int, head_dim: int, layout: str,
+         tokens: int | str = TOKENS, pos: int | str = POS) -> Op:
     """dst = RoPE(src) for src/dst [>= tokens, heads, head_dim]; token t sits at position pos + t.
 
     `tokens` and `pos` may name live sizes (prefill S at 0, then decode 1 token at S, ...); `table`
