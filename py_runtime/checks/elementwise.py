@@ -26,6 +26,7 @@ from ..ops.synth_typed import F16Exponents, I32Range, fill_bool, fill_f16, fill_
 from ..plan import Plan
 from ..runtime import Runtime
 from ..tensors import DTYPE_BYTES, Tensor
+from .outcome import no_progress, verdict
 
 __all__ = ["FAMILIES", "GUARD_BYTES", "POISON", "POISON_F16", "PARAMS_CAPACITY", "ElementwiseOptions",
            "run_elementwise_check", "case_plan", "variants"]
@@ -78,21 +79,6 @@ class ElementwiseOptions:
     seed: int = 2025
     max_workgroups_per_dim: int | None = None   # force 2-D grids at small sizes
     artifacts: bool = False                     # hand every tensor's buffer to the sink
-
-    @classmethod
-    def from_json(cls, data: dict) -> "ElementwiseOptions":
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown option(s) {unknown} for suite 'elementwise'; known: {sorted(known)}")
-        values = dict(data)
-        if "families" in values:
-            values["families"] = tuple(values["families"])
-        options = cls(**values)
-        bad = [f for f in options.families if f not in FAMILIES]
-        if bad or not options.families:
-            raise ValueError(f"elementwise: unknown or no families {bad or list(options.families)}; known: {list(FAMILIES)}")
-        return options
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,15 +355,18 @@ async def _error_paths() -> dict:
     }
 
 
-async def run_elementwise_check(runtime: Runtime, options: ElementwiseOptions | None = None, sink=None) -> dict:
+async def run_elementwise_check(runtime: Runtime, options: ElementwiseOptions | None = None, sink=None,
+                                progress=no_progress) -> dict:
     """Run every case of the requested families; `sink(name, bytes)` (async) gets every tensor's buffer."""
     options = options or ElementwiseOptions()
     started = time.perf_counter()
     streams = iter(range(1000, 1 << 30))
     cases, attestation = [], {}
-    for family in options.families:
+    for done, family in enumerate(options.families):
+        progress("elementwise families", done, len(options.families))
         results, attestation[family] = await _run_family(runtime, family, case_plan((family,)), options, sink, streams)
         cases += results
+    progress("elementwise families", len(options.families), len(options.families))
     return {
         "suite": "elementwise",
         "adapter": runtime.device.adapter.to_json(),
@@ -394,5 +383,5 @@ async def run_elementwise_check(runtime: Runtime, options: ElementwiseOptions | 
         "cases": cases,
         "pipelines_created": runtime.pipelines.created,
         "wall_ms": round((time.perf_counter() - started) * 1000, 3),
-        "passed": all(c["passed"] for c in cases),
+        "result": verdict(all(c["passed"] for c in cases)),
     }
