@@ -27,15 +27,15 @@ function showProgress(stage, done, total) {
   lab.progress[stage] = { done, total };
   let row = progressBars.get(stage);
   if (!row) {
-    row = { bar: document.createElement("progress"), counts: document.createElement("span") };
+    row = { text: document.createElement("span"), bar: document.createElement("progress") };
     const label = document.createElement("label");
-    label.append(`${stage} `, row.bar, " ", row.counts);
+    label.append(row.bar, " ", row.text);
     document.getElementById("progress").append(label);
     progressBars.set(stage, row);
   }
   row.bar.max = total;
   row.bar.value = done;
-  row.counts.textContent = `${done}/${total}`;
+  row.text.textContent = `${stage}: ${done}/${total}`;
 }
 
 // How the status box shows a report's result; a result outside this table is an error.
