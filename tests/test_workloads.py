@@ -168,6 +168,8 @@ def test_the_cli_refuses_options_the_suite_does_not_take(capsys):
     assert "unknown option(s) ['ops'] for suite 'runtime'; valid options: ['artifacts', 'seed']" in capsys.readouterr().err
     assert cli.main(["bench", "host", "--backend", "native", "--preset", "tiny"]) == 2
     assert "host_cost takes no preset" in capsys.readouterr().err
+    assert cli.main(["bench", "kernels", "--backend", "native", "--repeats", "0"]) == 2
+    assert "option repeats = 0: not allowed; repeats takes an integer >= 1" in capsys.readouterr().err
 
 
 def test_the_clis_host_oracles_are_registered_check_suites():

@@ -237,7 +237,11 @@ def _bench(args) -> int:
         print(f"bench {args.target}: {workload.name} takes no {', '.join(ignored)}; valid: "
               f"{[o.name for o in workload.options]}", file=sys.stderr)
         return 2
-    report, _ = _run_suite(args.backend, options, args.timeout, args.driver)
+    try:
+        report, _ = _run_suite(args.backend, options, args.timeout, args.driver)
+    except ValueError as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 2
     if report is None:
         return 1
     formatter, default_json = BENCH_OUTPUT[workload.name]
