@@ -10,6 +10,10 @@ def test_kernel_bench_page_shows_the_decode_chain(lab):
     run = lab.run_page({"suite": "kernel_bench", "preset": "tiny", "repeats": 2, "trials": 1,
                         "chain_bytes": 1 << 19}, timeout_s=300)
     assert_clean(run)
+    # A benchmark checks nothing, and the page says so (not PASS, not FAIL); progress per case.
+    assert run.report["result"] == "not checked" and run.status_text.startswith("NOT CHECKED:"), run.status_text
+    assert run.progress == {"kernel bench cases": {"done": 4, "total": 4}}, run.progress
+    assert "kernel bench cases: 4/4" in run.page_text
     rows = run.report["rows"]
     assert [r["route"] for r in rows][1] == "q4_gemv_int8"
     decode = [r for r in rows if r["rows"] == 1]

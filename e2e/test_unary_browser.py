@@ -32,7 +32,7 @@ def test_page_reports_the_adapter_and_its_own_check_passed(unary_run):
     report, _ = unary_run
     assert report["adapter"]["backend"] == "browser"
     assert report["adapter"]["info"].get("vendor"), report["adapter"]
-    assert report["passed"], [c for c in report["cases"] if not c["passed"]]
+    assert report["result"] == "passed", [c for c in report["cases"] if not c["passed"]]
     assert len(report["cases"]) == len(UNARY_OPS) * len(LENGTHS)
 
 

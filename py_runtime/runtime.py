@@ -1,8 +1,7 @@
 """The per-device runtime the ops and plans build on: caches, the params arena, tensors.
 
 `Runtime.create(backend)` asks for a device. The params arena grows by pages as plans take slots,
-so nothing is sized up front; `params_capacity=` is still accepted, as the size of each page, for
-callers written when the arena was one fixed buffer (none needs it). After a device loss,
+so nothing is sized up front (`params_page_size=` sets the pages' size). After a device loss,
 `rebuild()` asks for a new device, drops every cache and the arena's pages, and gives each tensor a
 fresh buffer; plans then call `rebuild()` themselves and tensor contents must be produced again
 (weights here are regenerated on the GPU).
@@ -20,9 +19,9 @@ __all__ = ["Runtime"]
 
 
 class Runtime:
-    def __init__(self, device: Device, *, backend: str | None = None, params_capacity: int = PAGE_SIZE):
+    def __init__(self, device: Device, *, backend: str | None = None, params_page_size: int = PAGE_SIZE):
         self.backend = backend or device.adapter.backend
-        self.params_page_size = params_capacity
+        self.params_page_size = params_page_size
         self._attach(device)
         self.tensors = TensorPool(device, on_release=self.bind_groups.forget_buffer)
 

@@ -22,6 +22,7 @@ from py_runtime.models.config import LLAMA3_SCALING
 from py_runtime.ops.rope import cos_sin_table, inverse_frequencies
 from py_runtime.runtime import Runtime
 from py_runtime.tensors import Tensor
+from py_runtime.workloads import get
 
 
 def _run(options: DecoderBlocksOptions):
@@ -44,7 +45,7 @@ def native_run():
 def test_every_block_at_model_shapes_matches_the_float64_oracle(native_run):
     report, artifacts = native_run
     assert report["adapter"]["backend"] == "native"
-    assert report["passed"], "the in-runtime structural checks failed"
+    assert report["result"] == "passed", "the in-runtime structural checks failed"
     worst = verify_decoder_blocks_report(report, artifacts)
     # Every route ran and was checked (lavapipe has subgroups, so both RMSNorm routes).
     assert report["subgroups"], "lavapipe should offer 'subgroups'; the subgroup route went unchecked"
@@ -106,19 +107,22 @@ def test_argmax_page_reference_semantics():
 
 
 def test_options_and_sizes_are_validated():
-    with pytest.raises(ValueError, match="lengths"):
-        DecoderBlocksOptions.from_json({"lengths": [3]})
-    with pytest.raises(ValueError, match="unknown option"):
-        DecoderBlocksOptions.from_json({"sample": 3})
-    with pytest.raises(ValueError, match="ops"):
-        DecoderBlocksOptions.from_json({"ops": ["mistral"]})
-    assert DecoderBlocksOptions.from_json({"lengths": [1, 512], "ops": ["qwen3"]}).models == ("qwen3",)
+    workload = get("decoder_blocks")
+    with pytest.raises(ValueError, match=r"lengths = \[3\]: 3 is not allowed.*from \[1, 7, 128, 512\]"):
+        workload.validate({"lengths": [3]})
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['sample'\].*valid options: \['artifacts', 'lengths'"):
+        workload.validate({"sample": 3})
+    with pytest.raises(ValueError, match=r"ops = \['mistral'\]: 'mistral' is not allowed"):
+        workload.validate({"ops": ["mistral"]})
+    values = workload.validate({"lengths": [1, 512], "ops": ["qwen3"]})
+    options = DecoderBlocksOptions.with_parts(values.pop("ops"), **values)
+    assert (options.models, options.argmax, options.lengths) == (("qwen3",), False, (1, 512))
 
 
 @pytest.mark.full
 def test_prefill_512_opt_in():
     report, artifacts = _run(DecoderBlocksOptions(lengths=(1, 7, 128, 512)))
-    assert report["passed"]
+    assert report["result"] == "passed"
     verify_decoder_blocks_report(report, artifacts)
 
 

@@ -8,7 +8,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from py_runtime.checks.elementwise import PARAMS_CAPACITY, ElementwiseOptions, run_elementwise_check
+from py_runtime.checks.elementwise import ElementwiseOptions, run_elementwise_check
 from py_runtime.host.oracle import verify_elementwise_report
 from py_runtime.ops.logical import logical
 from py_runtime.ops.to_copy import to_copy
@@ -24,7 +24,7 @@ def _run(**options):
         artifacts[name] = data
 
     async def go():
-        runtime = await Runtime.create("native", params_capacity=PARAMS_CAPACITY)
+        runtime = await Runtime.create("native")
         return await run_elementwise_check(runtime, ElementwiseOptions(artifacts=True, **options), sink)
 
     return asyncio.run(go()), artifacts

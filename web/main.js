@@ -1,10 +1,11 @@
 // Boots Pyodide from web/vendor, installs the py_runtime wheel with micropip, and calls one Python
-// entry point (py_runtime.page.main) with plain JSON options from the URL. Every stage is bounded
-// by a timeout, and any failure is shown on the page and rejects window.__lab.done.
+// entry point (py_runtime.page.main) with the URL's query as plain JSON. Every stage is bounded
+// by a timeout, and any failure is shown on the page and rejects window.__lab.done. Progress
+// (stage, done, total) arrives as plain values and is shown as one <progress> per stage.
 import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
 import { renderReport } from "./render.js";
 
-const lab = (window.__lab = { state: "running", stage: "start", result: null, error: null });
+const lab = (window.__lab = { state: "running", stage: "start", result: null, error: null, progress: {} });
 const statusBox = document.getElementById("status");
 
 function setStage(stage) {
@@ -20,30 +21,29 @@ function withTimeout(promise, seconds, what) {
   return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
 }
 
-// URL query -> options for py_runtime (comma lists become arrays, numbers become numbers).
-function optionsFromQuery() {
-  const query = new URLSearchParams(location.search);
-  const options = {};
-  const ints = (v) => v.split(",").filter(Boolean).map((x) => {
-    const n = Number(x);
-    if (!Number.isInteger(n)) throw new Error(`not an integer in the URL: ${x}`);
-    return n;
-  });
-  for (const [key, value] of query) {
-    if (key === "suite") options.suite = value;
-    else if (key === "ops") options.ops = value.split(",").filter(Boolean);
-    else if (key === "lengths") options.lengths = ints(value);
-    else if (["seed", "sample", "dispatches", "steps", "repeats", "trials", "chain_bytes"].includes(key)) options[key] = ints(value)[0];
-    else if (key === "max_wg") options.max_workgroups_per_dim = ints(value)[0];
-    else if (key === "profile") options.profile = value !== "0";
-    else if (key === "upload") options.upload = value;
-    else if (key === "preset") options.preset = value;
-    else if (key === "only") options.only = value.split(",").filter(Boolean);
-    else if (key === "timeout") continue;
-    else throw new Error(`unknown URL option ${key}`);
+// One <progress> per stage, updated as py_runtime reports (stage, done, total) as plain values.
+const progressBars = new Map();
+function showProgress(stage, done, total) {
+  lab.progress[stage] = { done, total };
+  let row = progressBars.get(stage);
+  if (!row) {
+    row = { text: document.createElement("span"), bar: document.createElement("progress") };
+    const label = document.createElement("label");
+    label.append(row.bar, " ", row.text);
+    document.getElementById("progress").append(label);
+    progressBars.set(stage, row);
   }
-  return options;
+  row.bar.max = total;
+  row.bar.value = done;
+  row.text.textContent = `${stage}: ${done}/${total}`;
 }
+
+// How the status box shows a report's result; a result outside this table is an error.
+const RESULTS = {
+  passed: { text: "PASS", cls: "pass" },
+  failed: { text: "FAIL", cls: "fail" },
+  "not checked": { text: "NOT CHECKED", cls: "unchecked" },
+};
 
 async function fetchJson(url) {
   const response = await fetch(url, { cache: "no-store" });
@@ -62,8 +62,9 @@ async function verifyAsset(url, sha256) {
 }
 
 async function main() {
-  const options = optionsFromQuery();
-  const runSeconds = Number(new URLSearchParams(location.search).get("timeout") || 900);
+  const query = new URLSearchParams(location.search);
+  const runSeconds = Number(query.get("timeout") || 900);
+  if (!(runSeconds > 0)) throw new Error(`URL option timeout must be a positive number of seconds, got ${query.get("timeout")}`);
 
   setStage("reading vendor/manifest.json");
   const manifest = await withTimeout(fetchJson("vendor/manifest.json"), 20, "manifest");
@@ -92,16 +93,20 @@ async function main() {
   await withTimeout(micropip.install.callKwargs(absolute(manifest.runtime.url), { deps: false }), 60,
     "installing the py_runtime wheel");
 
-  const suite = options.suite || "unary";
+  // The URL's pairs go to Python as they are: the suite's declared options convert (and reject) them.
+  const suite = query.get("suite") || "default";
   setStage(`running the ${suite} suite`);
   const page = pyodide.pyimport("py_runtime.page");
-  const text = await withTimeout(page.main(JSON.stringify(options)), runSeconds, `the ${suite} suite`);
+  const text = await withTimeout(page.main(JSON.stringify([...query]), showProgress), runSeconds, `the ${suite} suite`);
+  page.destroy();
   const report = JSON.parse(text);
 
   const summary = renderReport(report);
+  const shown = RESULTS[report.result];
+  if (!shown) throw new Error(`report result ${JSON.stringify(report.result)} is not one of ${Object.keys(RESULTS).join(", ")}`);
   const info = report.adapter.info;
-  statusBox.className = `status done ${report.passed ? "pass" : "fail"}`;
-  statusBox.textContent = `${report.passed ? "PASS" : "FAIL"}: ${summary} on ` +
+  statusBox.className = `status done ${shown.cls}`;
+  statusBox.textContent = `${shown.text}: ${summary} on ` +
     `${info.description || info.device || info.vendor || "unknown adapter"} (${info.vendor || "?"}, ${report.adapter.backend})`;
   lab.result = report;
   lab.state = "done";

@@ -18,41 +18,51 @@ function cell(text, cls) {
   return el("td", { class: cls }, text);
 }
 
-// Renders any suite's report; returns a one-line summary for the status box.
-export function renderReport(report) {
-  renderAdapter(report);
-  if (report.suite === "unary") {
+// The page's renderers by the name a report declares (py_runtime.workloads: Workload.renderer).
+// Each fills the page's sections and returns a one-line summary for the status box.
+const RENDERERS = {
+  unary: (report) => {
     renderCases(report);
     renderTimings(report);
     return `${report.cases.filter((c) => c.passed).length}/${report.cases.length} unary checks`;
-  }
-  if (report.suite === "runtime") {
+  },
+  runtime: (report) => {
     renderRuntime(report);
     return "runtime-core checks";
-  }
-  if (report.suite === "q4") {
+  },
+  q4: (report) => {
     renderQ4(report);
     return `${report.cases.length} Q4 cases run (outputs judged by the host oracle)`;
-  }
-  if (report.suite === "kernel_bench") {
+  },
+  kernel_bench: (report) => {
     renderKernelBench(report);
     return `kernel bench (${report.rows.length} rows; streaming read ${report.stream_big_gbps.toFixed(0)} GB/s)`;
-  }
-  if (report.suite === "host_cost") {
+  },
+  host_cost: (report) => {
     renderHostCost(report);
     return `host cost ${report[report.headline].host_us_per_dispatch.toFixed(2)} µs/dispatch (replay + params write)`;
-  }
-  if (report.suite === "elementwise") {
+  },
+  elementwise: (report) => {
     renderElementwise(report);
     return `${report.cases.filter((c) => c.passed).length}/${report.cases.length} elementwise cases`;
-  }
-  if (report.suite === "decoder_blocks") {
+  },
+  decoder_blocks: (report) => {
     renderDecoderBlocks(report);
     const steps = report.models.reduce((n, m) => n + m.steps.length, 0);
     return `decoder blocks: ${steps} steps over ${report.models.length} geometries` +
       (report.argmax ? `, ${report.argmax.cases.length} argmax cases` : "") + " (values judged by the host oracle)";
+  },
+};
+
+// Renders any suite's report by its declared renderer; returns the status box's summary line.
+export function renderReport(report) {
+  const render = Object.hasOwn(RENDERERS, report.renderer) ? RENDERERS[report.renderer] : null;
+  if (!render) {
+    throw new Error(`no renderer ${JSON.stringify(report.renderer)} for suite ${JSON.stringify(report.suite)}; ` +
+      `renderers: ${Object.keys(RENDERERS).join(", ")}`);
   }
-  throw new Error(`no renderer for suite ${report.suite}`);
+  renderAdapter(report);
+  return render(report);
 }
 
 // One row per case: what ran on which shapes, from which generator streams, into which artifacts.

@@ -32,6 +32,7 @@ from ..ops.swiglu import residual_add, swiglu
 from ..ops.synth import UniformRange, fill_uniform, synth_hash, synth_value
 from ..plan import Plan
 from ..runtime import Runtime
+from .outcome import no_progress, verdict
 
 __all__ = ["ModelShape", "MODELS", "RANGES", "STREAMS", "ROPE_POSITIONS", "ARGMAX_SIZES", "ARGMAX_RANGE",
            "DEFAULT_LENGTHS", "POISON", "steps_for", "step_ids", "argmax_cases", "argmax_reference", "run_decoder_blocks",
@@ -126,24 +127,9 @@ class DecoderBlocksOptions:
     artifacts: bool = True
 
     @classmethod
-    def from_json(cls, data: dict) -> "DecoderBlocksOptions":
-        known = {"seed", "lengths", "ops", "profile", "artifacts"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown option(s) {unknown} for suite 'decoder_blocks'; known: {sorted(known)}")
-        lengths = tuple(data.get("lengths", DEFAULT_LENGTHS))
-        if not lengths or any(s not in ALLOWED_LENGTHS for s in lengths):
-            raise ValueError(f"decoder_blocks lengths (token counts S) must come from {list(ALLOWED_LENGTHS)}, "
-                             f"got {list(lengths)}")
-        # `ops` (the page's list option) picks the parts: model keys and/or "argmax".
-        parts = tuple(data.get("ops", (*MODELS, "argmax")))
-        unknown_parts = sorted(set(parts) - set(MODELS) - {"argmax"})
-        if unknown_parts:
-            raise ValueError(f"decoder_blocks ops {unknown_parts} unknown; known: {[*MODELS, 'argmax']}")
-        return cls(seed=int(data.get("seed", cls.seed)), lengths=lengths,
-                   models=tuple(m for m in MODELS if m in parts), argmax="argmax" in parts,
-                   profile=bool(data.get("profile", True)), artifacts=bool(data.get("artifacts", True)))
-
+    def with_parts(cls, parts, **values) -> "DecoderBlocksOptions":
+        """`parts` (the page's `ops` list) picks what runs: model keys and/or "argmax"."""
+        return cls(models=tuple(m for m in MODELS if m in parts), argmax="argmax" in parts, **values)
 
 def steps_for(lengths, positions: int = ROPE_POSITIONS) -> list[tuple[int, int]]:
     """(S, start position) per step: the longest S prefills at 0, each shorter S continues the context,
@@ -426,13 +412,20 @@ async def _run_argmax(runtime: Runtime, options: DecoderBlocksOptions, timings: 
             "passed": all(c["index"] == c["expected_in_page"] for c in cases)}
 
 
-async def run_decoder_blocks(runtime: Runtime, options: DecoderBlocksOptions | None = None, sink=None) -> dict:
+async def run_decoder_blocks(runtime: Runtime, options: DecoderBlocksOptions | None = None, sink=None,
+                             progress=no_progress) -> dict:
     options = options or DecoderBlocksOptions()
     started = time.perf_counter()
     subgroups = "subgroups" in runtime.device.adapter.device_features
     timings: list = []
-    models = [await _run_model(runtime, MODELS[key], options, subgroups, sink, timings) for key in options.models]
+    blocks = [*options.models, *(("argmax",) if options.argmax else ())]
+    models = []
+    for done, key in enumerate(options.models):
+        progress("decoder blocks", done, len(blocks))
+        models.append(await _run_model(runtime, MODELS[key], options, subgroups, sink, timings))
+    progress("decoder blocks", len(models), len(blocks))
     argmax_report = await _run_argmax(runtime, options, timings) if options.argmax else None
+    progress("decoder blocks", len(blocks), len(blocks))
     return {
         "suite": "decoder_blocks",
         "adapter": runtime.device.adapter.to_json(),
@@ -447,5 +440,5 @@ async def run_decoder_blocks(runtime: Runtime, options: DecoderBlocksOptions | N
         "timings": timings,
         "pipelines_created": runtime.pipelines.created,
         "wall_ms": round((time.perf_counter() - started) * 1000, 3),
-        "passed": all(m["passed"] for m in models) and (argmax_report is None or argmax_report["passed"]),
+        "result": verdict(all(m["passed"] for m in models) and (argmax_report is None or argmax_report["passed"])),
     }

@@ -26,15 +26,15 @@ from ..ops.synth_typed import F16Exponents, I32Range, fill_bool, fill_f16, fill_
 from ..plan import Plan
 from ..runtime import Runtime
 from ..tensors import DTYPE_BYTES, Tensor
+from .outcome import no_progress, verdict
 
-__all__ = ["FAMILIES", "GUARD_BYTES", "POISON", "POISON_F16", "PARAMS_CAPACITY", "ElementwiseOptions",
+__all__ = ["FAMILIES", "GUARD_BYTES", "POISON", "POISON_F16", "ElementwiseOptions",
            "run_elementwise_check", "case_plan", "variants"]
 
 FAMILIES = ("binary", "logical", "extrema", "to_copy")
 GUARD_BYTES = 64
 POISON = bytes.fromhex("addbba7f")          # f32 NaN 0x7FBADBAD; none of its bytes is 0 or 1 (bool)
 POISON_F16 = bytes.fromhex("ad7dad7d")      # two f16 NaNs 0x7DAD
-PARAMS_CAPACITY = 1 << 18                   # one 256-byte params slot per dispatch: ~450 dispatches here
 
 SIZES = (1, 63, 64, 65, 4097)               # around the 64-invocation workgroups of these families
 BINARY_SHAPES = (
@@ -78,21 +78,6 @@ class ElementwiseOptions:
     seed: int = 2025
     max_workgroups_per_dim: int | None = None   # force 2-D grids at small sizes
     artifacts: bool = False                     # hand every tensor's buffer to the sink
-
-    @classmethod
-    def from_json(cls, data: dict) -> "ElementwiseOptions":
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown option(s) {unknown} for suite 'elementwise'; known: {sorted(known)}")
-        values = dict(data)
-        if "families" in values:
-            values["families"] = tuple(values["families"])
-        options = cls(**values)
-        bad = [f for f in options.families if f not in FAMILIES]
-        if bad or not options.families:
-            raise ValueError(f"elementwise: unknown or no families {bad or list(options.families)}; known: {list(FAMILIES)}")
-        return options
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,15 +354,18 @@ async def _error_paths() -> dict:
     }
 
 
-async def run_elementwise_check(runtime: Runtime, options: ElementwiseOptions | None = None, sink=None) -> dict:
+async def run_elementwise_check(runtime: Runtime, options: ElementwiseOptions | None = None, sink=None,
+                                progress=no_progress) -> dict:
     """Run every case of the requested families; `sink(name, bytes)` (async) gets every tensor's buffer."""
     options = options or ElementwiseOptions()
     started = time.perf_counter()
     streams = iter(range(1000, 1 << 30))
     cases, attestation = [], {}
-    for family in options.families:
+    for done, family in enumerate(options.families):
+        progress("elementwise families", done, len(options.families))
         results, attestation[family] = await _run_family(runtime, family, case_plan((family,)), options, sink, streams)
         cases += results
+    progress("elementwise families", len(options.families), len(options.families))
     return {
         "suite": "elementwise",
         "adapter": runtime.device.adapter.to_json(),
@@ -394,5 +382,5 @@ async def run_elementwise_check(runtime: Runtime, options: ElementwiseOptions | 
         "cases": cases,
         "pipelines_created": runtime.pipelines.created,
         "wall_ms": round((time.perf_counter() - started) * 1000, 3),
-        "passed": all(c["passed"] for c in cases),
+        "result": verdict(all(c["passed"] for c in cases)),
     }

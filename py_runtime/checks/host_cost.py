@@ -30,6 +30,7 @@ from ..ops.synth import UniformRange, fill_uniform
 from ..ops.unary import unary
 from ..plan import Plan
 from ..runtime import Runtime
+from .outcome import verdict
 from .replay_path import run_replay_path_checks
 
 __all__ = ["run_host_cost"]
@@ -150,5 +151,5 @@ async def run_host_cost(runtime: Runtime, *, dispatches: int = 230, steps: int =
         "gpu_us_per_step_profiled": gpu_ns / 1e3 if gpu_ns is not None else None,
         "replay_path": replay_path,
         "bit_identical": identical,
-        "passed": identical and replay_path["passed"],
+        "result": verdict(identical and replay_path["passed"]),
     }

@@ -27,6 +27,7 @@ from ..ops.synth import fill_uniform
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, TINY, ModelConfig
 from ..plan import Plan
 from ..runtime import Runtime
+from .outcome import NOT_CHECKED, no_progress
 from .q4_linear import ACT_RANGE, NORM_EPS, NORM_RANGE, WEIGHT_RANGE
 
 __all__ = ["BenchCase", "BENCH_PRESETS", "run_kernel_bench"]
@@ -218,7 +219,7 @@ def _copies(case: BenchCase, chain_bytes: int, pool_bytes: int, limit: int) -> i
 
 async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats: int = 10, trials: int = 5,
                            seed: int = 9, chain_bytes: int = CHAIN_BYTES, only: list[str] | None = None,
-                           progress=None) -> dict:
+                           progress=no_progress) -> dict:
     """Buffers are allocated once per run and reused by every case (browsers free destroyed GPU memory
     lazily: allocating hundreds of MB per case made later cases of long runs 2-3x slower in Chromium)."""
     if preset not in BENCH_PRESETS and preset not in STEP_PRESETS:
@@ -240,12 +241,14 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
     big_ns = await _stream_ns(runtime, pool, [(0, big)] * repeats, trials, sink_tensor, span=False)
     stream_big = big / big_ns
     if preset in STEP_PRESETS:
+        progress("kernel bench decode step", 0, 1)
         step = await _decode_step(runtime, STEP_PRESETS[preset], trials, seed, sink_tensor, pool, stream_big)
+        progress("kernel bench decode step", 1, 1)
         for tensor in (pool, sink_tensor):
             tensors.release(tensor.name)
         return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "trials": trials,
                 "repeats": repeats, "stream_big_bytes": big, "stream_big_gbps": stream_big, "rows": [], "step": step,
-                "passed": True}
+                "result": NOT_CHECKED}
     cases = [c for c in BENCH_PRESETS[preset] if not only or any(o in _label(c) for o in only)]
     if not cases:
         raise ValueError(f"no case of preset {preset!r} matches {only}; cases: {[_label(c) for c in BENCH_PRESETS[preset]]}")
@@ -258,8 +261,7 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         else None
     rows = []
     for index, (case, count) in enumerate(zip(cases, copies)):
-        if progress:
-            progress(f"[{index + 1}/{len(cases)}] {case.name}")
+        progress("kernel bench cases", index, len(cases))
         weight_bytes = case.weight_bytes
         weight = Q4Weight(packed_pool, scales_pool, case.k, case.weight_rows * count, case.group_size,
                           scales_rows=rows_pool if case.scales_rows else None)
@@ -299,12 +301,13 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         rows.append(row)
         for tensor in (x, out, *(int8.tensors if case.int8x else ())):
             tensors.release(tensor.name)
+    progress("kernel bench cases", len(cases), len(cases))
     for tensor in (packed_pool, scales_pool, rows_pool, pool, sink_tensor):
         if tensor is not None:
             tensors.release(tensor.name)
     return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "repeats": repeats,
             "trials": trials, "chain_bytes": chain_bytes, "stream_big_bytes": big, "stream_big_gbps": stream_big,
-            "rows": rows, "passed": True}
+            "rows": rows, "result": NOT_CHECKED}
 
 
 async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_tensor, pool, moved, stream_big) -> dict:

@@ -19,6 +19,7 @@ from ..plan import Plan, PlanError
 from ..routes import routes_from_mask
 from ..runtime import Runtime
 from ..tensors import TensorTooLarge
+from .outcome import verdict
 
 __all__ = ["LINEAR_SHAPE", "LINEAR_RANGE", "LINEAR_STREAMS", "run_runtime_checks"]
 
@@ -210,8 +211,8 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
     plan.release()
     runtime.tensors.release_all()
     caching = report["caching"]
-    report["passed"] = (caching["after_first_step"] == caching["after_second_step"]
-                                and caching["after_second_plan"][0] == caching["after_first_step"][0]
-                                and all(errors.values()) and report["device_loss"]["error_is_device_lost"]
-                                and report["params_pages"]["passed"])
+    report["result"] = verdict(caching["after_first_step"] == caching["after_second_step"]
+                               and caching["after_second_plan"][0] == caching["after_first_step"][0]
+                               and all(errors.values()) and report["device_loss"]["error_is_device_lost"]
+                               and report["params_pages"]["passed"])
     return report

@@ -17,6 +17,7 @@ from ..ops import unary as unary_ops
 from ..ops.synth import fill_uniform, synth_value
 from ..plan import Plan
 from ..runtime import Runtime
+from .outcome import no_progress, verdict
 
 __all__ = ["CheckOptions", "run_unary_check", "POISON", "GUARD_ELEMENTS", "allowed_error", "ulp32"]
 
@@ -48,23 +49,6 @@ class CheckOptions:
     max_workgroups_per_dim: int | None = None   # force a 2-D grid at small lengths
     sample: int = 4096                          # elements checked in-runtime per case
     artifacts: bool = False                     # hand inputs and outputs to the sink
-
-    @classmethod
-    def from_json(cls, data: dict) -> "CheckOptions":
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown check option(s) {unknown}; known: {sorted(known)}")
-        values = dict(data)
-        for key in ("ops", "lengths"):
-            if key in values:
-                values[key] = tuple(values[key])
-        options = cls(**values)
-        for op in options.ops:
-            unary_ops.kernel_name(op)
-        if any(not isinstance(n, int) or n < 1 for n in options.lengths):
-            raise ValueError(f"lengths must be positive integers, got {list(options.lengths)}")
-        return options
 
 
 def ulp32(value: float) -> float:
@@ -154,7 +138,7 @@ def _check(case: _Case, options: CheckOptions, inputs: bytes, outputs: bytes) ->
     case.tail_intact = tail == POISON * GUARD_ELEMENTS
 
 
-async def run_unary_check(runtime: Runtime, options: CheckOptions, sink=None) -> dict:
+async def run_unary_check(runtime: Runtime, options: CheckOptions, sink=None, progress=no_progress) -> dict:
     """Run the check; `sink(name, bytes)` (async) receives inputs and outputs when options.artifacts.
 
     One plan per operator (fill + unary) is recorded once and resized to each length: the live
@@ -166,6 +150,7 @@ async def run_unary_check(runtime: Runtime, options: CheckOptions, sink=None) ->
     started = time.perf_counter()
     longest = max(options.lengths)
     for op_index, op in enumerate(options.ops):
+        progress("unary ops", op_index, len(options.ops))
         stream = op_index + 1
         src = await runtime.tensors.allocate(f"{op}.src", (longest,))
         dst = await runtime.tensors.allocate(f"{op}.dst", (longest + GUARD_ELEMENTS,))
@@ -194,6 +179,7 @@ async def run_unary_check(runtime: Runtime, options: CheckOptions, sink=None) ->
         plan.release()
         runtime.tensors.release(src.name)
         runtime.tensors.release(dst.name)
+    progress("unary ops", len(options.ops), len(options.ops))
     quantized = None
     if profile and any(q is not None for q in all_stamps_quantized):
         quantized = any(q for q in all_stamps_quantized)
@@ -210,5 +196,5 @@ async def run_unary_check(runtime: Runtime, options: CheckOptions, sink=None) ->
         "pipelines_created": runtime.pipelines.created,
         "bind_groups_created": runtime.bind_groups.created,
         "wall_ms": round((time.perf_counter() - started) * 1000, 3),
-        "passed": all(c.passed for c in cases),
+        "result": verdict(all(c.passed for c in cases)),
     }

@@ -62,10 +62,35 @@ def _gen(args) -> int:
     return 0
 
 
+def _stderr_progress(stream=None):
+    """Progress lines on stderr: a redrawn bar on a terminal, else a few plain lines (CI logs stay small)."""
+    from ..workloads.progress import throttled
+
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+
+    def show(stage: str, done: int, total: int) -> None:
+        if tty:
+            filled = 30 * done // max(total, 1)
+            stream.write(f"\r{stage} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}"
+                         + ("\n" if done >= total else ""))
+        else:
+            stream.write(f"{stage}: {done}/{total}\n")
+        stream.flush()
+
+    return throttled(show, 0.1 if tty else 10.0)
+
+
 def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playwright"):
     """Run one suite natively, or in headless Chromium through the dev server. Returns (report,
     artifacts): {name: bytes} of what the suite handed to its sink; (None, None) on failure.
     driver "plain" needs no Playwright: the page uploads its report (the GPU host has no Playwright)."""
+    from ..workloads import get
+    from ..workloads.schema import to_text
+
+    workload = get(options["suite"])
+    values = {k: v for k, v in options.items() if k != "suite"}
+    workload.validate(values)
     if backend == "native":
         from ..app import run
 
@@ -74,7 +99,8 @@ def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playw
         async def sink(name, data):
             artifacts[name] = bytes(data)
 
-        return asyncio.run(run("native", {**options, "artifacts": True}, sink)), artifacts
+        wanted = {"artifacts": True} if workload.option("artifacts") else {}
+        return asyncio.run(run("native", {**options, **wanted}, sink, _stderr_progress())), artifacts
     from .codegen import repo_root
     from .vendor import ensure_current
 
@@ -82,8 +108,7 @@ def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playw
     ensure_current(root)
     results = root / "results"
     run_id = time.strftime("cli-%Y%m%d-%H%M%S")
-    query = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else (int(v) if isinstance(v, bool) else v)
-             for k, v in options.items()}
+    query = {"suite": workload.name, **to_text(workload.options, values)}
     if driver == "plain":
         from .plain_browser import run_page_plain
 
@@ -116,42 +141,74 @@ def _write_json(report: dict, path: str | None) -> None:
         print(f"report: {path}")
 
 
+# The check suites judged by the float64 host oracle after the run: verify, then one line of what held.
+def _verify_q4(report, artifacts):
+    from .oracle import verify_q4_report
+
+    worst = verify_q4_report(report, artifacts.__getitem__)
+    for case in report["cases"]:
+        routes = "; ".join(f"M={r['rows']}: {', '.join(r['routes'])}" for r in case["runs"])
+        print(f"{case['name']:<22} worst err/bound {worst[case['name']]:.4f}   {routes}")
+
+
+def _verify_runtime(report, artifacts):
+    from .oracle import verify_runtime_report
+
+    verify_runtime_report(report, artifacts.__getitem__)
+    print("runtime-core checks: caching, resize, profiler, attestation, errors, device loss: all as expected")
+
+
+def _verify_elementwise(report, artifacts):
+    from .oracle import verify_elementwise_report
+
+    verify_elementwise_report(report, artifacts)
+    print(f"elementwise: {len(report['cases'])} cases, every element within its bound")
+
+
+def _verify_decoder_blocks(report, artifacts):
+    from .oracle import verify_decoder_blocks_report
+
+    verify_decoder_blocks_report(report, artifacts)
+    print("decoder blocks: every output within its bound, every route attested")
+
+
+HOST_ORACLES = {"q4": _verify_q4, "runtime": _verify_runtime, "elementwise": _verify_elementwise,
+                "decoder_blocks": _verify_decoder_blocks}
+UNARY_CLI_LENGTHS = [1, 63, 64, 65, 4097, 1_000_003]    # wider than the page's default: the CLI has time
+
+
+def _given(args, names) -> dict:
+    """The options the user gave on the command line (flags left unset are the suite's defaults)."""
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def _exit_code(result: str) -> int:
+    """0 when passed or not checked (a benchmark), 1 when failed."""
+    return 1 if result == "failed" else 0
+
+
 def _check(args) -> int:
     from .report import format_report
 
+    options = {"suite": args.suite, **_given(args, ("ops", "lengths", "seed", "max_workgroups_per_dim", "profile",
+                                                    "preset"))}
     if args.suite == "unary":
-        options = {"lengths": args.lengths, "seed": args.seed, "profile": not args.no_profile}
-        if args.ops:
-            options["ops"] = args.ops
-        if args.max_workgroups_per_dim:
-            options["max_workgroups_per_dim"] = args.max_workgroups_per_dim
-    else:
-        options = {"suite": args.suite, **({"preset": args.preset} if args.suite == "q4" else {})}
-    report, artifacts = _run_suite(args.backend, options, args.timeout, args.driver)
+        options.setdefault("lengths", UNARY_CLI_LENGTHS)
+    try:
+        report, artifacts = _run_suite(args.backend, options, args.timeout, args.driver)
+    except ValueError as error:
+        print(f"check: {error}", file=sys.stderr)
+        return 2
     if report is None:
         return 1
     _write_json(report, args.json)
     if args.suite == "unary":
         print(format_report(report))
-        return 0 if report["passed"] else 1
-    from .oracle import (verify_decoder_blocks_report, verify_elementwise_report, verify_q4_report,
-                         verify_runtime_report)
-
+    print(f"result in the runtime: {report['result']}")
+    if report["result"] == "failed" or args.suite not in HOST_ORACLES:
+        return _exit_code(report["result"])
     try:
-        if args.suite == "q4":
-            worst = verify_q4_report(report, artifacts.__getitem__)
-            for case in report["cases"]:
-                routes = "; ".join(f"M={r['rows']}: {', '.join(r['routes'])}" for r in case["runs"])
-                print(f"{case['name']:<22} worst err/bound {worst[case['name']]:.4f}   {routes}")
-        elif args.suite == "runtime":
-            verify_runtime_report(report, artifacts.__getitem__)
-            print("runtime-core checks: caching, resize, profiler, attestation, errors, device loss: all as expected")
-        elif args.suite == "elementwise":
-            verify_elementwise_report(report, artifacts)
-            print(f"elementwise: {len(report['cases'])} cases, every element within its bound")
-        else:
-            verify_decoder_blocks_report(report, artifacts)
-            print("decoder blocks: every output within its bound, every route attested")
+        HOST_ORACLES[args.suite](report, artifacts)
     except AssertionError as failure:
         print(f"FAILED against the host oracle: {failure}", file=sys.stderr)
         return 1
@@ -159,22 +216,49 @@ def _check(args) -> int:
     return 0
 
 
-def _bench(args) -> int:
-    from .report import format_host_cost, format_kernel_bench
+# How each benchmark is printed, and where its JSON goes by default.
+BENCH_OUTPUT = {
+    "host_cost": ("format_host_cost", "results/bench/host-{backend}.json"),
+    "kernel_bench": ("format_kernel_bench", "results/bench/kernels-{preset}-{backend}.json"),
+}
 
-    if args.target == "host":
-        options = {"suite": "host_cost", "dispatches": args.dispatches, "steps": args.steps}
-        default_json, formatter = f"results/bench/host-{args.backend}.json", format_host_cost
-    else:
-        options = {"suite": "kernel_bench", "preset": args.preset, "repeats": args.repeats, "trials": args.trials,
-                   "chain_bytes": int(args.chain_mb * (1 << 20)), **({"only": args.only} if args.only else {})}
-        default_json, formatter = f"results/bench/kernels-{args.preset}-{args.backend}.json", format_kernel_bench
-    report, _ = _run_suite(args.backend, options, args.timeout, args.driver)
+
+def _bench(args) -> int:
+    from . import report as formats
+    from ..workloads import get
+
+    workload = get(args.target)
+    given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only"))
+    if args.chain_mb is not None:
+        given["chain_bytes"] = int(args.chain_mb * (1 << 20))
+    options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
+    ignored = sorted(set(given) - set(options))
+    if ignored:
+        print(f"bench {args.target}: {workload.name} takes no {', '.join(ignored)}; valid: "
+              f"{[o.name for o in workload.options]}", file=sys.stderr)
+        return 2
+    try:
+        report, _ = _run_suite(args.backend, options, args.timeout, args.driver)
+    except ValueError as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 2
     if report is None:
         return 1
-    print(formatter(report))
-    _write_json(report, args.json or default_json)
-    return 0 if report["passed"] else 1
+    formatter, default_json = BENCH_OUTPUT[workload.name]
+    print(getattr(formats, formatter)(report))
+    preset = options.get("preset", workload.option("preset").default if workload.option("preset") else "")
+    _write_json(report, args.json or default_json.format(backend=args.backend, preset=preset))
+    print(f"result: {report['result']}")
+    return _exit_code(report["result"])
+
+
+def _choices(workloads, option: str) -> list:
+    """Every allowed value of `option` across `workloads` (the registry's, not restated here)."""
+    return list(dict.fromkeys(v for w in workloads if w.option(option) for v in w.option(option).allowed))
+
+
+def _per_suite(workloads, option: str) -> str:
+    return "; ".join(f"{w.name}: {' | '.join(w.option(option).allowed)}" for w in workloads if w.option(option))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,38 +285,43 @@ def main(argv: list[str] | None = None) -> int:
                       help="accept the current payloads: rewrite the lock along with the outputs")
     gen.set_defaults(func=_gen)
 
+    from ..workloads import DEFAULT_SUITE, by_kind
+
+    checks, benches = by_kind("check"), by_kind("bench")
     check = sub.add_parser("check", help="run a check suite and judge it against the host oracle")
-    check.add_argument("--suite", choices=["unary", "q4", "runtime", "elementwise", "decoder_blocks"], default="unary")
-    check.add_argument("--preset", default="ci", help="q4: ci | full")
+    check.add_argument("--suite", choices=[w.name for w in checks], default=DEFAULT_SUITE)
+    check.add_argument("--preset", choices=_choices(checks, "preset"),
+                       help=f"(default: the suite's) {_per_suite(checks, 'preset')}")
     check.add_argument("--backend", choices=["native", "browser"], default="native")
-    check.add_argument("--ops", nargs="*", help="operators (default: all)")
-    check.add_argument("--lengths", nargs="*", type=int, default=[1, 63, 64, 65, 4097, 1_000_003])
-    check.add_argument("--seed", type=int, default=2024)
+    check.add_argument("--ops", nargs="*", help="operators or parts (default: all)")
+    check.add_argument("--lengths", nargs="*", type=int,
+                       help=f"(default: the suite's; unary: {' '.join(map(str, UNARY_CLI_LENGTHS))})")
+    check.add_argument("--seed", type=int)
     check.add_argument("--max-workgroups-per-dim", type=int, help="force 2-D grids at small lengths")
-    check.add_argument("--no-profile", action="store_true", help="skip timestamp queries")
+    check.add_argument("--no-profile", dest="profile", action="store_false", default=None,
+                       help="skip timestamp queries")
     check.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     check.add_argument("--json", help="also write the report to this file")
     check.set_defaults(func=_check)
 
     bench = sub.add_parser("bench", help="benchmarks that print measured figures (not pass/fail timings)")
-    bench.add_argument("target", choices=["host", "kernels"],
-                       help="host: host time per dispatch, naive encoding vs plan replay; kernels: GPU time, GB/s, "
-                            "GFLOP/s and the ratio to a streaming read, per kernel and shape")
+    bench.add_argument("target", choices=[name for w in benches for name in (*w.aliases, w.name)],
+                       help="; ".join(f"{'/'.join((*w.aliases, w.name))}: {w.title}" for w in benches))
     bench.add_argument("--backend", choices=["native", "browser"], default="browser")
-    bench.add_argument("--dispatches", type=int, default=230, help="dispatches per step (a 16-layer decode: ~230)")
-    bench.add_argument("--steps", type=int, default=50)
-    bench.add_argument("--preset", default="decode",
-                       help="kernels: tiny | decode | decode_int8 | decode_int8x | gemv_variants | gemv_vocab | gemv_next | "
-                            "gemv_int8x | prefill | llama_step | qwen_step (a whole decode token's linears)")
+    bench.add_argument("--dispatches", type=int, help="host: dispatches per step (a 16-layer decode: ~230)")
+    bench.add_argument("--steps", type=int, help="host: steps measured")
+    bench.add_argument("--preset", choices=_choices(benches, "preset"),
+                       help=f"(default: the suite's) {_per_suite(benches, 'preset')}; llama_step and qwen_step "
+                            "time a whole decode token's linears")
     bench.add_argument("--only", nargs="+", help="kernels: only the cases whose name (with its [shape]) contains one of "
                                                  "these")
-    bench.add_argument("--repeats", type=int, default=10, help="kernels: dispatches per measured replay")
-    bench.add_argument("--trials", type=int, default=5, help="kernels: replays per row (median)")
-    bench.add_argument("--chain-mb", type=float, default=384,
+    bench.add_argument("--repeats", type=int, help="kernels: dispatches per measured replay (default 10)")
+    bench.add_argument("--trials", type=int, help="kernels: replays per row, median (default 5)")
+    bench.add_argument("--chain-mb", type=float,
                        help="kernels: MiB of weight copies per decode chain, several times the GPU's L2 "
-                            "(0 skips the chain figures; small values for CPU adapters)"),
+                            "(default 384; 0 skips the chain figures; small values for CPU adapters)")
     bench.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
-    bench.add_argument("--json", help="where to write the JSON (default results/bench/host-<backend>.json)")
+    bench.add_argument("--json", help="where to write the JSON (default results/bench/<target>-<backend>.json)")
     bench.set_defaults(func=_bench)
     for command in (check, bench):
         command.add_argument("--driver", choices=["playwright", "plain"], default="playwright",

@@ -47,6 +47,7 @@ class PageRun:
     page_errors: list[str] = field(default_factory=list)
     status_text: str = ""           # what the page shows in its status box
     page_text: str = ""             # the whole rendered page as text (tables, chart labels)
+    progress: dict = field(default_factory=dict)    # stage -> {"done", "total"}: the last update shown
 
 
 class HeadlessLab:
@@ -106,6 +107,7 @@ class HeadlessLab:
             state["status_text"] = page.inner_text("#status")
             state["page_text"] = page.inner_text("body")
             return PageRun(state["state"], state.get("result"), state.get("error"), state.get("stage"),
-                           console_errors, page_errors, state["status_text"], state["page_text"])
+                           console_errors, page_errors, state["status_text"], state["page_text"],
+                           state.get("progress", {}))
         finally:
             page.close()

@@ -24,7 +24,7 @@ def format_report(report: dict) -> str:
         out.append(f"\ntimestamps: quantized={stamps['quantized']} (per-dispatch passes; ns from timestamp queries)")
         rows = [[t["kernel"], t["length"], t["ns"], f"{t['gbps']:.2f}" if t["gbps"] else "-"] for t in report["timings"]]
         out.append(_table(["kernel", "length", "ns", "GB/s"], rows))
-    out.append(f"\n{'PASSED' if report['passed'] else 'FAILED'}: {sum(c['passed'] for c in report['cases'])}"
+    out.append(f"\n{report['result'].upper()}: {sum(c['passed'] for c in report['cases'])}"
                f"/{len(report['cases'])} cases, {report['wall_ms']:.0f} ms")
     return "\n".join(out)
 

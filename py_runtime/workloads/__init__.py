@@ -1,0 +1,204 @@
+"""The workload registry: every suite the page, the CLI and the tests can run, named once.
+
+A Workload says what a suite is (title, check or bench), which options it takes (schema.Option:
+type, default, allowed values), how its Runtime is created, which runner in py_runtime/checks/
+runs it and which page renderer shows its report. app.run looks suites up here; the CLI derives
+its choices from here; the page gets the schemas from py_runtime.page. Runners are called as
+`await runner(runtime, options, sink, progress)` with validated options (every name present).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Mapping
+
+from ..checks.decoder_blocks import ALLOWED_LENGTHS, MODELS, DecoderBlocksOptions, run_decoder_blocks
+from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_check
+from ..checks.host_cost import run_host_cost
+from ..checks.kernel_bench import BENCH_PRESETS, STEP_PRESETS, run_kernel_bench
+from ..checks.q4_linear import PRESETS as Q4_PRESETS
+from ..checks.q4_linear import run_q4_checks
+from ..checks.runtime_core import run_runtime_checks
+from ..checks.unary import CheckOptions, run_unary_check
+from ..ops.unary import UNARY_OPS
+from .schema import Option, validate
+
+__all__ = ["Workload", "WORKLOADS", "DEFAULT_SUITE", "KINDS", "Option", "get", "by_kind", "schemas"]
+
+KINDS = ("check", "bench")      # check: judged in the runtime and/or by the host oracle; bench: measures only
+Runner = Callable[..., Awaitable[dict]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    name: str
+    title: str
+    kind: str                                   # one of KINDS
+    options: tuple[Option, ...]
+    runner: Runner                              # async (runtime, options, sink, progress) -> report
+    renderer: str                               # the page's renderer (web/render.js RENDERERS)
+    aliases: tuple[str, ...] = ()               # other names the CLI accepts (`bench kernels`)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"workload {self.name!r}: kind {self.kind!r} is not one of {list(KINDS)}")
+
+    def option(self, name: str) -> Option | None:
+        return next((o for o in self.options if o.name == name), None)
+
+    def validate(self, given: Mapping) -> dict:
+        return validate(self.name, self.options, given)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "title": self.title, "kind": self.kind, "renderer": self.renderer,
+                "aliases": list(self.aliases), "options": [o.to_json() for o in self.options]}
+
+
+def _defaults(function) -> dict:
+    """A runner's keyword defaults, so the schema does not restate them."""
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+def _sink_if(options: dict, sink):
+    return sink if options["artifacts"] else None
+
+
+_ARTIFACTS_OFF = Option(name="artifacts", type="bool", default=False, help="hand inputs and outputs to the sink")
+_ARTIFACTS_ON = Option(name="artifacts", type="bool", default=True, help="hand outputs to the sink")
+_MAX_WG = Option(name="max_workgroups_per_dim", type="int", default=None, minimum=1, url="max_wg",
+                 help="force 2-D grids at small sizes")
+
+
+async def _unary(runtime, options, sink, progress):
+    return await run_unary_check(runtime, CheckOptions(**options), sink, progress)
+
+
+_UNARY = CheckOptions()
+UNARY = Workload(
+    name="unary", title="Unary operators against a float64 reference, checked in the runtime", kind="check",
+    options=(Option(name="ops", type="str list", default=_UNARY.ops, allowed=UNARY_OPS),
+             Option(name="lengths", type="int list", default=_UNARY.lengths, minimum=1),
+             Option(name="seed", type="int", default=_UNARY.seed),
+             Option(name="profile", type="bool", default=_UNARY.profile, help="timestamp queries"),
+             _MAX_WG,
+             Option(name="sample", type="int", default=_UNARY.sample, minimum=1,
+                    help="elements checked in the runtime per case"),
+             _ARTIFACTS_OFF),
+    runner=_unary, renderer="unary")
+
+
+async def _runtime_core(runtime, options, sink, progress):
+    return await run_runtime_checks(runtime, seed=options["seed"], sink=_sink_if(options, sink))
+
+
+RUNTIME = Workload(
+    name="runtime", title="Runtime core: caching, resize, profiler, attestation, errors, device loss", kind="check",
+    options=(Option(name="seed", type="int", default=_defaults(run_runtime_checks)["seed"]), _ARTIFACTS_ON),
+    runner=_runtime_core, renderer="runtime")
+
+
+async def _q4(runtime, options, sink, progress):
+    return await run_q4_checks(runtime, preset=options["preset"], only=options["only"], seed=options["seed"],
+                               sink=_sink_if(options, sink), progress=progress)
+
+
+_Q4 = _defaults(run_q4_checks)
+Q4 = Workload(
+    name="q4", title="Q4 quantizer and linear routes (outputs judged by the host oracle)", kind="check",
+    options=(Option(name="preset", type="str", default=_Q4["preset"], allowed=tuple(Q4_PRESETS)),
+             Option(name="only", type="str list", default=None,
+                    allowed=tuple(dict.fromkeys(c.name for cases in Q4_PRESETS.values() for c in cases)),
+                    help="only these cases of the preset"),
+             Option(name="seed", type="int", default=_Q4["seed"]),
+             _ARTIFACTS_ON),
+    runner=_q4, renderer="q4")
+
+
+async def _elementwise(runtime, options, sink, progress):
+    return await run_elementwise_check(runtime, ElementwiseOptions(**options), sink, progress)
+
+
+_ELEMENTWISE = ElementwiseOptions()
+ELEMENTWISE = Workload(
+    name="elementwise", title="Binary, logical, extrema and to_copy families (values judged by the host oracle)",
+    kind="check",
+    options=(Option(name="families", type="str list", default=_ELEMENTWISE.families, allowed=FAMILIES),
+             Option(name="seed", type="int", default=_ELEMENTWISE.seed),
+             _MAX_WG,
+             _ARTIFACTS_OFF),
+    runner=_elementwise, renderer="elementwise")
+
+
+async def _decoder_blocks(runtime, options, sink, progress):
+    values = {k: v for k, v in options.items() if k != "ops"}
+    return await run_decoder_blocks(runtime, DecoderBlocksOptions.with_parts(options["ops"], **values), sink, progress)
+
+
+_DECODER = DecoderBlocksOptions()
+DECODER_BLOCKS = Workload(
+    name="decoder_blocks", title="Decoder blocks at real model shapes, and argmax (values judged by the host oracle)",
+    kind="check",
+    options=(Option(name="seed", type="int", default=_DECODER.seed),
+             Option(name="lengths", type="int list", default=_DECODER.lengths, allowed=ALLOWED_LENGTHS,
+                    help="token counts S per step"),
+             Option(name="ops", type="str list", default=(*_DECODER.models, "argmax"), allowed=(*MODELS, "argmax"),
+                    help="the parts to run: model geometries and/or argmax"),
+             Option(name="profile", type="bool", default=_DECODER.profile, help="timestamp queries"),
+             _ARTIFACTS_ON),
+    runner=_decoder_blocks, renderer="decoder_blocks")
+
+
+async def _kernel_bench(runtime, options, sink, progress):
+    return await run_kernel_bench(runtime, **options, progress=progress)
+
+
+_BENCH = _defaults(run_kernel_bench)
+KERNEL_BENCH = Workload(
+    name="kernel_bench", title="GPU time, GB/s and GFLOP/s per kernel and shape, beside a streaming read",
+    kind="bench",
+    options=(Option(name="preset", type="str", default=_BENCH["preset"], allowed=(*BENCH_PRESETS, *STEP_PRESETS)),
+             Option(name="repeats", type="int", default=_BENCH["repeats"], minimum=1,
+                    help="dispatches per measured replay"),
+             Option(name="trials", type="int", default=_BENCH["trials"], minimum=1, help="replays per row (median)"),
+             Option(name="chain_bytes", type="int", default=_BENCH["chain_bytes"], minimum=0,
+                    help="bytes of weight copies per decode chain (0 skips the chain)"),
+             Option(name="only", type="str list", default=None,
+                    help="only the cases whose name (with its [shape]) contains one of these")),
+    # A decode chain holds up to 256 dispatches besides the rest: room for 2048 params slots.
+    runner=_kernel_bench, renderer="kernel_bench", aliases=("kernels",))
+
+
+async def _host_cost(runtime, options, sink, progress):
+    return await run_host_cost(runtime, **options)
+
+
+_HOST = _defaults(run_host_cost)
+HOST_COST = Workload(
+    name="host_cost", title="Host time per dispatch: naive encoding against plan replay", kind="bench",
+    options=(Option(name="dispatches", type="int", default=_HOST["dispatches"], minimum=1,
+                    help="dispatches per step (a 16-layer decode: ~230)"),
+             Option(name="steps", type="int", default=_HOST["steps"], minimum=1)),
+    runner=_host_cost, renderer="host_cost", aliases=("host",))
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS, KERNEL_BENCH,
+                                                      HOST_COST)}
+DEFAULT_SUITE = UNARY.name
+
+
+def get(name: str) -> Workload:
+    """The workload called `name` (or one of its aliases); an unknown name lists every suite."""
+    for workload in WORKLOADS.values():
+        if name == workload.name or name in workload.aliases:
+            return workload
+    raise ValueError(f"unknown suite {name!r}; suites: {list(WORKLOADS)}")
+
+
+def by_kind(kind: str) -> list[Workload]:
+    return [w for w in WORKLOADS.values() if w.kind == kind]
+
+
+def schemas() -> dict:
+    """Every workload's declaration as plain JSON (the page's and the CLI's source for choices)."""
+    return {"default_suite": DEFAULT_SUITE, "workloads": {name: w.to_json() for name, w in WORKLOADS.items()}}
