@@ -139,3 +139,18 @@ def test_rms_norm_takes_subgroups_where_the_device_has_them():
     assert plain.call.route == "rms_norm" and "not rms_norm_subgroup: needs the 'subgroups' feature" in plain.explain()
     with pytest.raises(RouteUnavailable, match="cannot run here"):
         rms_norm(x=x, weight=w, out=y, eps=1e-5, adapter=ADAPTERS["other-plain"], force="rms_norm_subgroup")
+
+
+def test_a_pinned_variant_decides_between_the_int8_and_f32_gemvs():
+    adapter = ADAPTERS["other-plain"]
+    x, out = Tensor("x", (1, 2048), "f32", 0), Tensor("out", (1, 100), "f32", 0)
+    w = _weight(2048, 100, 64, False)
+    pinned_f32 = q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=True, gemv_shape="r4s2m")
+    assert pinned_f32.at(1)[0].kernel == "q4gsw_gemv_wg_r4s2m"
+    assert "the pinned variant 'r4s2m' is an f32 GEMV" in pinned_f32.explain()
+    pinned_int8 = q4_linear(x=x, weight=w, out=out, adapter=adapter, gemv_shape="i8r2s2g64")
+    assert [c.route for c in pinned_int8.at(1)] == ["q4_gemv_int8"]
+    with pytest.raises(ValueError, match="'i8r4g32' is an int8 GEMV for another group size than 64"):
+        q4_linear(x=x, weight=w, out=out, adapter=adapter, gemv_shape="i8r4g32")
+    with pytest.raises(ValueError, match="unknown GEMV shape 'r99'"):
+        q4_linear(x=x, weight=w, out=out, adapter=adapter, gemv_shape="r99")

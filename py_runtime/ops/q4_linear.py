@@ -150,6 +150,8 @@ def _int8x_guard(req: _Linear) -> str | None:
 def _int8_guard(req: _Linear) -> str | None:
     if req.prequantized or not (req.int8 or req.gemv_shape in gemv_shapes("int8")):
         return "int8 activations not asked for (int8=True)"
+    if req.gemv_shape is not None and req.gemv_shape not in gemv_shapes("int8"):
+        return f"the pinned variant {req.gemv_shape!r} is an f32 GEMV"
     w, shape = req.weight, req.int8_shape
     if w.k > gemv_int8_max_k(shape):
         return f"K {w.k} exceeds {shape}'s workgroup memory (K <= {gemv_int8_max_k(shape)})"
@@ -162,6 +164,8 @@ def _f32_gemv_guard(subgroup: bool):
     def guard(req: _Linear) -> str | None:
         if req.prequantized:
             return "pre-quantized activations take the int8x route"
+        if req.gemv_shape in gemv_shapes("int8"):
+            return f"the pinned variant {req.gemv_shape!r} is an int8 GEMV"
         if subgroup and not _subgroup_reduction(req.adapter):
             return (f"needs the 'subgroups' feature with subgroups at most 32 wide "
                     f"(subgroupMaxSize {req.adapter.info.get('subgroupMaxSize')})")
