@@ -57,6 +57,9 @@ class LinearCase:
         return self.n + 2 * self.n_kv if self.n_kv else 2 * self.n if self.glu else self.n
 
 
+_LLAMA, _QWEN = LLAMA_3_2_1B.linears(), QWEN3_0_6B.linears()     # (K, N) by projection role
+
+
 def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | None) -> list[LinearCase]:
     """The cases at real and awkward shapes, and one or more per GEMV variant of `tier` (None: every
     variant, the sweep ones too; "shipped": those a route can reach)."""
@@ -79,8 +82,8 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
     # Int8 activations: real shapes, a prefill taking the f32 routes, a K beyond the workgroup memory
     # and a vocab-sized N with short rows (the f32 GEMV runs instead), each int8 variant with a K tail
     # (3 groups: shorter than a warp's step) and the full Llama K.
-    cases += [LinearCase("int8.llama.q_o", 2048, 2048, (1, 7), int8=True),
-              LinearCase("int8.llama.down", 8192, 2048, (1,), int8=True),
+    cases += [LinearCase("int8.llama.q_o", *_LLAMA["q"], (1, 7), int8=True),
+              LinearCase("int8.llama.down", *_LLAMA["down"], (1,), int8=True),
               LinearCase("int8.k160_bias", 160, 72, (1, 5), group_size=32, bias=True, int8=True),
               LinearCase("int8.k_beyond_workgroup_memory", 8256, 40, (1,), int8=True),
               LinearCase("int8.vocab_with_short_rows", 1024, 65600, (1,), int8=True)]   # f32 GEMV: half the lanes idle
@@ -89,19 +92,19 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
     # Pre-quantized int8 activations: real shapes (a prefill beside them takes the f32 routes), K past
     # the fused route's workgroup memory, gs 32 and 128, a vocab-sized N; every variant with a K tail
     # shorter than a warp's step (5 chunks), N not a multiple of its rows, a bias, and at the Llama K.
-    cases += [LinearCase("int8x.llama.q_o", 2048, 2048, (1, 7), int8x=True),
-              LinearCase("int8x.llama.down", 8192, 2048, (1,), int8x=True),
+    cases += [LinearCase("int8x.llama.q_o", *_LLAMA["q"], (1, 7), int8x=True),
+              LinearCase("int8x.llama.down", *_LLAMA["down"], (1,), int8x=True),
               LinearCase("int8x.k8256_gs32", 8256, 40, (1,), group_size=32, int8x=True),
               LinearCase("int8x.gs128_bias", 1024, 300, (1, 3), group_size=128, bias=True, int8x=True),
               LinearCase("int8x.vocab", 2048, 40000, (1,), int8x=True),
-              LinearCase("int8x.llama.lm_head", 2048, 128256, (1,), int8x=True),
+              LinearCase("int8x.llama.lm_head", *_LLAMA["lm_head"], (1,), int8x=True),
               # The fused decode QKV (one dispatch, three outputs): Llama's, Qwen's, and odd row counts.
-              LinearCase("int8x.llama.qkv", 2048, 2048, (1, 7), n_kv=512, int8x=True),
-              LinearCase("int8x.qwen.qkv", 1024, 2048, (1,), n_kv=1024, int8x=True),
+              LinearCase("int8x.llama.qkv", *_LLAMA["q"], (1, 7), n_kv=LLAMA_3_2_1B.kv_dim, int8x=True),
+              LinearCase("int8x.qwen.qkv", *_QWEN["q"], (1,), n_kv=QWEN3_0_6B.kv_dim, int8x=True),
               LinearCase("int8x.qkv_odd", 160, 37, (1, 3), group_size=32, n_kv=9, int8x=True)]
     # The fused gate/up + SwiGLU (decode only): Llama's and Qwen's, and odd row counts.
-    cases += [LinearCase("int8x.llama.gate_up_glu", 2048, 8192, (1,), int8x=True, glu=True),
-              LinearCase("int8x.qwen.gate_up_glu", 1024, 3072, (1,), int8x=True, glu=True),
+    cases += [LinearCase("int8x.llama.gate_up_glu", *_LLAMA["gate_up"], (1,), int8x=True, glu=True),
+              LinearCase("int8x.qwen.gate_up_glu", *_QWEN["gate_up"], (1,), int8x=True, glu=True),
               LinearCase("int8x.glu_odd", 160, 37, (1,), group_size=32, int8x=True, glu=True)]
     # (N = 37 is no multiple of 4: the vec4-scale "v" variants get N = 44)
     cases += [LinearCase(f"gemv.{shape}", k, 44 if shape.endswith("v") else 37, (1,), group_size=32, bias=True,
@@ -115,16 +118,16 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
               for shape in gemv_shapes("int8x_glu", tier) for k in (160, 2048)]
     # The row-major scale copy (the _sr variants): each kind at a real shape (beside a prefill, which
     # keeps reading the reference scales), odd shapes, and every shape with K tails and a bias.
-    cases += [LinearCase("int8x.rows.llama.q_o", 2048, 2048, (1, 7), int8x=True, scales_rows=True),
-              LinearCase("int8x.rows.llama.qkv", 2048, 2048, (1,), n_kv=512, int8x=True, scales_rows=True),
-              LinearCase("int8x.rows.llama.gate_up_glu", 2048, 8192, (1,), int8x=True, glu=True, scales_rows=True),
+    cases += [LinearCase("int8x.rows.llama.q_o", *_LLAMA["q"], (1, 7), int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.llama.qkv", *_LLAMA["q"], (1,), n_kv=LLAMA_3_2_1B.kv_dim, int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.llama.gate_up_glu", *_LLAMA["gate_up"], (1,), int8x=True, glu=True, scales_rows=True),
               LinearCase("int8x.rows.vocab", 2048, 40000, (1,), int8x=True, scales_rows=True),
               # the shapes whose picks are latency shapes with the copy (r1u2w2k4, r1u1w8, r1u1w2k4)
-              LinearCase("int8x.rows.llama.down", 8192, 2048, (1,), int8x=True, scales_rows=True),
-              LinearCase("int8x.rows.llama.gate_up", 2048, 8192, (1,), int8x=True, scales_rows=True),
-              LinearCase("int8x.rows.qwen.q", 1024, 2048, (1,), int8x=True, scales_rows=True),
-              LinearCase("int8x.rows.qwen.down", 3072, 1024, (1,), int8x=True, scales_rows=True),
-              LinearCase("int8x.rows.qwen.gate_up_glu", 1024, 3072, (1,), int8x=True, glu=True, scales_rows=True),
+              LinearCase("int8x.rows.llama.down", *_LLAMA["down"], (1,), int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.llama.gate_up", *_LLAMA["gate_up"], (1,), int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.qwen.q", *_QWEN["q"], (1,), int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.qwen.down", *_QWEN["down"], (1,), int8x=True, scales_rows=True),
+              LinearCase("int8x.rows.qwen.gate_up_glu", *_QWEN["gate_up"], (1,), int8x=True, glu=True, scales_rows=True),
               LinearCase("int8x.rows.gs128_bias", 1024, 300, (1,), group_size=128, bias=True, int8x=True,
                          scales_rows=True),
               LinearCase("int8x.rows.qkv_odd", 160, 37, (1,), group_size=32, n_kv=9, int8x=True, scales_rows=True),
@@ -144,8 +147,8 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
                          glu=True, scales_rows=True) for shape in gemv_shapes("int8x_glu_sr", tier)]
     # RMSNorm emitting the quantized row (rms_norm_int8x) before the fused QKV and gate/up: Llama's and
     # Qwen's hidden sizes, a row longer than one pass of the workgroup (3072), gs 32 and 128.
-    cases += [LinearCase("int8x.norm.llama.qkv", 2048, 2048, (1,), n_kv=512, int8x=True, norm=True),
-              LinearCase("int8x.norm.qwen.gate_up_glu", 1024, 3072, (1,), int8x=True, glu=True, norm=True),
+    cases += [LinearCase("int8x.norm.llama.qkv", *_LLAMA["q"], (1,), n_kv=LLAMA_3_2_1B.kv_dim, int8x=True, norm=True),
+              LinearCase("int8x.norm.qwen.gate_up_glu", *_QWEN["gate_up"], (1,), int8x=True, glu=True, norm=True),
               LinearCase("int8x.norm.k3072_gs32", 3072, 40, (1,), group_size=32, int8x=True, norm=True),
               LinearCase("int8x.norm.k384_gs128", 384, 24, (1,), group_size=128, bias=True, int8x=True, norm=True)]
     named = [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
@@ -172,7 +175,7 @@ class EmbeddingCase:
 
 # The tied Llama lm_head layout at the real size, and the other conventions at Qwen's dim.
 EMBEDDING_CASES = [
-    EmbeddingCase("emb.llama_tied", 128256, 2048, 64, False, True, 900),
+    EmbeddingCase("emb.llama_tied", LLAMA_3_2_1B.vocab, LLAMA_3_2_1B.hidden, 64, False, True, 900),
     EmbeddingCase("emb.rowmajor_high_first", 1000, 1024, 32, True, False, 901),
     EmbeddingCase("emb.rowmajor_low_first", 1000, 1024, 128, False, False, 902),
     EmbeddingCase("emb.transposed_high_first", 777, 96, 32, True, True, 903),
