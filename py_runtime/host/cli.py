@@ -121,7 +121,7 @@ def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playw
     from .headless import HeadlessLab
 
     with HeadlessLab(web_root=root / "web", results_root=results) as lab:
-        page = lab.run_page({**query, "upload": run_id}, timeout_s=timeout)
+        page = lab.run_page({**query, "upload": run_id}, timeout_s=timeout, on_progress=_stderr_progress())
     if page.state != "done":
         print(f"browser run {page.state} at stage {page.stage}: {page.error}", file=sys.stderr)
         for line in page.console_errors + page.page_errors:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,12 +79,36 @@ class HeadlessLab:
     def url(self) -> str:
         return self.server.url
 
+    @staticmethod
+    def _wait_until_done(page, timeout_s: float, on_progress) -> bool:
+        """Wait (bounded) for the page to leave the running state, in slices of a second so progress
+        can be relayed between them (and once more at the end). False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        shown: dict = {}
+        while True:
+            slice_s = min(1.0, deadline - time.monotonic()) if on_progress else deadline - time.monotonic()
+            try:
+                page.wait_for_function("window.__lab && window.__lab.state !== 'running'",
+                                       timeout=max(1.0, slice_s * 1000), polling=250)
+                done = True
+            except Exception:  # Playwright's TimeoutError
+                done = False
+            if on_progress:
+                state = json.loads(page.evaluate("JSON.stringify(window.__lab ? window.__lab.progress : {})"))
+                for stage, counts in state.items():
+                    if shown.get(stage) != counts:
+                        shown[stage] = counts
+                        on_progress(stage, counts["done"], counts["total"])
+            if done or time.monotonic() >= deadline:
+                return done
+
     def run_page(self, query: dict | None = None, *, timeout_s: float = 300.0, path: str = "",
                  init_script: str | None = None, screenshot: Path | None = None,
-                 base_url: str | None = None) -> PageRun:
+                 base_url: str | None = None, on_progress=None) -> PageRun:
         """Open the page with `query`, wait (bounded) for it to finish. `init_script` runs before
         the page's own scripts (tests use it to take WebGPU away); `base_url` points the browser
-        at another server."""
+        at another server; `on_progress(stage, done, total)` hears the page's progress while it runs
+        (polled about once a second)."""
         page = self.browser.new_page()
         if init_script:
             page.add_init_script(init_script)
@@ -93,10 +118,7 @@ class HeadlessLab:
         try:
             url = (base_url or self.url) + path + ("?" + urllib.parse.urlencode(query) if query else "")
             page.goto(url, timeout=30_000)
-            try:
-                page.wait_for_function("window.__lab && window.__lab.state !== 'running'",
-                                       timeout=timeout_s * 1000, polling=250)
-            except Exception:  # Playwright's TimeoutError
+            if not self._wait_until_done(page, timeout_s, on_progress):
                 stage = page.evaluate("window.__lab ? window.__lab.stage : null")
                 return PageRun("timeout", None, f"page did not finish within {timeout_s} s", stage,
                                console_errors, page_errors)
