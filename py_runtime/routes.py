@@ -41,8 +41,11 @@ ROUTES = (
     "q4_gemv_int8x_glu",    # the same, fused gate/up + SwiGLU: one dispatch, silu(g) * u out
     "q4_scales_rows",       # a Q4 weight's row-major scale copy, made once for the int8x decode
     "rms_norm_int8x",       # RMSNorm of the decode row, written f32 and quantized for the int8x GEMVs
+    "kv_cache_write",       # a step's K and V into the layer's f16-packed KV cache at the live position
+    "sdpa_materialized",    # attention: scores, softmax, weighted sum (any GQA geometry, any token count)
+    "sdpa_flash_decode",    # attention of one live token: split-K FlashDecoding, then a reduce pass
 )
-ATTENTION_ROUTES: frozenset[str] = frozenset()      # SDPA routes join here as they land
+ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode"})
 _BITS = {name: i for i, name in enumerate(ROUTES)}
 
 

@@ -34,6 +34,11 @@ const RENDERERS = {
     renderQ4(report);
     return `${report.cases.length} Q4 cases run (outputs judged by the host oracle)`;
   },
+  attention: (report) => {
+    renderAttention(report);
+    const steps = report.cases.reduce((n, c) => n + c.steps.length, 0);
+    return `${report.cases.length} attention cases, ${steps} steps (outputs judged by the host oracle)`;
+  },
   kernel_bench: (report) => {
     renderKernelBench(report);
     return `kernel bench (${report.rows.length} rows; streaming read ${report.stream_big_gbps.toFixed(0)} GB/s)`;
@@ -110,6 +115,14 @@ function renderQ4(report) {
     c.group_size, r.rows, r.routes.join(", ")]));
   document.getElementById("cases").replaceChildren(el("h2", {}, "Q4 linear cases (attested routes)"),
     table(["case", "K", "N", "gs", "rows", "routes"], rows));
+}
+
+// One row per step: a case's prefill, then its decode in the same plan, with the route that ran.
+function renderAttention(report) {
+  const rows = report.cases.flatMap((c) => c.steps.map((s) => [c.name, `${c.heads}/${c.kv_heads}`, c.head_dim,
+    s.tokens, s.pos, s.routes.join(", ")]));
+  document.getElementById("cases").replaceChildren(el("h2", {}, "Attention steps (attested routes)"),
+    table(["case", "Hq/Hkv", "D", "tokens", "from", "routes"], rows));
 }
 
 // Kernel bench: per-pass rows, the decode-chain rows (one pass over weight copies larger than L2,

@@ -172,8 +172,17 @@ def _verify_decoder_blocks(report, artifacts):
     print("decoder blocks: every output within its bound, every route attested")
 
 
+def _verify_attention(report, artifacts):
+    from .oracle import verify_attention_report
+
+    worst = verify_attention_report(report, artifacts.__getitem__)
+    for case in report["cases"]:
+        steps = "; ".join(f"{s['tokens']} from {s['pos']}: {s['routes'][-1]}" for s in case["steps"])
+        print(f"{case['name']:<34} worst err/bound {worst[case['name']]:.4f}   {steps}")
+
+
 HOST_ORACLES = {"q4": _verify_q4, "runtime": _verify_runtime, "elementwise": _verify_elementwise,
-                "decoder_blocks": _verify_decoder_blocks}
+                "decoder_blocks": _verify_decoder_blocks, "attention": _verify_attention}
 UNARY_CLI_LENGTHS = [1, 63, 64, 65, 4097, 1_000_003]    # wider than the page's default: the CLI has time
 
 

@@ -13,6 +13,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Mapping
 
+from ..checks.attention import PRESETS as ATTENTION_PRESETS
+from ..checks.attention import run_attention_checks
 from ..checks.decoder_blocks import ALLOWED_LENGTHS, MODELS, DecoderBlocksOptions, run_decoder_blocks
 from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_check
 from ..checks.host_cost import run_host_cost
@@ -150,6 +152,24 @@ DECODER_BLOCKS = Workload(
     runner=_decoder_blocks, renderer="decoder_blocks")
 
 
+async def _attention(runtime, options, sink, progress):
+    return await run_attention_checks(runtime, preset=options["preset"], only=options["only"], seed=options["seed"],
+                                      sink=_sink_if(options, sink), progress=progress)
+
+
+_ATTENTION = _defaults(run_attention_checks)
+ATTENTION = Workload(
+    name="attention", title="KV cache and attention routes over prefill and decode (outputs judged by the host oracle)",
+    kind="check",
+    options=(Option(name="preset", type="str", default=_ATTENTION["preset"], allowed=tuple(ATTENTION_PRESETS)),
+             Option(name="only", type="str list", default=None,
+                    allowed=tuple(dict.fromkeys(c.name for cases in ATTENTION_PRESETS.values() for c in cases)),
+                    help="only these cases of the preset"),
+             Option(name="seed", type="int", default=_ATTENTION["seed"]),
+             _ARTIFACTS_ON),
+    runner=_attention, renderer="attention")
+
+
 async def _kernel_bench(runtime, options, sink, progress):
     return await run_kernel_bench(runtime, **options, progress=progress)
 
@@ -166,7 +186,6 @@ KERNEL_BENCH = Workload(
                     help="bytes of weight copies per decode chain (0 skips the chain)"),
              Option(name="only", type="str list", default=None,
                     help="only the cases whose name (with its [shape]) contains one of these")),
-    # A decode chain holds up to 256 dispatches besides the rest: room for 2048 params slots.
     runner=_kernel_bench, renderer="kernel_bench", aliases=("kernels",))
 
 
@@ -182,8 +201,8 @@ HOST_COST = Workload(
              Option(name="steps", type="int", default=_HOST["steps"], minimum=1)),
     runner=_host_cost, renderer="host_cost", aliases=("host",))
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS, KERNEL_BENCH,
-                                                      HOST_COST)}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS, ATTENTION,
+                                                      KERNEL_BENCH, HOST_COST)}
 DEFAULT_SUITE = UNARY.name
 
 

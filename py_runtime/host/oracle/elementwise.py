@@ -97,7 +97,7 @@ def _unwritten(dtype: str, stored: np.ndarray, poison: bytes) -> int:
     return int(np.count_nonzero(stored.view(np.uint32) == np.frombuffer(poison, np.uint32)[0]))
 
 
-def _f16_allowed(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def f16_allowed(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """pack2x16float of in-range x: exact, or either f16 neighbour (correctly rounded); a result in
     the f16 subnormal range may also be flushed to zero. Returns (lo, hi, may_flush)."""
     lo, hi = _neighbours(x, np.float16)
@@ -181,7 +181,7 @@ def verify_elementwise_case(case: dict, buffers: dict[str, bytes], *, seed: int,
             result["rounded"] = int(np.count_nonzero(lo != hi))
             result["nearest_even"] = int(np.count_nonzero((lo != hi) & (gpu == src.astype(np.float32))))
         elif (src_dtype, dst_dtype) == ("f32", "f16"):
-            lo, hi, may_flush = _f16_allowed(src.astype(np.float64))
+            lo, hi, may_flush = f16_allowed(src.astype(np.float64))
             gpu = out.view(np.float16).astype(np.float64)
             ok = (gpu == lo) | (gpu == hi) | (may_flush & (gpu == 0))
             nearest = src.astype(np.float16).astype(np.float64)

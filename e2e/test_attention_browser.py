@@ -1,0 +1,20 @@
+"""The KV cache and attention routes inside Pyodide in Chromium, outputs checked on the host."""
+
+from __future__ import annotations
+
+from py_runtime.host.oracle import verify_attention_report
+
+from .conftest import assert_clean
+
+
+def test_every_route_and_geometry_matches_the_oracle(lab, run_id):
+    upload = f"{run_id}-attention"
+    run = lab.run_page({"suite": "attention", "upload": upload}, timeout_s=600)
+    assert_clean(run)
+    folder = lab.server.results_root / upload
+    assert run.report["result"] == "not checked" and run.status_text.startswith("NOT CHECKED:"), run.status_text
+    worst = verify_attention_report(run.report, lambda name: (folder / name).read_bytes())
+    assert all(0 <= ratio <= 1 for ratio in worst.values()), worst
+    routes = {step["routes"][-1] for case in run.report["cases"] for step in case["steps"]}
+    assert routes == {"sdpa_materialized", "sdpa_flash_decode"}
+    assert "Attention steps (attested routes)" in run.page_text

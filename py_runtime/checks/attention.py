@@ -1,0 +1,134 @@
+"""Attention checks: the KV cache write and every SDPA route at the models' geometries and at one that
+misses every shape-specific route, for prefills of several lengths at several start positions, each
+followed by a decode step in the same recorded plan (resized to one token at the next position).
+
+Inputs are synthetic (fill_uniform on the GPU); the host oracle (host/oracle/attention.py) rebuilds
+them, checks the cache's f16 contents, and computes attention in float64 from the cache the GPU wrote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dispatch import POS, TOKENS
+from ..models.config import AWKWARD, LLAMA_3_2_1B, QWEN3_0_6B, ModelConfig
+from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, sdpa
+from ..ops.synth import UniformRange, fill_uniform
+from ..oneshot import run_op
+from ..plan import Plan
+from ..runtime import Runtime
+from .outcome import NOT_CHECKED, no_progress
+from .unary import POISON
+
+__all__ = ["AttentionCase", "PRESETS", "GEOMETRIES", "QKV_RANGE", "run_attention_checks"]
+
+QKV_RANGE = UniformRange(scale_log2=-23, offset=-1.0)          # [-1, 1): q, k and v
+GEOMETRIES = {config.key: config for config in (LLAMA_3_2_1B, QWEN3_0_6B, AWKWARD)}
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    geometry: str           # a GEOMETRIES key: heads, KV heads, head_dim
+    tokens: int             # the prefill's length (1: the case is two decode steps)
+    pos: int                # the prefill's start position
+    force: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.geometry}.s{self.tokens}.p{self.pos}" + (f".{self.force}" if self.force else "")
+
+    @property
+    def config(self) -> ModelConfig:
+        return GEOMETRIES[self.geometry]
+
+    @property
+    def capacity(self) -> int:
+        return self.pos + self.tokens + 1           # the prefill, then one decode step
+
+
+def _matrix(lengths, positions, geometries=tuple(GEOMETRIES)) -> list[AttentionCase]:
+    return [AttentionCase(g, s, p) for g in geometries for s in lengths for p in positions]
+
+
+PRESETS = {
+    # CI: every geometry at a decode, a short and an odd prefill, from the start, one in and deep in the
+    # context; the materialized route forced for a decode (its own decode path).
+    "ci": _matrix((1, 7, 129), (0, 1, 300)) + [AttentionCase("llama", 1, 1000, force="sdpa_materialized")],
+    # The issue's matrix (opt-in: long on a CPU adapter).
+    "full": _matrix((1, 2, 7, 16, 31, 127, 128, 129, 508, 512), (0, 1, 1500)),
+}
+
+# Synthetic streams per role; the decode step refills q, k and v from the next streams.
+_STREAMS = {"q": 10, "k": 20, "v": 30, "history_k": 40, "history_v": 50}
+
+
+def streams(case_index: int, role: str, step: int) -> int:
+    return 1000 * case_index + _STREAMS[role] + step
+
+
+async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int, sink) -> dict:
+    config, tensors, device = case.config, runtime.tensors, runtime.device
+    heads, kv_heads, dim = config.heads, config.kv_heads, config.head_dim
+    prefix = f"attn.{case.name}"
+    cache = await KVCache.allocate(runtime, f"{prefix}.cache", capacity=case.capacity, kv_heads=kv_heads, head_dim=dim)
+    scratch = await AttentionScratch.allocate(runtime, f"{prefix}.scratch", heads=heads, head_dim=dim,
+                                              max_tokens=case.tokens, capacity=case.capacity)
+    q = await tensors.allocate(f"{prefix}.q", (case.tokens, heads, dim))
+    k = await tensors.allocate(f"{prefix}.k", (case.tokens, kv_heads, dim))
+    v = await tensors.allocate(f"{prefix}.v", (case.tokens, kv_heads, dim))
+    out = await tensors.allocate(f"{prefix}.out", (case.tokens, heads, dim))
+    owned = [cache.k, cache.v, scratch.scores, scratch.part_ml, scratch.part_o, q, k, v, out]
+    if case.pos:                # the context before the prefill, written by a step of its own
+        history = [await tensors.allocate(f"{prefix}.{role}", (case.pos, kv_heads, dim)) for role in ("hk", "hv")]
+        owned += history
+        await run_op(runtime, *(fill_uniform(target=t, value_range=QKV_RANGE, seed=seed, stream=streams(index, role, 0))
+                                for t, role in zip(history, ("history_k", "history_v"))),
+                     kv_cache_write(k=history[0], v=history[1], cache=cache, tokens=case.pos, pos=0))
+    plan = Plan(runtime, prefix, live={TOKENS: case.tokens, POS: case.pos})
+    await plan.add(kv_cache_write(k=k, v=v, cache=cache))
+    attention = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, force=case.force)
+    await plan.add(attention)
+    plan.record()
+    steps = []
+    for step, (tokens, pos) in enumerate(((case.tokens, case.pos), (1, case.pos + case.tokens))):
+        await run_op(runtime, *(fill_uniform(target=t, value_range=QKV_RANGE, seed=seed, stream=streams(index, role, step))
+                                for t, role in ((q, "q"), (k, "k"), (v, "v"))))
+        plan.resize(tokens=tokens, pos=pos)
+        device.write_buffer(out.buffer, POISON * out.numel)
+        execution = await plan.replay()
+        name = f"{prefix}.out.step{step}.f32"
+        if sink:
+            await sink(name, await device.read_buffer(out.buffer, 4 * tokens * heads * dim))
+        steps.append({"tokens": tokens, "pos": pos, "routes": list(execution.routes), "artifact": name,
+                      "attention_conflicts": execution.attention_conflicts})
+    cache_artifacts = []
+    for tensor in (cache.k, cache.v):
+        name = f"{prefix}.{tensor.name.rsplit('.', 1)[1]}_cache.u32"
+        if sink:
+            await sink(name, await device.read_buffer(tensor.buffer))
+        cache_artifacts.append(name)
+    plan.release()
+    for tensor in owned:
+        tensors.release(tensor.name)
+    return {"name": case.name, "geometry": case.geometry, "heads": heads, "kv_heads": kv_heads, "head_dim": dim,
+            "tokens": case.tokens, "pos": case.pos, "capacity": case.capacity, "force": case.force, "index": index,
+            "scale": 1.0 / dim ** 0.5, "why": [d.to_json() for d in attention.decisions],
+            "kernels": [call.kernel for call in attention], "steps": steps, "cache_artifacts": cache_artifacts}
+
+
+async def run_attention_checks(runtime: Runtime, *, preset: str = "ci", only: list[str] | None = None,
+                               seed: int = 9, sink=None, progress=no_progress) -> dict:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown attention preset {preset!r}; known: {sorted(PRESETS)}")
+    cases = [c for c in PRESETS[preset] if not only or c.name in only]
+    if only and len(cases) != len(only):
+        raise ValueError(f"unknown attention case(s) {sorted(set(only) - {c.name for c in cases})}; "
+                         f"known: {[c.name for c in PRESETS[preset]]}")
+    results = []
+    for index, case in enumerate(cases):
+        progress("attention cases", index, len(cases))
+        results.append(await _run_case(runtime, case, index, seed, sink))
+    progress("attention cases", len(cases), len(cases))
+    return {"suite": "attention", "adapter": runtime.device.adapter.to_json(), "preset": preset, "seed": seed,
+            "range": vars(QKV_RANGE), "poison_hex": POISON.hex(), "cases": results,
+            "result": NOT_CHECKED}      # judged by the host oracle (verify_attention_report)

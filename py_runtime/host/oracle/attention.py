@@ -1,0 +1,136 @@
+"""The attention oracle: the KV cache's f16 contents against the inputs' rounding, and every step's
+output against float64 attention over the cache the GPU wrote, with a bound derived from the f32
+arithmetic; the routes against the guards, restated here so the test checks them, not their code.
+
+Bound per output element (u = 2^-24, gamma_n = n u / (1 - n u)), to first order: each score
+s_j = scale q . k_j is within delta_j = gamma_(D + 1) scale sum_d |q_d k_jd| (D products summed in any
+order, then the scale), which moves each softmax weight p_j by at most a factor e^(2 max delta); each
+weight goes through at most n_exp exponentials (its own, the online rescales of FlashDecoding's tiles,
+the reduce's), each within (3 + 2 |x|) ULP = (3 + 2 |x|) 2u (WGSL's exp), |x| at most the score range
+X; the sums of weights and of weighted values over n = ctx + splits terms add 2 gamma_n, and the
+division 2.5 ULP = 5u. So |out - exact| <= sum_j p_j |v_j| (2 max delta + n_exp (3 + 2 X) 2u +
+2 gamma_n + 5u).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .elementwise import f16_allowed
+from .synth import synth_values_np
+
+__all__ = ["verify_attention_report", "expected_attention_route", "attention_reference"]
+
+U = 2.0 ** -24
+
+
+def _gamma(n: int) -> float:
+    return n * U / (1 - n * U)
+
+
+def expected_attention_route(case: dict, tokens: int) -> str:
+    """FlashDecoding for one live token where a KV head's query heads fit its workgroup memory
+    (G <= 8, G * D <= 1024); the materialized route otherwise, and when forced."""
+    if case["force"]:
+        return case["force"]
+    group = case["heads"] // case["kv_heads"]
+    fits = group <= 8 and group * case["head_dim"] <= 1024
+    return "sdpa_flash_decode" if tokens == 1 and fits else "sdpa_materialized"
+
+
+def _splits(ctx: int, kv_heads: int) -> tuple[int, int]:
+    """The split count and keys per split (ops/attention.py flash_splits; only the bound's term count
+    depends on it, so a larger count only loosens the bound)."""
+    wanted = max(1, min(256, -(-ctx // 32), -(-512 // kv_heads)))
+    chunk = -(-ctx // wanted)
+    return -(-ctx // chunk), chunk
+
+
+def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, scale: float, route: str):
+    """float64 attention of q [T, H, D] over k, v [>= pos + T, Hkv, D] (causal from pos), and its bound."""
+    tokens, heads, dim = q.shape
+    kv_heads = k.shape[1]
+    group = heads // kv_heads
+    exact = np.empty((tokens, heads, dim))
+    bound = np.empty((tokens, heads, dim))
+    q64 = q.astype(np.float64)
+    for t in range(tokens):
+        ctx = pos + t + 1
+        keys = np.repeat(k[:ctx].astype(np.float64), group, axis=1)         # [ctx, H, D]
+        values = np.repeat(v[:ctx].astype(np.float64), group, axis=1)
+        scores = np.einsum("hd,jhd->hj", q64[t], keys) * scale
+        delta = _gamma(dim + 1) * scale * np.einsum("hd,jhd->hj", np.abs(q64[t]), np.abs(keys)).max(axis=1)
+        x = scores - scores.max(axis=1, keepdims=True)
+        weights = np.exp(x)
+        weights /= weights.sum(axis=1, keepdims=True)
+        exact[t] = np.einsum("hj,jhd->hd", weights, values)
+        splits, chunk = _splits(ctx, kv_heads) if route == "sdpa_flash_decode" else (1, ctx)
+        n_exp = -(-chunk // 64) + 2
+        spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|
+        relative = 2 * delta + n_exp * (3 + 2 * spread) * 2 * U + 2 * _gamma(ctx + splits) + 5 * U
+        bound[t] = np.einsum("hj,jhd->hd", weights, np.abs(values)) * relative[:, None]
+    return exact, bound
+
+
+def _cache_values(case: dict, seed: int, value_range) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(k, v) f32 per position as the steps wrote them, and the steps' q: [T, H, D] then [1, H, D]."""
+    from ...checks.attention import streams
+
+    index, pos, tokens = case["index"], case["pos"], case["tokens"]
+    heads, kv_heads, dim = case["heads"], case["kv_heads"], case["head_dim"]
+    row = kv_heads * dim
+    k, v = np.empty((case["capacity"], kv_heads, dim), np.float32), np.empty((case["capacity"], kv_heads, dim), np.float32)
+    if pos:
+        k[:pos] = synth_values_np(value_range, seed, streams(index, "history_k", 0), pos * row).reshape(pos, kv_heads, dim)
+        v[:pos] = synth_values_np(value_range, seed, streams(index, "history_v", 0), pos * row).reshape(pos, kv_heads, dim)
+    qs = []
+    for step, (first, count) in enumerate(((pos, tokens), (pos + tokens, 1))):
+        for target, role in ((k, "k"), (v, "v")):
+            values = synth_values_np(value_range, seed, streams(index, role, step), tokens * row)
+            target[first:first + count] = values[:count * row].reshape(count, kv_heads, dim)
+        q = synth_values_np(value_range, seed, streams(index, "q", step), tokens * heads * dim)
+        qs.append(q[:count * heads * dim].reshape(count, heads, dim))
+    return k, v, qs[0], qs[1]
+
+
+def _check_cache(name: str, stored: bytes, written: np.ndarray) -> np.ndarray:
+    """The cache's f16 values where the steps wrote them: each exactly the f32 input or one of its two
+    f16 neighbours (pack2x16float's allowance; a subnormal may flush). Returns them as float64."""
+    halves = np.frombuffer(stored, np.uint16)[:written.size].view(np.float16).astype(np.float64)
+    lo, hi, may_flush = f16_allowed(written.reshape(-1).astype(np.float64))
+    ok = (halves == lo) | (halves == hi) | (may_flush & (halves == 0))
+    bad = np.flatnonzero(~ok)
+    assert not bad.size, (f"{name}: {bad.size} cache values are not an f16 rounding of their input, first at "
+                          f"{bad[0]}: {halves[bad[0]]!r} for {written.reshape(-1)[bad[0]]!r}")
+    return halves.reshape(written.shape)
+
+
+def verify_attention_report(report: dict, read) -> dict:
+    """Every case's cache and every step's output and routes; returns worst error/bound per case."""
+    from ...checks.attention import QKV_RANGE
+
+    seed, worst = report["seed"], {}
+    for case in report["cases"]:
+        name = case["name"]
+        k, v, q_prefill, q_decode = _cache_values(case, seed, QKV_RANGE)
+        k16 = _check_cache(f"{name} k", read(case["cache_artifacts"][0]), k)
+        v16 = _check_cache(f"{name} v", read(case["cache_artifacts"][1]), v)
+        ratios = []
+        for step, q in zip(case["steps"], (q_prefill, q_decode)):
+            route = expected_attention_route(case, step["tokens"])
+            assert step["routes"] == ["kv_cache_write", route], (f"{name} at {step['tokens']} tokens from "
+                                                                 f"{step['pos']}: ran {step['routes']}, expected {route}")
+            assert step["attention_conflicts"] == 0, f"{name}: conflicting attention routes {step['routes']}"
+            got = np.frombuffer(read(step["artifact"]), np.float32).reshape(q.shape).astype(np.float64)
+            exact, bound = attention_reference(q, k16, v16, step["pos"], case["scale"], route)
+            error = np.abs(got - exact)
+            over = np.argwhere(~(error <= bound))
+            assert not over.size, (f"{name} step at {step['tokens']} tokens from {step['pos']} ({route}): "
+                                   f"{len(over)} outputs over the bound, first [t, h, d] = {over[0].tolist()}: "
+                                   f"{got[tuple(over[0])]!r} vs {exact[tuple(over[0])]!r} (bound "
+                                   f"{bound[tuple(over[0])]:.3g})")
+            ratios.append(float((error / np.maximum(bound, np.finfo(float).tiny)).max()))
+        worst[name] = max(ratios)
+    return worst

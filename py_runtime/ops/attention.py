@@ -1,0 +1,256 @@
+"""Attention over a per-layer KV cache stored as f16 packed two per u32 (no shader-f16 needed).
+
+Layouts (../shared/reference/kernels.md section 3): q [tokens, Hq, D], k and v [tokens, Hkv, D] (f32),
+each cache u32 [capacity, Hkv, D / 2] (pack2x16float: element 2i in the low half). Hq % Hkv == 0: query
+head h reads KV head h // (Hq / Hkv). Token t of a step sits at position pos + t and attends keys
+0..pos + t (causal). `tokens` and `pos` are the plan's live sizes, so one plan serves a prefill and
+then every decode step; positions past the cache are refused before anything is dispatched.
+
+Routes (ROUTES; every one attested):
+  decode (live tokens == 1)  sdpa_flash_decode   FlashDecoding: the cache split into chunks, one
+                                                 workgroup per (split, KV head) sharing its K/V loads
+                                                 across the G query heads, online softmax, then a reduce
+                                                 pass; G <= 8 and G * D <= 1024 (workgroup memory)
+                             sdpa_materialized   otherwise
+  prefill (live tokens > 1)  sdpa_materialized   scores, softmax, weighted sum (three dispatches)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..dispatch import IDLE, POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
+from ..routing import Route, choose
+from ..tensors import Tensor
+
+__all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
+           "flash_splits"]
+
+FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
+FLASH_MAX_GROUP_DIMS = 1024     # ... MAXGD
+FLASH_TILE = 64                 # ... WG: keys per tile
+MAX_SPLITS = 256                # the scratch's splits per query head
+_TARGET_WORKGROUPS = 512        # enough to fill a large GPU (the H200 has 132 SMs)
+
+
+@dataclass(frozen=True)
+class KVCache:
+    """One layer's K and V cache, u32 [capacity, kv_heads, head_dim / 2] each."""
+
+    k: Tensor
+    v: Tensor
+    capacity: int
+    kv_heads: int
+    head_dim: int
+
+    def __post_init__(self):
+        shape = (self.capacity, self.kv_heads, self.head_dim // 2)
+        if self.head_dim % 2 or any(t.dtype != "u32" or t.shape != shape for t in (self.k, self.v)):
+            raise ValueError(f"KV cache {self.k.name!r}: k and v must be u32 {list(shape)} (f16 pairs of an even "
+                             f"head_dim {self.head_dim}), got {self.k!r} and {self.v!r}")
+
+    @classmethod
+    async def allocate(cls, runtime, name: str, *, capacity: int, kv_heads: int, head_dim: int) -> "KVCache":
+        if head_dim % 2 or capacity < 1:
+            raise ValueError(f"KV cache {name!r}: head_dim {head_dim} must be even and capacity {capacity} positive")
+        shape = (capacity, kv_heads, head_dim // 2)
+        return cls(await runtime.tensors.allocate(f"{name}.k", shape, "u32"),
+                   await runtime.tensors.allocate(f"{name}.v", shape, "u32"), capacity, kv_heads, head_dim)
+
+
+@dataclass(frozen=True)
+class AttentionScratch:
+    """Intermediate buffers shared by every layer's attention (one runs at a time): the materialized
+    route's scores [max_tokens * Hq, capacity] and FlashDecoding's partials [Hq, MAX_SPLITS]."""
+
+    scores: Tensor
+    part_ml: Tensor
+    part_o: Tensor
+    max_tokens: int
+    capacity: int
+
+    @classmethod
+    async def allocate(cls, runtime, name: str, *, heads: int, head_dim: int, max_tokens: int,
+                       capacity: int) -> "AttentionScratch":
+        tensors = runtime.tensors
+        return cls(await tensors.allocate(f"{name}.scores", (max_tokens * heads, capacity)),
+                   await tensors.allocate(f"{name}.part_ml", (heads * MAX_SPLITS, 2)),
+                   await tensors.allocate(f"{name}.part_o", (heads * MAX_SPLITS, head_dim)), max_tokens, capacity)
+
+
+def _window(tokens, pos, live, capacity: int, op: str) -> tuple[int, int]:
+    t, p = live_value(tokens, live, op), live_value(pos, live, op)
+    if t < 0 or p < 0 or p + t > capacity:
+        raise ValueError(f"{op}: positions [{p}, {p + t}) do not fit the KV cache's {capacity} rows")
+    return t, p
+
+
+def kv_cache_write(*, k: Tensor, v: Tensor, cache: KVCache, tokens: int | str = TOKENS, pos: int | str = POS) -> Op:
+    """cache[pos:pos + tokens] = f16(k), f16(v), for k and v [>= tokens, Hkv, D] f32."""
+    row = (cache.kv_heads, cache.head_dim)
+    if any(t.dtype != "f32" or t.shape[1:] != row for t in (k, v)) or k.shape != v.shape:
+        raise ValueError(f"kv_cache_write: k {k!r} and v {v!r} must be f32 [tokens, {row[0]}, {row[1]}]")
+    label = f"kv_cache_write({cache.k.name})"
+
+    def sizing(spec, live) -> Sizing:
+        t, p = _window(tokens, pos, live, cache.capacity, label)
+        if t > k.shape[0]:
+            raise ValueError(f"{label}: {t} tokens, but k/v hold {k.shape[0]}")
+        pairs = t * cache.kv_heads * cache.head_dim // 2
+        return Sizing(workgroups=linear_grid(pairs, spec.invocations, live_limit(live)) if pairs else IDLE,
+                      params=spec.pack_params(tokens=t, kv_heads=cache.kv_heads, half=cache.head_dim // 2, pos=p,
+                                              capacity=cache.capacity),
+                      bytes_moved=pairs * 8 * 2 + pairs * 4 * 2)
+
+    return single(OpCall(label=label, kernel="kv_cache_write", route="kv_cache_write",
+                         tensors={"k": k, "v": v, "k_cache": cache.k, "v_cache": cache.v}, sizing=sizing))
+
+
+@dataclass(frozen=True)
+class _Attention:
+    q: Tensor
+    cache: KVCache
+    out: Tensor
+    scratch: AttentionScratch
+    heads: int
+    scale: float
+    tokens: int | str
+    pos: int | str
+    label: str
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.cache.kv_heads
+
+
+def flash_splits(ctx: int, kv_heads: int) -> tuple[int, int]:
+    """(splits, keys per split) for a context of ctx keys: enough workgroups to fill the GPU
+    (_TARGET_WORKGROUPS over the KV heads) but at least 32 keys each, and no split empty."""
+    wanted = max(1, min(MAX_SPLITS, -(-ctx // 32), -(-_TARGET_WORKGROUPS // kv_heads)))
+    chunk = -(-ctx // wanted)
+    return -(-ctx // chunk), chunk
+
+
+def _params(spec, req: _Attention, t: int, p: int) -> bytes:
+    return spec.pack_params(tokens=t, heads=req.heads, kv_heads=req.cache.kv_heads, head_dim=req.cache.head_dim,
+                            pos=p, ctx=p + t, scale=req.scale)
+
+
+def _materialized(req: _Attention, phase: str) -> list[OpCall]:
+    """The three passes; `phase` "prefill" idles them at one live token (FlashDecoding serves it)."""
+    cache, dim, heads = req.cache, req.cache.head_dim, req.heads
+
+    def window(live) -> tuple[int, int, bool]:
+        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
+        if t > req.scratch.max_tokens or t > req.q.shape[0]:
+            raise ValueError(f"{req.label}: {t} tokens, but q/scratch hold {min(req.q.shape[0], req.scratch.max_tokens)}")
+        return t, p, t > 0 and (phase != "prefill" or t > 1)
+
+    def scores(spec, live):
+        t, p, active = window(live)
+        work = t * heads * (p + t)
+        return Sizing(workgroups=linear_grid(work, spec.invocations, live_limit(live)) if active else IDLE,
+                      params=_params(spec, req, t, p), bytes_moved=(4 * t * heads * dim + 2 * (p + t) * cache.kv_heads
+                                                                  * dim + 4 * work) if active else 0,
+                      flops=2 * work * dim if active else 0)
+
+    def softmax(spec, live):
+        t, p, active = window(live)
+        return Sizing(workgroups=linear_grid(t * heads, 1, live_limit(live)) if active else IDLE,
+                      params=_params(spec, req, t, p), bytes_moved=8 * t * heads * (p + t) if active else 0,
+                      flops=3 * t * heads * (p + t) if active else 0)
+
+    def weighted(spec, live):
+        t, p, active = window(live)
+        outputs = t * heads * dim
+        return Sizing(workgroups=linear_grid(outputs, spec.invocations, live_limit(live)) if active else IDLE,
+                      params=_params(spec, req, t, p),
+                      bytes_moved=(4 * t * heads * (p + t) + 2 * (p + t) * cache.kv_heads * dim + 4 * outputs)
+                      if active else 0, flops=2 * outputs * (p + t) if active else 0)
+
+    scratch = req.scratch.scores
+    return [OpCall(label=f"{req.label}.scores", kernel="sdpa_scores", route="sdpa_materialized",
+                   tensors={"q": req.q, "k_cache": cache.k, "scores": scratch}, sizing=scores, phase=phase),
+            OpCall(label=f"{req.label}.softmax", kernel="sdpa_softmax", route="sdpa_materialized",
+                   tensors={"scores": scratch}, sizing=softmax, phase=phase),
+            OpCall(label=f"{req.label}.weighted", kernel="sdpa_weighted", route="sdpa_materialized",
+                   tensors={"scores": scratch, "v_cache": cache.v, "out": req.out}, sizing=weighted, phase=phase)]
+
+
+def _flash_decode(req: _Attention) -> list[OpCall]:
+    cache, dim, g = req.cache, req.cache.head_dim, req.group
+
+    def split(spec, live):
+        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
+        active = t == 1
+        ctx = p + 1
+        splits, chunk = flash_splits(ctx, cache.kv_heads)
+        kv_bytes = 2 * ctx * cache.kv_heads * dim * 2
+        return Sizing(workgroups=(splits, cache.kv_heads, 1) if active else IDLE,
+                      params=spec.pack_params(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=ctx, chunk=chunk,
+                                              splits=splits, scale=req.scale),
+                      bytes_moved=kv_bytes + 4 * req.heads * dim * (1 + splits) if active else 0,
+                      flops=4 * ctx * req.heads * dim if active else 0)
+
+    def reduce(spec, live):
+        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
+        splits, chunk = flash_splits(p + 1, cache.kv_heads)
+        active = t == 1
+        return Sizing(workgroups=(req.heads, 1, 1) if active else IDLE,
+                      params=spec.pack_params(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=p + 1, chunk=chunk,
+                                              splits=splits, scale=req.scale),
+                      bytes_moved=4 * req.heads * splits * (dim + 2) + 4 * req.heads * dim if active else 0)
+
+    scratch = req.scratch
+    return [OpCall(label=f"{req.label}.flash_split", kernel="sdpa_flash_split", route="sdpa_flash_decode",
+                   tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "part_ml": scratch.part_ml,
+                            "part_o": scratch.part_o}, sizing=split, phase="decode"),
+            OpCall(label=f"{req.label}.flash_reduce", kernel="sdpa_flash_reduce", route="sdpa_flash_decode",
+                   tensors={"part_ml": scratch.part_ml, "part_o": scratch.part_o, "out": req.out}, sizing=reduce,
+                   phase="decode")]
+
+
+def _flash_guard(req: _Attention) -> str | None:
+    g, dim = req.group, req.cache.head_dim
+    if g > FLASH_MAX_GROUP or g * dim > FLASH_MAX_GROUP_DIMS:
+        return (f"{g} query heads per KV head of {dim} dims exceed its workgroup memory "
+                f"(G <= {FLASH_MAX_GROUP}, G * D <= {FLASH_MAX_GROUP_DIMS})")
+    return None
+
+
+DECODE_ROUTES = (
+    Route(name="sdpa_flash_decode", guard=_flash_guard, build=_flash_decode),
+    Route(name="sdpa_materialized", build=lambda req: _materialized(req, "any")),
+)
+PREFILL_ROUTES = (Route(name="sdpa_materialized", build=lambda req: _materialized(req, "prefill")),)
+
+
+def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int,
+         scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None) -> Op:
+    """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
+    (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
+    scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
+    docstring); `force` records one route only, for every token count."""
+    dim, kv_heads = cache.head_dim, cache.kv_heads
+    problems = []
+    if heads % kv_heads:
+        problems.append(f"{heads} query heads do not divide into {kv_heads} KV heads")
+    for name, t in (("q", q), ("out", out)):
+        if t.dtype != "f32" or len(t.shape) != 3 or t.shape[1:] != (heads, dim):
+            problems.append(f"{name} {t!r} must be f32 [tokens, {heads}, {dim}]")
+    if scratch.capacity < cache.capacity:
+        problems.append(f"the scratch's scores hold {scratch.capacity} keys per row, fewer than the cache's {cache.capacity}")
+    if problems:
+        raise ValueError("sdpa: " + "; ".join(problems))
+    label = f"sdpa({out.name})"
+    req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label)
+    if force is not None:
+        route, decision = choose(DECODE_ROUTES, req, op=label, slot="decode", force=force)
+        return Op(label, tuple(_materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)),
+                  (decision,))
+    decode, decode_why = choose(DECODE_ROUTES, req, op=label, slot="decode")
+    if decode.name == "sdpa_materialized":
+        return Op(label, tuple(decode.build(req)), (decode_why,))
+    prefill, prefill_why = choose(PREFILL_ROUTES, req, op=label, slot="prefill")
+    return Op(label, tuple(decode.build(req) + prefill.build(req)), (decode_why, prefill_why))

@@ -1,0 +1,99 @@
+"""The KV cache and attention routes through the native backend, against float64 numpy: every case of
+the CI preset, a verifier proven to fail, and the errors a wrong size or shape gets."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import numpy as np
+import pytest
+
+from py_runtime.app import run
+from py_runtime.host.oracle import verify_attention_report
+from py_runtime.oneshot import tensor
+from py_runtime.ops.attention import AttentionScratch, KVCache, kv_cache_write, sdpa
+from py_runtime.plan import Plan
+from py_runtime.runtime import Runtime
+
+
+def _run(options):
+    artifacts = {}
+
+    async def sink(name, data):
+        artifacts[name] = bytes(data)
+
+    return asyncio.run(run("native", {"suite": "attention", **options}, sink)), artifacts
+
+
+@pytest.fixture(scope="module")
+def native_run():
+    return _run({})
+
+
+def test_every_route_and_geometry_matches_the_oracle(native_run):
+    report, artifacts = native_run
+    assert report["result"] == "not checked"            # the oracle below judges the outputs
+    worst = verify_attention_report(report, artifacts.__getitem__)
+    assert all(0 <= ratio <= 1 for ratio in worst.values()), worst
+    routes = {step["routes"][-1] for case in report["cases"] for step in case["steps"]}
+    assert routes == {"sdpa_materialized", "sdpa_flash_decode"}
+    # one plan per case served its prefill and then a decode, each attested with its own route
+    prefill_then_decode = [c for c in report["cases"] if c["tokens"] > 1 and not c["force"]]
+    assert prefill_then_decode and all([s["routes"][-1] for s in c["steps"]] == ["sdpa_materialized", "sdpa_flash_decode"]
+                                       for c in prefill_then_decode)
+
+
+def test_the_verifier_catches_wrong_outputs_caches_and_routes(native_run):
+    report, artifacts = native_run
+    case = next(c for c in report["cases"] if c["name"] == "qwen3.s7.p1")
+    for step in case["steps"]:                          # one output element off by a little
+        broken = dict(artifacts)
+        values = np.frombuffer(broken[step["artifact"]], np.float32).copy()
+        values[5] += 2e-4 * max(1.0, abs(values[5]))
+        broken[step["artifact"]] = values.tobytes()
+        with pytest.raises(AssertionError, match="outputs over the bound"):
+            verify_attention_report({**report, "cases": [case]}, broken.__getitem__)
+    broken = dict(artifacts)                            # one cache half one f16 step away
+    words = np.frombuffer(broken[case["cache_artifacts"][1]], np.uint16).copy()
+    words[3] ^= 2
+    broken[case["cache_artifacts"][1]] = words.tobytes()
+    with pytest.raises(AssertionError, match="not an f16 rounding"):
+        verify_attention_report({**report, "cases": [case]}, broken.__getitem__)
+    relabelled = copy.deepcopy(case)                    # a decode attested as the materialized route
+    relabelled["steps"][1]["routes"] = ["kv_cache_write", "sdpa_materialized"]
+    with pytest.raises(AssertionError, match="expected sdpa_flash_decode"):
+        verify_attention_report({**report, "cases": [relabelled]}, artifacts.__getitem__)
+
+
+def test_positions_past_the_cache_and_wrong_shapes_are_refused_before_dispatch():
+    async def main():
+        runtime = await Runtime.create("native")
+        cache = await KVCache.allocate(runtime, "c", capacity=8, kv_heads=2, head_dim=16)
+        scratch = await AttentionScratch.allocate(runtime, "s", heads=4, head_dim=16, max_tokens=4, capacity=8)
+        q = await tensor(runtime, "q", (4, 4, 16))
+        k = await tensor(runtime, "k", (4, 2, 16))
+        out = await tensor(runtime, "o", (4, 4, 16))
+        plan = Plan(runtime, "attn", live={"tokens": 4, "pos": 4})
+        await plan.add(kv_cache_write(k=k, v=k, cache=cache))
+        await plan.add(sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=4))
+        plan.record()
+        with pytest.raises(ValueError, match=r"positions \[5, 9\) do not fit the KV cache's 8 rows"):
+            plan.resize(pos=5)
+        assert plan.live["pos"] == 4                    # the rejected size left the plan as it was
+        with pytest.raises(ValueError, match=r"q Tensor\('q', \[4, 4, 16\], f32\) must be f32 \[tokens, 6, 16\]"):
+            sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=6)
+        with pytest.raises(ValueError, match="6 query heads do not divide into 4 KV heads"):
+            sdpa(q=q, cache=await KVCache.allocate(runtime, "c4", capacity=8, kv_heads=4, head_dim=16), out=out,
+                 scratch=scratch, heads=6)
+        with pytest.raises(ValueError, match=r"k and v must be u32 \[8, 2, 8\]"):
+            KVCache(q, q, 8, 2, 16)
+
+    asyncio.run(main())
+
+
+@pytest.mark.full
+def test_the_full_matrix_of_lengths_and_positions():
+    report, artifacts = _run({"preset": "full"})
+    worst = verify_attention_report(report, artifacts.__getitem__)
+    assert all(ratio <= 1 for ratio in worst.values())
