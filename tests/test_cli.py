@@ -63,3 +63,15 @@ def test_bench_kernels_decode_step_runs_every_route(tmp_path, capsys):
     assert "q4_gemv_int8" not in f32["routes"]
     assert all(r["us"] > 0 and r["ratio_same_stream"] > 0 for r in routes.values()) and step["stream_us"] > 0
     assert "tok/s bound" in capsys.readouterr().out
+
+
+def test_bench_kernels_times_the_attention_routes(tmp_path):
+    target = tmp_path / "attention.json"
+    assert main(["bench", "kernels", "--backend", "native", "--preset", "attention_tiny", "--trials", "1",
+                 "--json", str(target)]) == 0
+    rows = json.loads(target.read_text())["rows"]
+    assert [r["route"] for r in rows] == ["sdpa_flash_decode", "sdpa_materialized", "sdpa_materialized"]
+    decode = rows[:2]
+    # one layer's K and V over 64 positions, f16: 2 x 64 x 8 heads x 64 dims x 2 bytes
+    assert all(r["kv_bytes"] == 2 * 64 * 8 * 64 * 2 and r["layers"] > 1 and r["ns"] > 0 for r in decode)
+    assert all(0 < r["ratio_same_bytes"] for r in decode) and rows[2]["flops"] > 0

@@ -222,8 +222,11 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
                            progress=no_progress) -> dict:
     """Buffers are allocated once per run and reused by every case (browsers free destroyed GPU memory
     lazily: allocating hundreds of MB per case made later cases of long runs 2-3x slower in Chromium)."""
-    if preset not in BENCH_PRESETS and preset not in STEP_PRESETS:
-        raise ValueError(f"unknown bench preset {preset!r}; known: {sorted(BENCH_PRESETS) + sorted(STEP_PRESETS)}")
+    from .attention_bench import ATTENTION_PRESETS, run_attention_bench
+
+    if preset not in BENCH_PRESETS and preset not in STEP_PRESETS and preset not in ATTENTION_PRESETS:
+        raise ValueError(f"unknown bench preset {preset!r}; known: "
+                         f"{sorted(BENCH_PRESETS) + sorted(STEP_PRESETS) + sorted(ATTENTION_PRESETS)}")
     device, tensors = runtime.device, runtime.tensors
     if "timestamp-query" not in device.adapter.device_features:
         raise RuntimeError("bench kernels needs the 'timestamp-query' feature, which this adapter lacks")
@@ -249,6 +252,15 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "trials": trials,
                 "repeats": repeats, "stream_big_bytes": big, "stream_big_gbps": stream_big, "rows": [], "step": step,
                 "result": NOT_CHECKED}
+    if preset in ATTENTION_PRESETS:
+        cases = [c for c in ATTENTION_PRESETS[preset] if not only or any(o in c.name for o in only)]
+        rows = await run_attention_bench(runtime, cases, trials=trials, seed=seed, sink_tensor=sink_tensor, pool=pool,
+                                         stream_big=stream_big, progress=progress)
+        for tensor in (pool, sink_tensor):
+            tensors.release(tensor.name)
+        return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "repeats": repeats,
+                "trials": trials, "chain_bytes": 0, "stream_big_bytes": big, "stream_big_gbps": stream_big,
+                "rows": rows, "result": NOT_CHECKED}
     cases = [c for c in BENCH_PRESETS[preset] if not only or any(o in _label(c) for o in only)]
     if not cases:
         raise ValueError(f"no case of preset {preset!r} matches {only}; cases: {[_label(c) for c in BENCH_PRESETS[preset]]}")

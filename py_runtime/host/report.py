@@ -88,9 +88,26 @@ def _breakdown_line(name: str, b: dict | None) -> str:
             f"queue.submit {b['submit_us_per_step']:.1f}, Python and FFI {b['rest_us_per_step']:.1f}")
 
 
+def _format_attention(report: dict) -> str:
+    rows = [[r["case"], r["route"], r["rows"], r["context"], "skipped: " + r["skipped"]] if "skipped" in r else
+            [r["case"], r["route"], r["rows"], r["context"], r["layers"], f"{r['ns'] / 1e3:.2f}",
+             f"{r['kv_bytes'] / 1e6:.2f}", f"{r['kv_gbps']:.1f}", f"{r['stream_gbps_same_bytes']:.1f}",
+             f"{100 * r['ratio_same_bytes']:.0f}%", f"{r['gflops']:.1f}"] for r in report["rows"]]
+    return "\n".join([
+        _adapter_line(report),
+        f"streaming read of {report['stream_big_bytes'] / 2 ** 30:.2f} GiB: {report['stream_big_gbps']:.1f} GB/s",
+        "attention per layer: decode over one KV cache per layer back to back in one pass (the stream reads the "
+        "same bytes the same way); prefill from position 0 (median of "
+        f"{report['trials']} replays):",
+        _table(["case", "route", "tokens", "context", "layers", "us", "KV MB", "KV GB/s", "stream GB/s (same bytes)",
+                "vs same", "GFLOP/s"], rows)])
+
+
 def format_kernel_bench(report: dict) -> str:
     if report.get("step"):
         return _format_decode_step(report)
+    if report["rows"] and "context" in report["rows"][0]:
+        return _format_attention(report)
     rows = [[r["case"], r["route"], r["rows"], f"{r['bytes'] / 1e6:.2f}", f"{r['ns'] / 1e3:.1f}", f"{r['gbps']:.1f}",
              f"{r['gflops']:.1f}", f"{r['stream_gbps_same_bytes']:.1f}", f"{100 * r['ratio_same_bytes']:.0f}%",
              f"{100 * r['ratio_big_stream']:.0f}%"] for r in report["rows"]]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Mapping
 
 from ..checks.attention import PRESETS as ATTENTION_PRESETS
+from ..checks.attention_bench import ATTENTION_PRESETS as ATTENTION_BENCH_PRESETS
 from ..checks.attention import run_attention_checks
 from ..checks.decoder_blocks import ALLOWED_LENGTHS, MODELS, DecoderBlocksOptions, run_decoder_blocks
 from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_check
@@ -178,7 +179,7 @@ _BENCH = _defaults(run_kernel_bench)
 KERNEL_BENCH = Workload(
     name="kernel_bench", title="GPU time, GB/s and GFLOP/s per kernel and shape, beside a streaming read",
     kind="bench",
-    options=(Option(name="preset", type="str", default=_BENCH["preset"], allowed=(*BENCH_PRESETS, *STEP_PRESETS)),
+    options=(Option(name="preset", type="str", default=_BENCH["preset"], allowed=(*BENCH_PRESETS, *STEP_PRESETS, *ATTENTION_BENCH_PRESETS)),
              Option(name="repeats", type="int", default=_BENCH["repeats"], minimum=1,
                     help="dispatches per measured replay"),
              Option(name="trials", type="int", default=_BENCH["trials"], minimum=1, help="replays per row (median)"),

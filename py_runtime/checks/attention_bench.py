@@ -1,0 +1,119 @@
+"""Attention benchmark, per route: decode (one live token) at contexts 128 to 8192, as GB/s of KV
+cache read beside a streaming read of the same bytes done the same way in the same run; prefill (a
+prompt of S tokens from position 0) as GFLOP/s. Part of `bench kernels` (presets ATTENTION_PRESETS).
+
+Decode is timed the way a decoder runs it: the op over one cache per layer, back to back in one pass
+(as many layers as make the caches several times any L2, at most MAX_LAYERS), by two timestamps,
+divided by the layers. The streaming read covers the same bytes in the same number of dispatches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, ModelConfig
+from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, sdpa
+from ..ops.synth import fill_uniform
+from ..oneshot import run_op
+from ..plan import Plan
+from ..runtime import Runtime
+from .attention import QKV_RANGE
+
+__all__ = ["AttentionBenchCase", "ATTENTION_PRESETS", "run_attention_bench"]
+
+MAX_LAYERS = 32
+CHAIN_BYTES = 256 << 20         # KV bytes per decode chain: several times the H200's 50 MB L2
+
+
+@dataclass(frozen=True)
+class AttentionBenchCase:
+    config: ModelConfig
+    tokens: int             # 1: a decode at position context - 1; more: a prefill from 0
+    context: int
+    route: str
+
+    @property
+    def name(self) -> str:
+        what = f"decode.ctx{self.context}" if self.tokens == 1 else f"prefill.s{self.tokens}"
+        return f"{self.config.key}.{what}.{self.route.removeprefix('sdpa_')}"
+
+    @property
+    def kv_bytes(self) -> int:
+        """One layer's K and V cache over the context, f16."""
+        return 2 * self.context * self.config.kv_heads * self.config.head_dim * 2
+
+
+_MODELS = (LLAMA_3_2_1B, QWEN3_0_6B)
+ATTENTION_PRESETS = {
+    "attention_decode": [AttentionBenchCase(m, 1, ctx, route) for m in _MODELS
+                         for ctx in (128, 512, 1024, 2048, 4096, 8192)
+                         for route in ("sdpa_flash_decode", "sdpa_materialized")],
+    "attention_prefill": [AttentionBenchCase(m, s, s, "sdpa_materialized") for m in _MODELS for s in (128, 512, 2048)],
+    # Toy sizes for CPU adapters and tests.
+    "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
+                       AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_materialized"),
+                       AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_materialized")],
+}
+
+
+async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, trials: int, seed: int, sink_tensor,
+                    pool, stream_big: float) -> dict:
+    from .kernel_bench import _measure_span, _stream_ns         # (kernel_bench calls this module)
+
+    config, tensors = case.config, runtime.tensors
+    heads, kv_heads, dim = config.heads, config.kv_heads, config.head_dim
+    decode = case.tokens == 1
+    layers = max(1, min(MAX_LAYERS, CHAIN_BYTES // case.kv_bytes, pool.nbytes // case.kv_bytes)) if decode else 1
+    limit = runtime.device.adapter.limits.get("maxStorageBufferBindingSize", 1 << 27)
+    if not decode and 4 * case.tokens * heads * case.context > limit:
+        return {"case": case.name, "route": case.route, "rows": case.tokens,
+                "skipped": f"the scores ({4 * case.tokens * heads * case.context} bytes) exceed the binding limit {limit}"}
+    prefix = f"abench.{index}"
+    owned = []
+    k = await tensors.allocate(f"{prefix}.k", (case.context, kv_heads, dim))
+    v = await tensors.allocate(f"{prefix}.v", (case.context, kv_heads, dim))
+    q = await tensors.allocate(f"{prefix}.q", (case.tokens, heads, dim))
+    out = await tensors.allocate(f"{prefix}.out", (case.tokens, heads, dim))
+    scratch = await AttentionScratch.allocate(runtime, f"{prefix}.scratch", heads=heads, head_dim=dim,
+                                              max_tokens=case.tokens, capacity=case.context)
+    owned += [k, v, q, out, scratch.scores, scratch.part_ml, scratch.part_o]
+    await run_op(runtime, *(fill_uniform(target=t, value_range=QKV_RANGE, seed=seed, stream=10 * index + i)
+                            for i, t in enumerate((k, v, q))))
+    plan = Plan(runtime, f"bench.{case.name}", live={"tokens": case.tokens, "pos": case.context - case.tokens})
+    for layer in range(layers):
+        cache = await KVCache.allocate(runtime, f"{prefix}.cache{layer}", capacity=case.context, kv_heads=kv_heads,
+                                       head_dim=dim)
+        owned += [cache.k, cache.v]
+        await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=case.context, pos=0))
+        op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, force=case.route)
+        await plan.add(op)
+    plan.record()
+    per_layer = len(plan) // layers
+    ns = await _measure_span(plan, trials) * per_layer          # one layer's attention, all its dispatches
+    sizes = [entry.sizing for entry in plan._entries[:per_layer]]
+    plan.release()
+    moved, flops = sum(s.bytes_moved for s in sizes), sum(s.flops for s in sizes)
+    row = {"case": case.name, "kernel": "+".join(dict.fromkeys(e for e in op.routes)), "route": case.route,
+           "rows": case.tokens, "context": case.context, "layers": layers, "bytes": moved, "flops": flops, "ns": ns,
+           "gbps": moved / ns, "gflops": flops / ns, "kv_bytes": case.kv_bytes, "kv_gbps": case.kv_bytes / ns}
+    if decode:
+        kv = min(case.kv_bytes, pool.nbytes // layers) // 16 * 16
+        stream_ns = await _stream_ns(runtime, pool, [(i * kv, kv) for i in range(layers)], trials, sink_tensor, span=True)
+        row.update(stream_gbps_same_bytes=kv / stream_ns, ratio_same_bytes=(case.kv_bytes / ns) / (kv / stream_ns),
+                   ratio_big_stream=(case.kv_bytes / ns) / stream_big)
+    else:
+        row.update(stream_gbps_same_bytes=float("nan"), ratio_same_bytes=float("nan"),
+                   ratio_big_stream=(moved / ns) / stream_big)
+    for tensor in owned:
+        tensors.release(tensor.name)
+    return row
+
+
+async def run_attention_bench(runtime: Runtime, cases, *, trials: int, seed: int, sink_tensor, pool, stream_big: float,
+                              progress) -> list[dict]:
+    rows = []
+    for index, case in enumerate(cases):
+        progress("attention bench cases", index, len(cases))
+        rows.append(await _case_row(runtime, case, index, trials, seed, sink_tensor, pool, stream_big))
+    progress("attention bench cases", len(cases), len(cases))
+    return rows
