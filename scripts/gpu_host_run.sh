@@ -75,6 +75,11 @@ for s in $steps; do
     browser-step)    step "$s" 120 bench kernels --backend browser --driver plain --preset llama_step --timeout 110 ;;
     native-prefill)  step "$s" 140 bench kernels --backend native --preset prefill ;;
     browser-prefill) step "$s" 140 bench kernels --backend browser --driver plain --preset prefill --timeout 130 ;;
+    native-attention)  step "$s" 120 check --suite attention --backend native ;;
+    browser-attention) step "$s" 120 check --suite attention --backend browser --driver plain --timeout 110 ;;
+    native-attn-decode)  step "$s" 150 bench kernels --backend native --preset attention_decode ;;
+    browser-attn-decode) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --timeout 140 ;;
+    browser-attn-prefill) step "$s" 120 bench kernels --backend browser --driver plain --preset attention_prefill --timeout 110 ;;
     *) echo "unknown step $s" ;;
   esac
 done
