@@ -10,7 +10,8 @@ Routes (ROUTES; every one attested):
   decode (live tokens == 1)  sdpa_flash_decode   FlashDecoding: the cache split into chunks, one
                                                  workgroup per (split, KV head) sharing its K/V loads
                                                  across the G query heads, online softmax, then a reduce
-                                                 pass; G <= 8 and G * D <= 1024 (workgroup memory)
+                                                 pass; G <= 8, D <= 128, G * D <= 512 (workgroup
+                                                 memory: K and V tiles of 32 keys staged there)
                              sdpa_materialized   otherwise
   prefill (live tokens > 1)  sdpa_materialized   scores, softmax, weighted sum (three dispatches)
 """
@@ -28,8 +29,9 @@ __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "sdpa", "DECODE_ROUT
            "flash_splits"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
-FLASH_MAX_GROUP_DIMS = 1024     # ... MAXGD
-FLASH_TILE = 64                 # ... WG: keys per tile
+FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
+FLASH_MAX_HEAD_DIM = 128        # ... 2 * MAXHALF
+FLASH_TILE = 32                 # ... TILE: keys per tile
 MAX_SPLITS = 256                # the scratch's splits per query head
 _TARGET_WORKGROUPS = 512        # enough to fill a large GPU (the H200 has 132 SMs)
 
@@ -213,9 +215,9 @@ def _flash_decode(req: _Attention) -> list[OpCall]:
 
 def _flash_guard(req: _Attention) -> str | None:
     g, dim = req.group, req.cache.head_dim
-    if g > FLASH_MAX_GROUP or g * dim > FLASH_MAX_GROUP_DIMS:
+    if g > FLASH_MAX_GROUP or g * dim > FLASH_MAX_GROUP_DIMS or dim > FLASH_MAX_HEAD_DIM:
         return (f"{g} query heads per KV head of {dim} dims exceed its workgroup memory "
-                f"(G <= {FLASH_MAX_GROUP}, G * D <= {FLASH_MAX_GROUP_DIMS})")
+                f"(G <= {FLASH_MAX_GROUP}, G * D <= {FLASH_MAX_GROUP_DIMS}, D <= {FLASH_MAX_HEAD_DIM})")
     return None
 
 

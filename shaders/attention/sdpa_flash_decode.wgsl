@@ -1,19 +1,24 @@
 // FlashDecoding over an f16 KV cache packed two per u32, for one live token (decode) at position
-// ctx - 1, G = Hq / Hkv query heads per KV head, any even head_dim D with G <= MAXG and G * D <= MAXGD.
+// ctx - 1, G = Hq / Hkv query heads per KV head, any even head_dim D <= 2 * MAXHALF, G <= MAXG and
+// G * D <= MAXGD.
 $if PASS == "split":
   // Split pass: one workgroup per (split s, KV head): keys [s * chunk, min(ctx, (s + 1) * chunk)) in tiles
-  // of WG keys. K and V are loaded once per KV head and shared by its G query heads. Per tile: each
-  // invocation scores one key for every head (into workgroup memory), one invocation per head updates
-  // that head's online softmax (running max m, sum l, and the factor alpha that rescales what came
-  // before), then every invocation accumulates its output dims for all heads. Writes each head's
-  // partial (m, l) and its unnormalized output o to scratch, [q head, split].
+  // of TILE keys. Each tile's K rows, then its V rows, are staged in workgroup memory with coalesced
+  // loads (rows padded by one word, so reads down a column do not collide in banks) and shared by the
+  // KV head's G query heads. Per tile: two invocations per key score it, each for half of the heads;
+  // one invocation per head updates that head's online softmax (running max m, sum l, and the factor
+  // alpha that rescales what came before) while the others stage V; then every invocation accumulates
+  // its output dims for all heads. Writes each head's partial (m, l) and its unnormalized output o to
+  // scratch, [q head, split].
 $else:
   // Reduce pass: one workgroup per query head combines its splits' partials:
   // M = max m_s, L = sum l_s e^(m_s - M), out = sum o_s e^(m_s - M) / L.
 const WG: u32 = 64u;
+const TILE: u32 = 32u;                // keys per tile: WG / 2
 const MAXG: u32 = 8u;
-const MAXGD: u32 = 1024u;
-const NEG: f32 = -0x1.fffffep+127f;       // an empty running max: exp(NEG - m) is 0 for any real m
+const MAXGD: u32 = 512u;              // G * head_dim
+const MAXHALF: u32 = 64u;             // head_dim / 2
+const NEG: f32 = -0x1.fffffep+127f;   // an empty running max: exp(NEG - m) is 0 for any real m
 
 struct Params {
   kv_heads: u32,
@@ -34,8 +39,9 @@ $if PASS == "split":
   @group(0) @binding(5) var<uniform> params: Params;
 
   var<workgroup> q_tile: array<f32, MAXGD>;
-  var<workgroup> acc: array<f32, MAXGD>;          // [head, dim], unnormalized
-  var<workgroup> probs: array<f32, MAXG * WG>;    // [head, key in tile]: scores, then e^(s - m)
+  var<workgroup> acc: array<f32, MAXGD>;                     // [head, dim], unnormalized
+  var<workgroup> rows: array<u32, TILE * (MAXHALF + 1u)>;   // the tile's K rows, then its V rows
+  var<workgroup> probs: array<f32, MAXG * TILE>;             // [head, key in tile]: scores, then e^(s - m)
   var<workgroup> run_m: array<f32, MAXG>;
   var<workgroup> run_l: array<f32, MAXG>;
   var<workgroup> alpha: array<f32, MAXG>;
@@ -47,6 +53,8 @@ $if PASS == "split":
     let g = params.group;
     let dim = params.head_dim;
     let half = dim / 2u;
+    let pitch = half + 1u;                   // a staged row's words
+    let stride = params.kv_heads * half;     // a cache position's words
     let tid = lid.x;
     for (var i = tid; i < g * dim; i += WG) {
       q_tile[i] = q[kv * g * dim + i];       // query heads kv * G .. kv * G + G - 1 are consecutive
@@ -56,36 +64,38 @@ $if PASS == "split":
       run_m[tid] = NEG;
       run_l[tid] = 0.0;
     }
-    workgroupBarrier();
     let first = s * params.chunk;
     let end = min(params.ctx, first + params.chunk);
-    let row = params.kv_heads * half;        // u32 words per cache position
-    for (var tile = first; tile < end; tile += WG) {
-      let j = tile + tid;
+    let key = tid % TILE;
+    let heads_from = tid / TILE;             // this invocation scores heads heads_from, + 2, + 4, ...
+    for (var tile = first; tile < end; tile += TILE) {
+      let n = min(TILE, end - tile);
+      for (var i = tid; i < n * half; i += WG) {
+        rows[(i / half) * pitch + i % half] = k_cache[(tile + i / half) * stride + kv * half + i % half];
+      }
+      workgroupBarrier();
       var dots: array<f32, MAXG>;
-      if (j < end) {
-        let k0 = j * row + kv * half;
+      if (key < n) {
         for (var p = 0u; p < half; p++) {
-          let key = unpack2x16float(k_cache[k0 + p]);
-          for (var h = 0u; h < g; h++) {
-            dots[h] += q_tile[h * dim + 2u * p] * key.x + q_tile[h * dim + 2u * p + 1u] * key.y;
+          let pair = unpack2x16float(rows[key * pitch + p]);
+          for (var h = heads_from; h < g; h += 2u) {
+            dots[h] += q_tile[h * dim + 2u * p] * pair.x + q_tile[h * dim + 2u * p + 1u] * pair.y;
           }
         }
       }
-      for (var h = 0u; h < g; h++) {
-        probs[h * WG + tid] = select(NEG, dots[h] * params.scale, j < end);
+      for (var h = heads_from; h < g; h += 2u) {
+        probs[h * TILE + key] = select(NEG, dots[h] * params.scale, key < n);
       }
       workgroupBarrier();
-      let n = min(WG, end - tile);
       if (tid < g) {
         var m = run_m[tid];
         for (var jj = 0u; jj < n; jj++) {
-          m = max(m, probs[tid * WG + jj]);
+          m = max(m, probs[tid * TILE + jj]);
         }
         var sum = 0.0;
         for (var jj = 0u; jj < n; jj++) {
-          let p = exp(probs[tid * WG + jj] - m);
-          probs[tid * WG + jj] = p;
+          let p = exp(probs[tid * TILE + jj] - m);
+          probs[tid * TILE + jj] = p;
           sum += p;
         }
         let a = exp(run_m[tid] - m);
@@ -93,19 +103,22 @@ $if PASS == "split":
         run_l[tid] = run_l[tid] * a + sum;
         run_m[tid] = m;
       }
+      for (var i = tid; i < n * half; i += WG) {
+        rows[(i / half) * pitch + i % half] = v_cache[(tile + i / half) * stride + kv * half + i % half];
+      }
       workgroupBarrier();
       for (var d = tid; d < dim; d += WG) {
         var out: array<f32, MAXG>;
         for (var h = 0u; h < g; h++) {
           out[h] = acc[h * dim + d] * alpha[h];
         }
-        let v0 = kv * half + d / 2u;
+        let column = d / 2u;
         let odd = d % 2u == 1u;
         for (var jj = 0u; jj < n; jj++) {
-          let pair = unpack2x16float(v_cache[(tile + jj) * row + v0]);
+          let pair = unpack2x16float(rows[jj * pitch + column]);
           let value = select(pair.x, pair.y, odd);
           for (var h = 0u; h < g; h++) {
-            out[h] += probs[h * WG + jj] * value;
+            out[h] += probs[h * TILE + jj] * value;
           }
         }
         for (var h = 0u; h < g; h++) {

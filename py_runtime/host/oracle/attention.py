@@ -32,11 +32,11 @@ def _gamma(n: int) -> float:
 
 def expected_attention_route(case: dict, tokens: int) -> str:
     """FlashDecoding for one live token where a KV head's query heads fit its workgroup memory
-    (G <= 8, G * D <= 1024); the materialized route otherwise, and when forced."""
+    (G <= 8, D <= 128, G * D <= 512); the materialized route otherwise, and when forced."""
     if case["force"]:
         return case["force"]
     group = case["heads"] // case["kv_heads"]
-    fits = group <= 8 and group * case["head_dim"] <= 1024
+    fits = group <= 8 and case["head_dim"] <= 128 and group * case["head_dim"] <= 512
     return "sdpa_flash_decode" if tokens == 1 and fits else "sdpa_materialized"
 
 
@@ -67,7 +67,7 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         weights /= weights.sum(axis=1, keepdims=True)
         exact[t] = np.einsum("hj,jhd->hd", weights, values)
         splits, chunk = _splits(ctx, kv_heads) if route == "sdpa_flash_decode" else (1, ctx)
-        n_exp = -(-chunk // 64) + 2
+        n_exp = -(-chunk // 32) + 2
         spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|
         relative = 2 * delta + n_exp * (3 + 2 * spread) * 2 * U + 2 * _gamma(ctx + splits) + 5 * U
         bound[t] = np.einsum("hj,jhd->hd", weights, np.abs(values)) * relative[:, None]
