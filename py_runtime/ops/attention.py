@@ -10,8 +10,9 @@ Routes (ROUTES; every one attested):
   decode (live tokens == 1)  sdpa_flash_decode   FlashDecoding: the cache split into chunks, one
                                                  workgroup per (split, KV head) sharing its K/V loads
                                                  across the G query heads, online softmax, then a reduce
-                                                 pass; G <= 8, D <= 128, G * D <= 512 (workgroup
-                                                 memory: K and V tiles of 32 keys staged there)
+                                                 pass; G <= 8, D <= 128 and a multiple of 8,
+                                                 G * D <= 512 (K and V tiles of 32 keys staged in
+                                                 workgroup memory)
                              sdpa_materialized   otherwise
   prefill (live tokens > 1)  sdpa_materialized   scores, softmax, weighted sum (three dispatches)
 """
@@ -218,6 +219,8 @@ def _flash_guard(req: _Attention) -> str | None:
     if g > FLASH_MAX_GROUP or g * dim > FLASH_MAX_GROUP_DIMS or dim > FLASH_MAX_HEAD_DIM:
         return (f"{g} query heads per KV head of {dim} dims exceed its workgroup memory "
                 f"(G <= {FLASH_MAX_GROUP}, G * D <= {FLASH_MAX_GROUP_DIMS}, D <= {FLASH_MAX_HEAD_DIM})")
+    if dim % 8:
+        return f"head_dim {dim} is not a multiple of 8 (cache rows load as vec4 of f16 pairs)"
     return None
 
 

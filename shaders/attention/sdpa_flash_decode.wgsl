@@ -1,6 +1,6 @@
 // FlashDecoding over an f16 KV cache packed two per u32, for one live token (decode) at position
-// ctx - 1, G = Hq / Hkv query heads per KV head, any even head_dim D <= 2 * MAXHALF, G <= MAXG and
-// G * D <= MAXGD.
+// ctx - 1, G = Hq / Hkv query heads per KV head, head_dim D a multiple of 8 (rows load as vec4 of
+// pairs) up to 2 * MAXHALF, G <= MAXG and G * D <= MAXGD.
 $if PASS == "split":
   // Split pass: one workgroup per (split s, KV head): keys [s * chunk, min(ctx, (s + 1) * chunk)) in tiles
   // of TILE keys. Each tile's K rows, then its V rows, are staged in workgroup memory with coalesced
@@ -12,13 +12,17 @@ $if PASS == "split":
   // scratch, [q head, split].
 $else:
   // Reduce pass: one workgroup per query head combines its splits' partials:
-  // M = max m_s, L = sum l_s e^(m_s - M), out = sum o_s e^(m_s - M) / L.
+  // M = max m_s, L = sum l_s e^(m_s - M), out = sum o_s e^(m_s - M) / L (the weights e^(m_s - M) / L
+  // computed once per split, the splits' outputs read BATCH at a time).
 const WG: u32 = 64u;
 const TILE: u32 = 32u;                // keys per tile: WG / 2
 const MAXG: u32 = 8u;
 const MAXGD: u32 = 512u;              // G * head_dim
 const MAXHALF: u32 = 64u;             // head_dim / 2
 const NEG: f32 = -0x1.fffffep+127f;   // an empty running max: exp(NEG - m) is 0 for any real m
+const BATCH: u32 = 8u;                // loads issued before any is used: one memory latency per batch,
+                                      // not one per load (a loop that uses each load at once waits
+                                      // for every one in turn)
 
 struct Params {
   kv_heads: u32,
@@ -32,8 +36,8 @@ struct Params {
 
 $if PASS == "split":
   @group(0) @binding(0) var<storage, read> q: array<f32>;
-  @group(0) @binding(1) var<storage, read> k_cache: array<u32>;
-  @group(0) @binding(2) var<storage, read> v_cache: array<u32>;
+  @group(0) @binding(1) var<storage, read> k_cache: array<vec4<u32>>;   // four f16 pairs a load
+  @group(0) @binding(2) var<storage, read> v_cache: array<vec4<u32>>;
   @group(0) @binding(3) var<storage, read_write> part_ml: array<vec2<f32>>;
   @group(0) @binding(4) var<storage, read_write> part_o: array<f32>;
   @group(0) @binding(5) var<uniform> params: Params;
@@ -45,16 +49,69 @@ $if PASS == "split":
   var<workgroup> run_m: array<f32, MAXG>;
   var<workgroup> run_l: array<f32, MAXG>;
   var<workgroup> alpha: array<f32, MAXG>;
+  var<private> wid_y: u32;                                   // this workgroup's KV head
+
+  // The K rows [tile, tile + n) of this workgroup's KV head into `rows`, BATCH vec4 loads at a time.
+  fn stage_k(tile: u32, n: u32, tid: u32) {
+    let quads = params.head_dim / 8u;                  // vec4 words per row
+    let stride = params.kv_heads * quads;
+    let kv = wid_y;
+    let total = n * quads;
+    let pitch = params.head_dim / 2u + 1u;
+    for (var base = tid; base < total; base += WG * BATCH) {
+      var loaded: array<vec4<u32>, BATCH>;
+      for (var u = 0u; u < BATCH; u++) {
+        let i = min(base + u * WG, total - 1u);
+        loaded[u] = k_cache[(tile + i / quads) * stride + kv * quads + i % quads];
+      }
+      for (var u = 0u; u < BATCH; u++) {
+        let i = base + u * WG;
+        if (i < total) {
+          let at = (i / quads) * pitch + (i % quads) * 4u;
+          rows[at] = loaded[u].x;
+          rows[at + 1u] = loaded[u].y;
+          rows[at + 2u] = loaded[u].z;
+          rows[at + 3u] = loaded[u].w;
+        }
+      }
+    }
+  }
+
+  // The V rows [tile, tile + n) of this workgroup's KV head into `rows`, BATCH vec4 loads at a time.
+  fn stage_v(tile: u32, n: u32, tid: u32) {
+    let quads = params.head_dim / 8u;                  // vec4 words per row
+    let stride = params.kv_heads * quads;
+    let kv = wid_y;
+    let total = n * quads;
+    let pitch = params.head_dim / 2u + 1u;
+    for (var base = tid; base < total; base += WG * BATCH) {
+      var loaded: array<vec4<u32>, BATCH>;
+      for (var u = 0u; u < BATCH; u++) {
+        let i = min(base + u * WG, total - 1u);
+        loaded[u] = v_cache[(tile + i / quads) * stride + kv * quads + i % quads];
+      }
+      for (var u = 0u; u < BATCH; u++) {
+        let i = base + u * WG;
+        if (i < total) {
+          let at = (i / quads) * pitch + (i % quads) * 4u;
+          rows[at] = loaded[u].x;
+          rows[at + 1u] = loaded[u].y;
+          rows[at + 2u] = loaded[u].z;
+          rows[at + 3u] = loaded[u].w;
+        }
+      }
+    }
+  }
 
   @compute @workgroup_size(WG)
   fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let s = wid.x;
     let kv = wid.y;
+    wid_y = kv;
     let g = params.group;
     let dim = params.head_dim;
     let half = dim / 2u;
     let pitch = half + 1u;                   // a staged row's words
-    let stride = params.kv_heads * half;     // a cache position's words
     let tid = lid.x;
     for (var i = tid; i < g * dim; i += WG) {
       q_tile[i] = q[kv * g * dim + i];       // query heads kv * G .. kv * G + G - 1 are consecutive
@@ -70,9 +127,7 @@ $if PASS == "split":
     let heads_from = tid / TILE;             // this invocation scores heads heads_from, + 2, + 4, ...
     for (var tile = first; tile < end; tile += TILE) {
       let n = min(TILE, end - tile);
-      for (var i = tid; i < n * half; i += WG) {
-        rows[(i / half) * pitch + i % half] = k_cache[(tile + i / half) * stride + kv * half + i % half];
-      }
+      stage_k(tile, n, tid);
       workgroupBarrier();
       var dots: array<f32, MAXG>;
       if (key < n) {
@@ -103,9 +158,7 @@ $if PASS == "split":
         run_l[tid] = run_l[tid] * a + sum;
         run_m[tid] = m;
       }
-      for (var i = tid; i < n * half; i += WG) {
-        rows[(i / half) * pitch + i % half] = v_cache[(tile + i / half) * stride + kv * half + i % half];
-      }
+      stage_v(tile, n, tid);
       workgroupBarrier();
       for (var d = tid; d < dim; d += WG) {
         var out: array<f32, MAXG>;
@@ -141,25 +194,61 @@ $else:
   @group(0) @binding(2) var<storage, read_write> out: array<f32>;
   @group(0) @binding(3) var<uniform> params: Params;
 
+  const MAXSPLITS: u32 = 256u;                  // ops/attention.py MAX_SPLITS: four per invocation
+  var<workgroup> weight: array<f32, MAXSPLITS>;  // e^(m_s - M) / L per split
+  var<workgroup> partial: array<f32, WG>;
+
+  fn reduce_all(tid: u32, value: f32, is_sum: bool) -> f32 {
+    partial[tid] = value;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+      if (tid < stride) {
+        partial[tid] = select(max(partial[tid], partial[tid + stride]), partial[tid] + partial[tid + stride], is_sum);
+      }
+      workgroupBarrier();
+    }
+    let total = partial[0];
+    workgroupBarrier();
+    return total;
+  }
+
   @compute @workgroup_size(WG)
   fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let h = wid.x;
+    let tid = lid.x;
     let dim = params.head_dim;
+    let splits = params.splits;
+    var ml: array<vec2<f32>, 4>;
     var m = NEG;
-    for (var s = 0u; s < params.splits; s++) {
-      m = max(m, part_ml[h * params.splits + s].x);
+    for (var u = 0u; u < 4u; u++) {              // this invocation's splits tid, tid + WG, ... at once
+      let s = tid + u * WG;
+      ml[u] = select(vec2<f32>(NEG, 0.0), part_ml[h * splits + min(s, splits - 1u)], s < splits);
+      m = max(m, ml[u].x);
     }
+    m = reduce_all(tid, m, false);
     var l = 0.0;
-    for (var s = 0u; s < params.splits; s++) {
-      let ml = part_ml[h * params.splits + s];
-      l += ml.y * exp(ml.x - m);
+    for (var u = 0u; u < 4u; u++) {
+      l += ml[u].y * exp(ml[u].x - m);
     }
-    for (var d = lid.x; d < dim; d += WG) {
-      var sum = 0.0;
-      for (var s = 0u; s < params.splits; s++) {
-        let part = h * params.splits + s;
-        sum += part_o[part * dim + d] * exp(part_ml[part].x - m);
+    l = reduce_all(tid, l, true);
+    for (var u = 0u; u < 4u; u++) {
+      let s = tid + u * WG;
+      if (s < splits) {
+        weight[s] = exp(ml[u].x - m) / l;
       }
-      out[h * dim + d] = sum / l;
+    }
+    workgroupBarrier();
+    for (var d = tid; d < dim; d += WG) {
+      var sum = 0.0;
+      for (var base = 0u; base < splits; base += BATCH) {
+        var loaded: array<f32, BATCH>;
+        for (var u = 0u; u < BATCH; u++) {
+          loaded[u] = part_o[(h * splits + min(base + u, splits - 1u)) * dim + d];
+        }
+        for (var u = 0u; u < BATCH; u++) {
+          sum += select(0.0, weight[min(base + u, MAXSPLITS - 1u)] * loaded[u], base + u < splits);
+        }
+      }
+      out[h * dim + d] = sum;
     }
   }

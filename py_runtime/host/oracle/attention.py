@@ -32,11 +32,11 @@ def _gamma(n: int) -> float:
 
 def expected_attention_route(case: dict, tokens: int) -> str:
     """FlashDecoding for one live token where a KV head's query heads fit its workgroup memory
-    (G <= 8, D <= 128, G * D <= 512); the materialized route otherwise, and when forced."""
+    (G <= 8, D <= 128 and a multiple of 8, G * D <= 512); the materialized route otherwise, and when forced."""
     if case["force"]:
         return case["force"]
     group = case["heads"] // case["kv_heads"]
-    fits = group <= 8 and case["head_dim"] <= 128 and group * case["head_dim"] <= 512
+    fits = group <= 8 and case["head_dim"] <= 128 and case["head_dim"] % 8 == 0 and group * case["head_dim"] <= 512
     return "sdpa_flash_decode" if tokens == 1 and fits else "sdpa_materialized"
 
 
