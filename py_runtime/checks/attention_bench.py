@@ -9,6 +9,7 @@ divided by the layers. The streaming read covers the same bytes in the same numb
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, ModelConfig
@@ -90,12 +91,16 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
     plan.record()
     per_layer = len(plan) // layers
     ns = await _measure_span(plan, trials) * per_layer          # one layer's attention, all its dispatches
-    sizes = [entry.sizing for entry in plan._entries[:per_layer]]
+    # Where a layer's time goes: each kernel's median over the layers, one profiled pass per dispatch.
+    profiled = (await plan.replay(profile=True)).rows
+    by_kernel = {row.kernel: statistics.median(r.ns for r in profiled if r.kernel == row.kernel) for row in profiled}
     plan.release()
+    sizes = [call.sizing((await runtime.pipelines.get(call.kernel))[0], plan.live) for call in op]
     moved, flops = sum(s.bytes_moved for s in sizes), sum(s.flops for s in sizes)
     row = {"case": case.name, "kernel": "+".join(dict.fromkeys(e for e in op.routes)), "route": case.route,
            "rows": case.tokens, "context": case.context, "layers": layers, "bytes": moved, "flops": flops, "ns": ns,
-           "gbps": moved / ns, "gflops": flops / ns, "kv_bytes": case.kv_bytes, "kv_gbps": case.kv_bytes / ns}
+           "gbps": moved / ns, "gflops": flops / ns, "kv_bytes": case.kv_bytes, "kv_gbps": case.kv_bytes / ns,
+           "kernel_ns": by_kernel}
     if decode:
         kv = min(case.kv_bytes, pool.nbytes // layers) // 16 * 16
         stream_ns = await _stream_ns(runtime, pool, [(i * kv, kv) for i in range(layers)], trials, sink_tensor, span=True)

@@ -100,7 +100,10 @@ def _format_attention(report: dict) -> str:
         "same bytes the same way); prefill from position 0 (median of "
         f"{report['trials']} replays):",
         _table(["case", "route", "tokens", "context", "layers", "us", "KV MB", "KV GB/s", "stream GB/s (same bytes)",
-                "vs same", "GFLOP/s"], rows)])
+                "vs same", "GFLOP/s"], rows),
+        "per kernel (one profiled pass per dispatch, median over the layers, us):",
+        _table(["case", "kernels"], [[r["case"], ", ".join(f"{k} {ns / 1e3:.2f}" for k, ns in r["kernel_ns"].items())]
+                                     for r in report["rows"] if "kernel_ns" in r])])
 
 
 def format_kernel_bench(report: dict) -> str:

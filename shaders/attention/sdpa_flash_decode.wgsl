@@ -113,9 +113,16 @@ $if PASS == "split":
     let half = dim / 2u;
     let pitch = half + 1u;                   // a staged row's words
     let tid = lid.x;
-    for (var i = tid; i < g * dim; i += WG) {
-      q_tile[i] = q[kv * g * dim + i];       // query heads kv * G .. kv * G + G - 1 are consecutive
-      acc[i] = 0.0;
+    var loaded: array<f32, MAXGD / WG>;     // the group's queries (heads kv * G .., consecutive) at once
+    for (var u = 0u; u < MAXGD / WG; u++) {
+      loaded[u] = q[kv * g * dim + min(tid + u * WG, g * dim - 1u)];
+    }
+    for (var u = 0u; u < MAXGD / WG; u++) {
+      let i = tid + u * WG;
+      if (i < g * dim) {
+        q_tile[i] = loaded[u];
+        acc[i] = 0.0;
+      }
     }
     if (tid < g) {
       run_m[tid] = NEG;
