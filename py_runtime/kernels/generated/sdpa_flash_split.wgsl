@@ -131,17 +131,25 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let n = min(TILE, end - tile);
     stage_k(tile, n, tid);
     workgroupBarrier();
-    var dots: array<f32, MAXG>;
+    // Loops over heads run a constant MAXG / 2 (or MAXG) times with a guard, so the per-head arrays
+    // are indexed by constants and live in registers (a dynamic index puts them in local memory).
+    var dots: array<f32, MAXG / 2u>;       // heads heads_from + 2 i
     if (key < n) {
       for (var p = 0u; p < half; p++) {
         let pair = unpack2x16float(rows[key * pitch + p]);
-        for (var h = heads_from; h < g; h += 2u) {
-          dots[h] += q_tile[h * dim + 2u * p] * pair.x + q_tile[h * dim + 2u * p + 1u] * pair.y;
+        for (var i = 0u; i < MAXG / 2u; i++) {
+          let h = heads_from + 2u * i;
+          if (h < g) {
+            dots[i] += q_tile[h * dim + 2u * p] * pair.x + q_tile[h * dim + 2u * p + 1u] * pair.y;
+          }
         }
       }
     }
-    for (var h = heads_from; h < g; h += 2u) {
-      probs[h * TILE + key] = select(NEG, dots[h] * params.scale, key < n);
+    for (var i = 0u; i < MAXG / 2u; i++) {
+      let h = heads_from + 2u * i;
+      if (h < g) {
+        probs[h * TILE + key] = select(NEG, dots[i] * params.scale, key < n);
+      }
     }
     workgroupBarrier();
     if (tid < g) {
@@ -164,20 +172,26 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     workgroupBarrier();
     for (var d = tid; d < dim; d += WG) {
       var out: array<f32, MAXG>;
-      for (var h = 0u; h < g; h++) {
-        out[h] = acc[h * dim + d] * alpha[h];
+      for (var h = 0u; h < MAXG; h++) {
+        if (h < g) {
+          out[h] = acc[h * dim + d] * alpha[h];
+        }
       }
       let column = d / 2u;
       let odd = d % 2u == 1u;
       for (var jj = 0u; jj < n; jj++) {
         let pair = unpack2x16float(rows[jj * pitch + column]);
         let value = select(pair.x, pair.y, odd);
-        for (var h = 0u; h < g; h++) {
-          out[h] += probs[h * TILE + jj] * value;
+        for (var h = 0u; h < MAXG; h++) {
+          if (h < g) {
+            out[h] += probs[h * TILE + jj] * value;
+          }
         }
       }
-      for (var h = 0u; h < g; h++) {
-        acc[h * dim + d] = out[h];
+      for (var h = 0u; h < MAXG; h++) {
+        if (h < g) {
+          acc[h * dim + d] = out[h];
+        }
       }
     }
     workgroupBarrier();
