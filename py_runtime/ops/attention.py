@@ -34,7 +34,7 @@ FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
 FLASH_MAX_HEAD_DIM = 128        # ... 2 * MAXHALF
 FLASH_TILE = 32                 # ... TILE: keys per tile
 MAX_SPLITS = 256                # the scratch's splits per query head
-_TARGET_WORKGROUPS = 512        # enough to fill a large GPU (the H200 has 132 SMs)
+_TARGET_WORKGROUPS = 2048       # split-pass workgroups wanted: latency-bound, they need many in flight per SM
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def expected_attention_route(case: dict, tokens: int) -> str:
 def _splits(ctx: int, kv_heads: int) -> tuple[int, int]:
     """The split count and keys per split (ops/attention.py flash_splits; only the bound's term count
     depends on it, so a larger count only loosens the bound)."""
-    wanted = max(1, min(256, -(-ctx // 32), -(-512 // kv_heads)))
+    wanted = max(1, min(256, -(-ctx // 32), -(-2048 // kv_heads)))
     chunk = -(-ctx // wanted)
     return -(-ctx // chunk), chunk
 
