@@ -51,57 +51,32 @@ $if PASS == "split":
   var<workgroup> alpha: array<f32, MAXG>;
   var<private> wid_y: u32;                                   // this workgroup's KV head
 
-  // The K rows [tile, tile + n) of this workgroup's KV head into `rows`, BATCH vec4 loads at a time.
-  fn stage_k(tile: u32, n: u32, tid: u32) {
-    let quads = params.head_dim / 8u;                  // vec4 words per row
-    let stride = params.kv_heads * quads;
-    let kv = wid_y;
-    let total = n * quads;
-    let pitch = params.head_dim / 2u + 1u;
-    for (var base = tid; base < total; base += WG * BATCH) {
-      var loaded: array<vec4<u32>, BATCH>;
-      for (var u = 0u; u < BATCH; u++) {
-        let i = min(base + u * WG, total - 1u);
-        loaded[u] = k_cache[(tile + i / quads) * stride + kv * quads + i % quads];
-      }
-      for (var u = 0u; u < BATCH; u++) {
-        let i = base + u * WG;
-        if (i < total) {
-          let at = (i / quads) * pitch + (i % quads) * 4u;
-          rows[at] = loaded[u].x;
-          rows[at + 1u] = loaded[u].y;
-          rows[at + 2u] = loaded[u].z;
-          rows[at + 3u] = loaded[u].w;
+  $for which in ["k", "v"]:
+    // The ${"K" if which == "k" else "V"} rows [tile, tile + n) of this workgroup's KV head into `rows`, BATCH vec4 loads at a time.
+    fn stage_${which}(tile: u32, n: u32, tid: u32) {
+      let quads = params.head_dim / 8u;                  // vec4 words per row
+      let stride = params.kv_heads * quads;
+      let kv = wid_y;
+      let total = n * quads;
+      let pitch = params.head_dim / 2u + 1u;
+      for (var base = tid; base < total; base += WG * BATCH) {
+        var loaded: array<vec4<u32>, BATCH>;
+        for (var u = 0u; u < BATCH; u++) {
+          let i = min(base + u * WG, total - 1u);
+          loaded[u] = ${which}_cache[(tile + i / quads) * stride + kv * quads + i % quads];
+        }
+        for (var u = 0u; u < BATCH; u++) {
+          let i = base + u * WG;
+          if (i < total) {
+            let at = (i / quads) * pitch + (i % quads) * 4u;
+            rows[at] = loaded[u].x;
+            rows[at + 1u] = loaded[u].y;
+            rows[at + 2u] = loaded[u].z;
+            rows[at + 3u] = loaded[u].w;
+          }
         }
       }
     }
-  }
-
-  // The V rows [tile, tile + n) of this workgroup's KV head into `rows`, BATCH vec4 loads at a time.
-  fn stage_v(tile: u32, n: u32, tid: u32) {
-    let quads = params.head_dim / 8u;                  // vec4 words per row
-    let stride = params.kv_heads * quads;
-    let kv = wid_y;
-    let total = n * quads;
-    let pitch = params.head_dim / 2u + 1u;
-    for (var base = tid; base < total; base += WG * BATCH) {
-      var loaded: array<vec4<u32>, BATCH>;
-      for (var u = 0u; u < BATCH; u++) {
-        let i = min(base + u * WG, total - 1u);
-        loaded[u] = v_cache[(tile + i / quads) * stride + kv * quads + i % quads];
-      }
-      for (var u = 0u; u < BATCH; u++) {
-        let i = base + u * WG;
-        if (i < total) {
-          let at = (i / quads) * pitch + (i % quads) * 4u;
-          rows[at] = loaded[u].x;
-          rows[at + 1u] = loaded[u].y;
-          rows[at + 2u] = loaded[u].z;
-          rows[at + 3u] = loaded[u].w;
-        }
-      }
-    }
-  }
 
   @compute @workgroup_size(WG)
   fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
