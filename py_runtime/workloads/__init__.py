@@ -102,21 +102,27 @@ RUNTIME = Workload(
     runner=_runtime_core, renderer="runtime")
 
 
-async def _q4(runtime, options, sink, progress):
-    return await run_q4_checks(runtime, preset=options["preset"], only=options["only"], seed=options["seed"],
-                               sink=_sink_if(options, sink), progress=progress)
+def _preset_check(*, name: str, title: str, presets: dict, run, renderer: str) -> Workload:
+    """A check whose runner takes a preset of named cases, `only` some of them, and a seed
+    (run(runtime, preset=, only=, seed=, sink=, progress=)); outputs go to the sink for the oracle."""
+    async def runner(runtime, options, sink, progress):
+        return await run(runtime, preset=options["preset"], only=options["only"], seed=options["seed"],
+                         sink=_sink_if(options, sink), progress=progress)
+
+    defaults = _defaults(run)
+    return Workload(
+        name=name, title=title, kind="check",
+        options=(Option(name="preset", type="str", default=defaults["preset"], allowed=tuple(presets)),
+                 Option(name="only", type="str list", default=None,
+                        allowed=tuple(dict.fromkeys(c.name for cases in presets.values() for c in cases)),
+                        help="only these cases of the preset"),
+                 Option(name="seed", type="int", default=defaults["seed"]),
+                 _ARTIFACTS_ON),
+        runner=runner, renderer=renderer)
 
 
-_Q4 = _defaults(run_q4_checks)
-Q4 = Workload(
-    name="q4", title="Q4 quantizer and linear routes (outputs judged by the host oracle)", kind="check",
-    options=(Option(name="preset", type="str", default=_Q4["preset"], allowed=tuple(Q4_PRESETS)),
-             Option(name="only", type="str list", default=None,
-                    allowed=tuple(dict.fromkeys(c.name for cases in Q4_PRESETS.values() for c in cases)),
-                    help="only these cases of the preset"),
-             Option(name="seed", type="int", default=_Q4["seed"]),
-             _ARTIFACTS_ON),
-    runner=_q4, renderer="q4")
+Q4 = _preset_check(name="q4", title="Q4 quantizer and linear routes (outputs judged by the host oracle)",
+                   presets=Q4_PRESETS, run=run_q4_checks, renderer="q4")
 
 
 async def _elementwise(runtime, options, sink, progress):
@@ -153,22 +159,9 @@ DECODER_BLOCKS = Workload(
     runner=_decoder_blocks, renderer="decoder_blocks")
 
 
-async def _attention(runtime, options, sink, progress):
-    return await run_attention_checks(runtime, preset=options["preset"], only=options["only"], seed=options["seed"],
-                                      sink=_sink_if(options, sink), progress=progress)
-
-
-_ATTENTION = _defaults(run_attention_checks)
-ATTENTION = Workload(
+ATTENTION = _preset_check(
     name="attention", title="KV cache and attention routes over prefill and decode (outputs judged by the host oracle)",
-    kind="check",
-    options=(Option(name="preset", type="str", default=_ATTENTION["preset"], allowed=tuple(ATTENTION_PRESETS)),
-             Option(name="only", type="str list", default=None,
-                    allowed=tuple(dict.fromkeys(c.name for cases in ATTENTION_PRESETS.values() for c in cases)),
-                    help="only these cases of the preset"),
-             Option(name="seed", type="int", default=_ATTENTION["seed"]),
-             _ARTIFACTS_ON),
-    runner=_attention, renderer="attention")
+    presets=ATTENTION_PRESETS, run=run_attention_checks, renderer="attention")
 
 
 async def _kernel_bench(runtime, options, sink, progress):
