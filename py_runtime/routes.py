@@ -44,8 +44,10 @@ ROUTES = (
     "kv_cache_write",       # a step's K and V into the layer's f16-packed KV cache at the live position
     "sdpa_materialized",    # attention: scores, softmax, weighted sum (any GQA geometry, any token count)
     "sdpa_flash_decode",    # attention of one live token: split-K FlashDecoding, then a reduce pass
+    "sdpa_k16",             # one-pass online-softmax prefill attention, Llama-3.2-1B's geometry (K16)
+    "sdpa_q16",             # the same at Qwen3-0.6B's geometry (Q16)
 )
-ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode"})
+ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16"})
 _BITS = {name: i for i, name in enumerate(ROUTES)}
 
 

@@ -37,11 +37,13 @@ def test_every_route_and_geometry_matches_the_oracle(native_run):
     worst = verify_attention_report(report, artifacts.__getitem__)
     assert all(0 <= ratio <= 1 for ratio in worst.values()), worst
     routes = {step["routes"][-1] for case in report["cases"] for step in case["steps"]}
-    assert routes == {"sdpa_materialized", "sdpa_flash_decode"}
+    assert routes == {"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16"}
     # one plan per case served its prefill and then a decode, each attested with its own route
-    prefill_then_decode = [c for c in report["cases"] if c["tokens"] > 1 and not c["force"]]
-    assert prefill_then_decode and all([s["routes"][-1] for s in c["steps"]] == ["sdpa_materialized", "sdpa_flash_decode"]
-                                       for c in prefill_then_decode)
+    prefill_then_decode = {c["geometry"]: [s["routes"][-1] for s in c["steps"]] for c in report["cases"]
+                           if c["tokens"] > 1 and not c["force"]}
+    assert prefill_then_decode == {"llama": ["sdpa_k16", "sdpa_flash_decode"],
+                                   "qwen3": ["sdpa_q16", "sdpa_flash_decode"],
+                                   "awkward": ["sdpa_materialized", "sdpa_flash_decode"]}
 
 
 def test_the_verifier_catches_wrong_outputs_caches_and_routes(native_run):

@@ -52,8 +52,9 @@ def _matrix(lengths, positions, geometries=tuple(GEOMETRIES)) -> list[AttentionC
 
 PRESETS = {
     # CI: every geometry at a decode, a short and an odd prefill, from the start, one in and deep in the
-    # context; the materialized route forced for a decode (its own decode path).
-    "ci": _matrix((1, 7, 129), (0, 1, 300)) + [AttentionCase("llama", 1, 1000, force="sdpa_materialized")],
+    # context; the materialized route forced at Llama's geometry for a decode and for a prefill.
+    "ci": _matrix((1, 7, 129), (0, 1, 300)) + [AttentionCase("llama", 1, 1000, force="sdpa_materialized"),
+                                               AttentionCase("llama", 129, 1, force="sdpa_materialized")],
     # The matrix (opt-in: long on a CPU adapter).
     "full": _matrix((1, 2, 7, 16, 31, 127, 128, 129, 508, 512), (0, 1, 1500)),
 }

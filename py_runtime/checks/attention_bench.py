@@ -49,11 +49,14 @@ ATTENTION_PRESETS = {
     "attention_decode": [AttentionBenchCase(m, 1, ctx, route) for m in _MODELS
                          for ctx in (128, 512, 1024, 2048, 4096, 8192)
                          for route in ("sdpa_flash_decode", "sdpa_materialized")],
-    "attention_prefill": [AttentionBenchCase(m, s, s, "sdpa_materialized") for m in _MODELS for s in (128, 512, 2048)],
+    "attention_prefill": [AttentionBenchCase(m, s, s, route) for m, one_pass in ((LLAMA_3_2_1B, "sdpa_k16"),
+                                                                                 (QWEN3_0_6B, "sdpa_q16"))
+                          for s in (128, 512, 2048) for route in (one_pass, "sdpa_materialized")],
     # Toy sizes for CPU adapters and tests.
     "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_materialized"),
-                       AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_materialized")],
+                       AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_materialized"),
+                       AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_k16")],
 }
 
 

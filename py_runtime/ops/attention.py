@@ -14,7 +14,11 @@ Routes (ROUTES; every one attested):
                                                  G * D <= 512 (K and V tiles of 32 keys staged in
                                                  workgroup memory)
                              sdpa_materialized   otherwise
-  prefill (live tokens > 1)  sdpa_materialized   scores, softmax, weighted sum (three dispatches)
+  prefill (live tokens > 1)  sdpa_k16            one pass, online softmax, key tiles of 16: exactly
+                                                 Hq 32 / Hkv 8 / D 64, scale 1/8 (Llama-3.2-1B)
+                             sdpa_q16            the same schedule at exactly Hq 16 / Hkv 8 / D 128,
+                                                 scale 1/sqrt(128) (Qwen3-0.6B)
+                             sdpa_materialized   scores, softmax, weighted sum (three dispatches)
 """
 
 from __future__ import annotations
@@ -214,6 +218,47 @@ def _flash_decode(req: _Attention) -> list[OpCall]:
                    phase="decode")]
 
 
+# The one-pass tiled routes' exact geometries: (route, kernel, query heads, KV heads, head_dim), from the
+# seed's guards (the scale must be 1/sqrt(head_dim) exactly); T tokens x G heads per workgroup.
+TILED_ROUTES = (("sdpa_k16", "sdpa_k16", 32, 8, 64), ("sdpa_q16", "sdpa_q16", 16, 8, 128))
+_TILED_TOKENS = 8
+
+
+def _tiled_guard(route: str):
+    heads, kv_heads, dim = next((h, kv, d) for name, _, h, kv, d in TILED_ROUTES if name == route)
+
+    def guard(req: _Attention) -> str | None:
+        here = (req.heads, req.cache.kv_heads, req.cache.head_dim)
+        if here != (heads, kv_heads, dim):
+            return f"Hq/Hkv/D {here[0]}/{here[1]}/{here[2]} is not its geometry {heads}/{kv_heads}/{dim}"
+        if req.scale != 1.0 / math.sqrt(dim):
+            return f"scale {req.scale} is not 1/sqrt({dim})"
+        return None
+    return guard
+
+
+def _tiled(route: str, kernel: str):
+    def build(req: _Attention) -> list[OpCall]:
+        cache = req.cache
+
+        def sizing(spec, live):
+            t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
+            if t > req.q.shape[0]:
+                raise ValueError(f"{req.label}: {t} tokens, but q holds {req.q.shape[0]}")
+            active = t > 1
+            keys = t * p + t * (t + 1) // 2                      # causal (query, key) pairs per head
+            return Sizing(workgroups=(-(-t // _TILED_TOKENS), cache.kv_heads, 1) if active else IDLE,
+                          params=_params(spec, req, t, p),
+                          bytes_moved=(8 * t * req.heads * cache.head_dim + 2 * 2 * (p + t) * cache.kv_heads
+                                       * cache.head_dim * -(-t // _TILED_TOKENS)) if active else 0,
+                          flops=4 * keys * req.heads * cache.head_dim if active else 0)
+
+        return [OpCall(label=f"{req.label}.{route}", kernel=kernel, route=route,
+                       tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "out": req.out}, sizing=sizing,
+                       phase="prefill")]
+    return build
+
+
 def _flash_guard(req: _Attention) -> str | None:
     g, dim = req.group, req.cache.head_dim
     if g > FLASH_MAX_GROUP or g * dim > FLASH_MAX_GROUP_DIMS or dim > FLASH_MAX_HEAD_DIM:
@@ -228,7 +273,9 @@ DECODE_ROUTES = (
     Route(name="sdpa_flash_decode", guard=_flash_guard, build=_flash_decode),
     Route(name="sdpa_materialized", build=lambda req: _materialized(req, "any")),
 )
-PREFILL_ROUTES = (Route(name="sdpa_materialized", build=lambda req: _materialized(req, "prefill")),)
+PREFILL_ROUTES = (*(Route(name=route, guard=_tiled_guard(route), build=_tiled(route, kernel))
+                    for route, kernel, *_ in TILED_ROUTES),
+                  Route(name="sdpa_materialized", build=lambda req: _materialized(req, "prefill")))
 
 
 def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int,
@@ -251,7 +298,9 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
     label = f"sdpa({out.name})"
     req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label)
     if force is not None:
-        route, decision = choose(DECODE_ROUTES, req, op=label, slot="decode", force=force)
+        slot, routes = ("decode", DECODE_ROUTES) if force in {r.name for r in DECODE_ROUTES} else ("prefill",
+                                                                                                   PREFILL_ROUTES)
+        route, decision = choose(routes, req, op=label, slot=slot, force=force)
         return Op(label, tuple(_materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)),
                   (decision,))
     decode, decode_why = choose(DECODE_ROUTES, req, op=label, slot="decode")

@@ -5,8 +5,8 @@ arithmetic; the routes against the guards, restated here so the test checks them
 Bound per output element (u = 2^-24, gamma_n = n u / (1 - n u)), to first order: each score
 s_j = scale q . k_j is within delta_j = gamma_(D + 1) scale sum_d |q_d k_jd| (D products summed in any
 order, then the scale), which moves each softmax weight p_j by at most a factor e^(2 max delta); each
-weight goes through at most n_exp exponentials (its own, the online rescales of FlashDecoding's tiles,
-the reduce's), each within (3 + 2 |x|) ULP = (3 + 2 |x|) 2u (WGSL's exp), |x| at most the score range
+weight goes through at most n_exp exponentials (its own, the online rescales of FlashDecoding's or the
+one-pass routes' key tiles, the reduce's), each within (3 + 2 |x|) ULP = (3 + 2 |x|) 2u (WGSL's exp), |x| at most the score range
 X; the sums of weights and of weighted values over n = ctx + splits terms add 2 gamma_n, and the
 division 2.5 ULP = 5u. So |out - exact| <= sum_j p_j |v_j| (2 max delta + n_exp (3 + 2 X) 2u +
 2 gamma_n + 5u).
@@ -31,10 +31,15 @@ def _gamma(n: int) -> float:
 
 
 def expected_attention_route(case: dict, tokens: int) -> str:
-    """FlashDecoding for one live token where a KV head's query heads fit its workgroup memory
+    """Prefill: the one-pass K16 and Q16 routes at exactly Llama's and Qwen3's geometries (the checks use
+    the default scale 1/sqrt(D)), the materialized route elsewhere. Decode: FlashDecoding where a KV
+    head's query heads fit its workgroup memory
     (G <= 8, D <= 128 and a multiple of 8, G * D <= 512); the materialized route otherwise, and when forced."""
     if case["force"]:
         return case["force"]
+    geometry = (case["heads"], case["kv_heads"], case["head_dim"])
+    if tokens > 1:
+        return {(32, 8, 64): "sdpa_k16", (16, 8, 128): "sdpa_q16"}.get(geometry, "sdpa_materialized")
     group = case["heads"] // case["kv_heads"]
     fits = group <= 8 and case["head_dim"] <= 128 and case["head_dim"] % 8 == 0 and group * case["head_dim"] <= 512
     return "sdpa_flash_decode" if tokens == 1 and fits else "sdpa_materialized"
@@ -67,7 +72,8 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         weights /= weights.sum(axis=1, keepdims=True)
         exact[t] = np.einsum("hj,jhd->hd", weights, values)
         splits, chunk = _splits(ctx, kv_heads) if route == "sdpa_flash_decode" else (1, ctx)
-        n_exp = -(-chunk // 32) + 2
+        tile = 16 if route in ("sdpa_k16", "sdpa_q16") else 32          # keys per online-softmax rescale
+        n_exp = -(-chunk // tile) + 2
         spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|
         relative = 2 * delta + n_exp * (3 + 2 * spread) * 2 * U + 2 * _gamma(ctx + splits) + 5 * U
         bound[t] = np.einsum("hj,jhd->hd", weights, np.abs(values)) * relative[:, None]
