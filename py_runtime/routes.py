@@ -46,8 +46,10 @@ ROUTES = (
     "sdpa_flash_decode",    # attention of one live token: split-K FlashDecoding, then a reduce pass
     "sdpa_k16",             # one-pass online-softmax prefill attention, Llama-3.2-1B's geometry (K16)
     "sdpa_q16",             # the same at Qwen3-0.6B's geometry (Q16)
+    "sdpa_q32",             # Qwen3's, 32 rows per workgroup (opt-in, larger workgroup memory)
 )
-ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16"})
+ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
+                                                 "sdpa_q32"})
 _BITS = {name: i for i, name in enumerate(ROUTES)}
 
 

@@ -37,10 +37,10 @@ def test_every_route_and_geometry_matches_the_oracle(native_run):
     worst = verify_attention_report(report, artifacts.__getitem__)
     assert all(0 <= ratio <= 1 for ratio in worst.values()), worst
     routes = {step["routes"][-1] for case in report["cases"] for step in case["steps"]}
-    assert routes == {"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16"}
+    assert routes == {"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16", "sdpa_q32"}
     # one plan per case served its prefill and then a decode, each attested with its own route
     prefill_then_decode = {c["geometry"]: [s["routes"][-1] for s in c["steps"]] for c in report["cases"]
-                           if c["tokens"] > 1 and not c["force"]}
+                           if c["tokens"] > 1 and not c["force"] and not c["q32"]}
     assert prefill_then_decode == {"llama": ["sdpa_k16", "sdpa_flash_decode"],
                                    "qwen3": ["sdpa_q16", "sdpa_flash_decode"],
                                    "awkward": ["sdpa_materialized", "sdpa_flash_decode"]}
@@ -78,16 +78,17 @@ def test_positions_past_the_cache_and_wrong_shapes_are_refused_before_dispatch()
         out = await tensor(runtime, "o", (4, 4, 16))
         plan = Plan(runtime, "attn", live={"tokens": 4, "pos": 4})
         await plan.add(kv_cache_write(k=k, v=k, cache=cache))
-        await plan.add(sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=4))
+        adapter = runtime.device.adapter
+        await plan.add(sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=4, adapter=adapter))
         plan.record()
         with pytest.raises(ValueError, match=r"positions \[5, 9\) do not fit the KV cache's 8 rows"):
             plan.resize(pos=5)
         assert plan.live["pos"] == 4                    # the rejected size left the plan as it was
         with pytest.raises(ValueError, match=r"q Tensor\('q', \[4, 4, 16\], f32\) must be f32 \[tokens, 6, 16\]"):
-            sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=6)
+            sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=6, adapter=adapter)
         with pytest.raises(ValueError, match="6 query heads do not divide into 4 KV heads"):
             sdpa(q=q, cache=await KVCache.allocate(runtime, "c4", capacity=8, kv_heads=4, head_dim=16), out=out,
-                 scratch=scratch, heads=6)
+                 scratch=scratch, heads=6, adapter=adapter)
         with pytest.raises(ValueError, match=r"k and v must be u32 \[8, 2, 8\]"):
             KVCache(q, q, 8, 2, 16)
 
@@ -99,3 +100,24 @@ def test_the_full_matrix_of_lengths_and_positions():
     report, artifacts = _run({"preset": "full"})
     worst = verify_attention_report(report, artifacts.__getitem__)
     assert all(ratio <= 1 for ratio in worst.values())
+
+
+def test_q32_is_opt_in_and_falls_back_to_q16_without_its_workgroup_memory():
+    from py_runtime.gpu.device import AdapterReport
+    from py_runtime.tensors import Tensor
+
+    def adapter(storage):
+        return AdapterReport(backend="native", info={}, features=(), device_features=(),
+                             limits={"maxComputeWorkgroupStorageSize": storage, "maxComputeInvocationsPerWorkgroup": 256})
+
+    u32 = lambda name, *shape: Tensor(name, shape, "u32", 0)    # noqa: E731
+    f32 = lambda name, *shape: Tensor(name, shape, "f32", 0)    # noqa: E731
+    cache = KVCache(u32("k", 64, 8, 64), u32("v", 64, 8, 64), 64, 8, 128)
+    scratch = AttentionScratch(f32("s", 16 * 16, 64), f32("ml", 16 * 256, 2), f32("o", 16 * 256, 128), 16, 64)
+    q, out = f32("q", 16, 16, 128), f32("out", 16, 16, 128)
+    prefill = lambda storage, **options: [c.route for c in sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=16,  # noqa
+                                                                 adapter=adapter(storage), **options).at(16)]
+    assert prefill(32768, q32=True) == ["sdpa_q32"] and prefill(32768) == ["sdpa_q16"]
+    assert prefill(16384, q32=True) == ["sdpa_q16"]
+    why = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=16, adapter=adapter(16384), q32=True).explain()
+    assert "not sdpa_q32: needs 22976 bytes of workgroup memory and 256 invocations; the device allows 16384" in why

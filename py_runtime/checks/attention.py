@@ -32,10 +32,12 @@ class AttentionCase:
     tokens: int             # the prefill's length (1: the case is two decode steps)
     pos: int                # the prefill's start position
     force: str | None = None
+    q32: bool = False       # opt Qwen3's geometry into the 32-row prefill schedule
 
     @property
     def name(self) -> str:
-        return f"{self.geometry}.s{self.tokens}.p{self.pos}" + (f".{self.force}" if self.force else "")
+        return (f"{self.geometry}.s{self.tokens}.p{self.pos}" + (f".{self.force}" if self.force else "")
+                + (".q32" if self.q32 else ""))
 
     @property
     def config(self) -> ModelConfig:
@@ -52,9 +54,12 @@ def _matrix(lengths, positions, geometries=tuple(GEOMETRIES)) -> list[AttentionC
 
 PRESETS = {
     # CI: every geometry at a decode, a short and an odd prefill, from the start, one in and deep in the
-    # context; the materialized route forced at Llama's geometry for a decode and for a prefill.
+    # context; the materialized route forced at Llama's geometry for a decode and for a prefill; Qwen3's
+    # opt-in 32-row prefill (Q16 where the device lacks its workgroup memory).
     "ci": _matrix((1, 7, 129), (0, 1, 300)) + [AttentionCase("llama", 1, 1000, force="sdpa_materialized"),
-                                               AttentionCase("llama", 129, 1, force="sdpa_materialized")],
+                                               AttentionCase("llama", 129, 1, force="sdpa_materialized"),
+                                               AttentionCase("qwen3", 129, 1, q32=True),
+                                               AttentionCase("qwen3", 7, 300, q32=True)],
     # The issue's matrix (opt-in: long on a CPU adapter).
     "full": _matrix((1, 2, 7, 16, 31, 127, 128, 129, 508, 512), (0, 1, 1500)),
 }
@@ -87,7 +92,8 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
                      kv_cache_write(k=history[0], v=history[1], cache=cache, tokens=case.pos, pos=0))
     plan = Plan(runtime, prefix, live={TOKENS: case.tokens, POS: case.pos})
     await plan.add(kv_cache_write(k=k, v=v, cache=cache))
-    attention = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, force=case.force)
+    attention = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=device.adapter,
+                     force=case.force, q32=case.q32)
     await plan.add(attention)
     plan.record()
     steps = []
@@ -112,7 +118,8 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
     for tensor in owned:
         tensors.release(tensor.name)
     return {"name": case.name, "geometry": case.geometry, "heads": heads, "kv_heads": kv_heads, "head_dim": dim,
-            "tokens": case.tokens, "pos": case.pos, "capacity": case.capacity, "force": case.force, "index": index,
+            "tokens": case.tokens, "pos": case.pos, "capacity": case.capacity, "force": case.force, "q32": case.q32,
+            "index": index,
             "scale": 1.0 / dim ** 0.5, "why": [d.to_json() for d in attention.decisions],
             "kernels": [call.kernel for call in attention], "steps": steps, "cache_artifacts": cache_artifacts}
 

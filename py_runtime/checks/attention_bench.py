@@ -49,9 +49,9 @@ ATTENTION_PRESETS = {
     "attention_decode": [AttentionBenchCase(m, 1, ctx, route) for m in _MODELS
                          for ctx in (128, 512, 1024, 2048, 4096, 8192)
                          for route in ("sdpa_flash_decode", "sdpa_materialized")],
-    "attention_prefill": [AttentionBenchCase(m, s, s, route) for m, one_pass in ((LLAMA_3_2_1B, "sdpa_k16"),
-                                                                                 (QWEN3_0_6B, "sdpa_q16"))
-                          for s in (128, 512, 2048) for route in (one_pass, "sdpa_materialized")],
+    "attention_prefill": [AttentionBenchCase(m, s, s, route) for m, one_pass in ((LLAMA_3_2_1B, ("sdpa_k16",)),
+                                                                                 (QWEN3_0_6B, ("sdpa_q16", "sdpa_q32")))
+                          for s in (128, 512, 2048) for route in (*one_pass, "sdpa_materialized")],
     # Toy sizes for CPU adapters and tests.
     "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_materialized"),
@@ -89,7 +89,8 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
                                        head_dim=dim)
         owned += [cache.k, cache.v]
         await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=case.context, pos=0))
-        op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, force=case.route)
+        op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
+                  force=case.route, q32=case.route == "sdpa_q32")
         await plan.add(op)
     plan.record()
     per_layer = len(plan) // layers

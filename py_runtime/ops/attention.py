@@ -16,8 +16,10 @@ Routes (ROUTES; every one attested):
                              sdpa_materialized   otherwise
   prefill (live tokens > 1)  sdpa_k16            one pass, online softmax, key tiles of 16: exactly
                                                  Hq 32 / Hkv 8 / D 64, scale 1/8 (Llama-3.2-1B)
+                             sdpa_q32            opt-in (q32=True): Qwen3's geometry, 16 tokens x 2
+                                                 heads per workgroup (~22.5 KB of workgroup memory)
                              sdpa_q16            the same schedule at exactly Hq 16 / Hkv 8 / D 128,
-                                                 scale 1/sqrt(128) (Qwen3-0.6B)
+                                                 scale 1/sqrt(128) (Qwen3-0.6B), 8 tokens x 2 heads
                              sdpa_materialized   scores, softmax, weighted sum (three dispatches)
 """
 
@@ -125,6 +127,8 @@ class _Attention:
     tokens: int | str
     pos: int | str
     label: str
+    adapter: object
+    q32: bool = False
 
     @property
     def group(self) -> int:
@@ -218,26 +222,46 @@ def _flash_decode(req: _Attention) -> list[OpCall]:
                    phase="decode")]
 
 
-# The one-pass tiled routes' exact geometries: (route, kernel, query heads, KV heads, head_dim), from the
-# seed's guards (the scale must be 1/sqrt(head_dim) exactly); T tokens x G heads per workgroup.
-TILED_ROUTES = (("sdpa_k16", "sdpa_k16", 32, 8, 64), ("sdpa_q16", "sdpa_q16", 16, 8, 128))
-_TILED_TOKENS = 8
+# The one-pass tiled routes' exact geometries, from the seed's guards (the scale must be 1/sqrt(head_dim)
+# exactly): (route, query heads, KV heads, head_dim, tokens per workgroup, invocations per workgroup);
+# the route's kernel has its name. Q32 is opt-in (sdpa(q32=True)) and needs more workgroup memory than
+# WebGPU's default 16 KiB: where the device lacks it, Q16 runs.
+TILED_ROUTES = (("sdpa_q32", 16, 8, 128, 16, 256), ("sdpa_k16", 32, 8, 64, 8, 128), ("sdpa_q16", 16, 8, 128, 8, 128))
+_KEY_TILE = 16
+
+
+def tiled_workgroup_bytes(heads: int, kv_heads: int, dim: int, tokens: int) -> int:
+    """sdpa_tiled.wgsl's workgroup memory: query rows, one staged key tile, the tile's probabilities,
+    and (m, l, alpha) per row."""
+    rows = tokens * heads // kv_heads
+    return 4 * (rows * dim + _KEY_TILE * (dim // 2 + 1) + rows * _KEY_TILE + 3 * rows)
 
 
 def _tiled_guard(route: str):
-    heads, kv_heads, dim = next((h, kv, d) for name, _, h, kv, d in TILED_ROUTES if name == route)
+    heads, kv_heads, dim, tokens, invocations = next(r[1:] for r in TILED_ROUTES if r[0] == route)
 
     def guard(req: _Attention) -> str | None:
         here = (req.heads, req.cache.kv_heads, req.cache.head_dim)
+        if route == "sdpa_q32" and not req.q32:
+            return "not asked for (q32=True)"
         if here != (heads, kv_heads, dim):
             return f"Hq/Hkv/D {here[0]}/{here[1]}/{here[2]} is not its geometry {heads}/{kv_heads}/{dim}"
         if req.scale != 1.0 / math.sqrt(dim):
             return f"scale {req.scale} is not 1/sqrt({dim})"
+        limits = req.adapter.limits
+        memory = tiled_workgroup_bytes(heads, kv_heads, dim, tokens)
+        if limits.get("maxComputeWorkgroupStorageSize", 0) < memory or \
+                limits.get("maxComputeInvocationsPerWorkgroup", 0) < invocations:
+            return (f"needs {memory} bytes of workgroup memory and {invocations} invocations; the device allows "
+                    f"{limits.get('maxComputeWorkgroupStorageSize', 0)} and "
+                    f"{limits.get('maxComputeInvocationsPerWorkgroup', 0)}")
         return None
     return guard
 
 
-def _tiled(route: str, kernel: str):
+def _tiled(route: str):
+    tokens_per_workgroup = next(r[4] for r in TILED_ROUTES if r[0] == route)
+
     def build(req: _Attention) -> list[OpCall]:
         cache = req.cache
 
@@ -247,13 +271,13 @@ def _tiled(route: str, kernel: str):
                 raise ValueError(f"{req.label}: {t} tokens, but q holds {req.q.shape[0]}")
             active = t > 1
             keys = t * p + t * (t + 1) // 2                      # causal (query, key) pairs per head
-            return Sizing(workgroups=(-(-t // _TILED_TOKENS), cache.kv_heads, 1) if active else IDLE,
+            return Sizing(workgroups=(-(-t // tokens_per_workgroup), cache.kv_heads, 1) if active else IDLE,
                           params=_params(spec, req, t, p),
                           bytes_moved=(8 * t * req.heads * cache.head_dim + 2 * 2 * (p + t) * cache.kv_heads
-                                       * cache.head_dim * -(-t // _TILED_TOKENS)) if active else 0,
+                                       * cache.head_dim * -(-t // tokens_per_workgroup)) if active else 0,
                           flops=4 * keys * req.heads * cache.head_dim if active else 0)
 
-        return [OpCall(label=f"{req.label}.{route}", kernel=kernel, route=route,
+        return [OpCall(label=f"{req.label}.{route}", kernel=route, route=route,
                        tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "out": req.out}, sizing=sizing,
                        phase="prefill")]
     return build
@@ -273,17 +297,18 @@ DECODE_ROUTES = (
     Route(name="sdpa_flash_decode", guard=_flash_guard, build=_flash_decode),
     Route(name="sdpa_materialized", build=lambda req: _materialized(req, "any")),
 )
-PREFILL_ROUTES = (*(Route(name=route, guard=_tiled_guard(route), build=_tiled(route, kernel))
-                    for route, kernel, *_ in TILED_ROUTES),
+PREFILL_ROUTES = (*(Route(name=route, guard=_tiled_guard(route), build=_tiled(route)) for route, *_ in TILED_ROUTES),
                   Route(name="sdpa_materialized", build=lambda req: _materialized(req, "prefill")))
 
 
-def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int,
-         scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None) -> Op:
+def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int, adapter,
+         scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
+         q32: bool = False) -> Op:
     """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
     (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
     scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
-    docstring); `force` records one route only, for every token count."""
+    docstring); `force` records one route only, for every token count; `q32` opts Qwen3's geometry into
+    the 32-row prefill schedule where the device has the workgroup memory for it."""
     dim, kv_heads = cache.head_dim, cache.kv_heads
     problems = []
     if heads % kv_heads:
@@ -296,7 +321,8 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
     if problems:
         raise ValueError("sdpa: " + "; ".join(problems))
     label = f"sdpa({out.name})"
-    req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label)
+    req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label,
+                     adapter, q32)
     if force is not None:
         slot, routes = ("decode", DECODE_ROUTES) if force in {r.name for r in DECODE_ROUTES} else ("prefill",
                                                                                                    PREFILL_ROUTES)

@@ -30,7 +30,7 @@ def _gamma(n: int) -> float:
     return n * U / (1 - n * U)
 
 
-def expected_attention_route(case: dict, tokens: int) -> str:
+def expected_attention_route(case: dict, tokens: int, limits: dict) -> str:
     """Prefill: the one-pass K16 and Q16 routes at exactly Llama's and Qwen3's geometries (the checks use
     the default scale 1/sqrt(D)), the materialized route elsewhere. Decode: FlashDecoding where a KV
     head's query heads fit its workgroup memory
@@ -39,7 +39,11 @@ def expected_attention_route(case: dict, tokens: int) -> str:
         return case["force"]
     geometry = (case["heads"], case["kv_heads"], case["head_dim"])
     if tokens > 1:
-        return {(32, 8, 64): "sdpa_k16", (16, 8, 128): "sdpa_q16"}.get(geometry, "sdpa_materialized")
+        # Q32 when asked for and the device has its 22,976 bytes of workgroup memory and 256 invocations
+        # (32 rows of 128 f32, a 16-key tile of 65 words, 32 x 16 probabilities, 3 x 32 row stats)
+        q32 = (case.get("q32") and geometry == (16, 8, 128) and limits.get("maxComputeWorkgroupStorageSize", 0) >= 22976
+               and limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 256)
+        return "sdpa_q32" if q32 else {(32, 8, 64): "sdpa_k16", (16, 8, 128): "sdpa_q16"}.get(geometry, "sdpa_materialized")
     group = case["heads"] // case["kv_heads"]
     fits = group <= 8 and case["head_dim"] <= 128 and case["head_dim"] % 8 == 0 and group * case["head_dim"] <= 512
     return "sdpa_flash_decode" if tokens == 1 and fits else "sdpa_materialized"
@@ -72,7 +76,7 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         weights /= weights.sum(axis=1, keepdims=True)
         exact[t] = np.einsum("hj,jhd->hd", weights, values)
         splits, chunk = _splits(ctx, kv_heads) if route == "sdpa_flash_decode" else (1, ctx)
-        tile = 16 if route in ("sdpa_k16", "sdpa_q16") else 32          # keys per online-softmax rescale
+        tile = 16 if route in ("sdpa_k16", "sdpa_q16", "sdpa_q32") else 32      # keys per online-softmax rescale
         n_exp = -(-chunk // tile) + 2
         spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|
         relative = 2 * delta + n_exp * (3 + 2 * spread) * 2 * U + 2 * _gamma(ctx + splits) + 5 * U
@@ -125,7 +129,7 @@ def verify_attention_report(report: dict, read) -> dict:
         v16 = _check_cache(f"{name} v", read(case["cache_artifacts"][1]), v)
         ratios = []
         for step, q in zip(case["steps"], (q_prefill, q_decode)):
-            route = expected_attention_route(case, step["tokens"])
+            route = expected_attention_route(case, step["tokens"], report["adapter"]["limits"])
             assert step["routes"] == ["kv_cache_write", route], (f"{name} at {step['tokens']} tokens from "
                                                                  f"{step['pos']}: ran {step['routes']}, expected {route}")
             assert step["attention_conflicts"] == 0, f"{name}: conflicting attention routes {step['routes']}"
