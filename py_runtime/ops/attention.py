@@ -6,7 +6,7 @@ head h reads KV head h // (Hq / Hkv). Token t of a step sits at position pos + t
 0..pos + t (causal). `tokens` and `pos` are the plan's live sizes, so one plan serves a prefill and
 then every decode step; positions past the cache are refused before anything is dispatched.
 
-Routes (ROUTES; every one attested):
+Routes (DECODE_ROUTES, PREFILL_ROUTES: the first whose guard passes; every one attested):
   decode (live tokens == 1)  sdpa_flash_decode   FlashDecoding: the cache split into chunks, one
                                                  workgroup per (split, KV head) sharing its K/V loads
                                                  across the G query heads, online softmax, then a reduce
@@ -14,10 +14,10 @@ Routes (ROUTES; every one attested):
                                                  G * D <= 512 (K and V tiles of 32 keys staged in
                                                  workgroup memory)
                              sdpa_materialized   otherwise
-  prefill (live tokens > 1)  sdpa_k16            one pass, online softmax, key tiles of 16: exactly
-                                                 Hq 32 / Hkv 8 / D 64, scale 1/8 (Llama-3.2-1B)
-                             sdpa_q32            opt-in (q32=True): Qwen3's geometry, 16 tokens x 2
+  prefill (live tokens > 1)  sdpa_q32            opt-in (q32=True): Qwen3's geometry, 16 tokens x 2
                                                  heads per workgroup (~22.5 KB of workgroup memory)
+                             sdpa_k16            one pass, online softmax, key tiles of 16: exactly
+                                                 Hq 32 / Hkv 8 / D 64, scale 1/8 (Llama-3.2-1B)
                              sdpa_q16            the same schedule at exactly Hq 16 / Hkv 8 / D 128,
                                                  scale 1/sqrt(128) (Qwen3-0.6B), 8 tokens x 2 heads
                              sdpa_materialized   scores, softmax, weighted sum (three dispatches)
@@ -33,12 +33,11 @@ from ..routing import Route, choose
 from ..tensors import Tensor
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
-           "flash_splits"]
+           "TILED_ROUTES", "flash_splits", "tiled_workgroup_bytes"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
 FLASH_MAX_HEAD_DIM = 128        # ... 2 * MAXHALF
-FLASH_TILE = 32                 # ... TILE: keys per tile
 MAX_SPLITS = 256                # the scratch's splits per query head
 _TARGET_WORKGROUPS = 2048       # split-pass workgroups wanted: latency-bound, they need many in flight per SM
 
