@@ -19,13 +19,12 @@ from array import array
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from .dispatch import MAX_PER_DIM_KEY, Op, OpCall, runs_at
+from .dispatch import MAX_PER_DIM_KEY, Op, OpCall, Sizing, runs_at
 from .gpu.device import Dispatch, Handle
 from .kernels import Kernel
 from .params import ParamSlot
 from .profiling import dispatch_durations, looks_quantized
 from .routes import attention_conflicts, route_bit, route_mask
-from .tensors import Tensor
 
 __all__ = ["Plan", "Execution", "ProfileRow", "PlanError"]
 

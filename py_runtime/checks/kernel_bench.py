@@ -243,24 +243,29 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
             big //= 2           # CPU adapters (SwiftShader) can refuse 1 GiB: a smaller pool
     big_ns = await _stream_ns(runtime, pool, [(0, big)] * repeats, trials, sink_tensor, span=False)
     stream_big = big / big_ns
+
+    def report(**rest) -> dict:
+        return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "repeats": repeats,
+                "trials": trials, "stream_big_bytes": big, "stream_big_gbps": stream_big, **rest,
+                "result": NOT_CHECKED}      # a benchmark measures; it checks nothing
+
     if preset in STEP_PRESETS:
         progress("kernel bench decode step", 0, 1)
         step = await _decode_step(runtime, STEP_PRESETS[preset], trials, seed, sink_tensor, pool, stream_big)
         progress("kernel bench decode step", 1, 1)
         for tensor in (pool, sink_tensor):
             tensors.release(tensor.name)
-        return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "trials": trials,
-                "repeats": repeats, "stream_big_bytes": big, "stream_big_gbps": stream_big, "rows": [], "step": step,
-                "result": NOT_CHECKED}
+        return report(rows=[], step=step)
     if preset in ATTENTION_PRESETS:
         cases = [c for c in ATTENTION_PRESETS[preset] if not only or any(o in c.name for o in only)]
+        if not cases:
+            raise ValueError(f"no case of preset {preset!r} matches {only}; cases: "
+                             f"{[c.name for c in ATTENTION_PRESETS[preset]]}")
         rows = await run_attention_bench(runtime, cases, trials=trials, seed=seed, sink_tensor=sink_tensor, pool=pool,
                                          stream_big=stream_big, progress=progress)
         for tensor in (pool, sink_tensor):
             tensors.release(tensor.name)
-        return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "repeats": repeats,
-                "trials": trials, "chain_bytes": 0, "stream_big_bytes": big, "stream_big_gbps": stream_big,
-                "rows": rows, "result": NOT_CHECKED}
+        return report(chain_bytes=0, rows=rows)
     cases = [c for c in BENCH_PRESETS[preset] if not only or any(o in _label(c) for o in only)]
     if not cases:
         raise ValueError(f"no case of preset {preset!r} matches {only}; cases: {[_label(c) for c in BENCH_PRESETS[preset]]}")
@@ -317,9 +322,7 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
     for tensor in (packed_pool, scales_pool, rows_pool, pool, sink_tensor):
         if tensor is not None:
             tensors.release(tensor.name)
-    return {"suite": "kernel_bench", "adapter": device.adapter.to_json(), "preset": preset, "repeats": repeats,
-            "trials": trials, "chain_bytes": chain_bytes, "stream_big_bytes": big, "stream_big_gbps": stream_big,
-            "rows": rows, "result": NOT_CHECKED}
+    return report(chain_bytes=chain_bytes, rows=rows)
 
 
 async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_tensor, pool, moved, stream_big) -> dict:

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 from ..dispatch import IDLE, POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
+from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..routing import Route, choose
 from ..tensors import Tensor
 
@@ -225,7 +226,9 @@ def _flash_decode(req: _Attention) -> list[OpCall]:
 # exactly): (route, query heads, KV heads, head_dim, tokens per workgroup, invocations per workgroup);
 # the route's kernel has its name. Q32 is opt-in (sdpa(q32=True)) and needs more workgroup memory than
 # WebGPU's default 16 KiB: where the device lacks it, Q16 runs.
-TILED_ROUTES = (("sdpa_q32", 16, 8, 128, 16, 256), ("sdpa_k16", 32, 8, 64, 8, 128), ("sdpa_q16", 16, 8, 128, 8, 128))
+_LLAMA = (LLAMA_3_2_1B.heads, LLAMA_3_2_1B.kv_heads, LLAMA_3_2_1B.head_dim)     # 32, 8, 64
+_QWEN = (QWEN3_0_6B.heads, QWEN3_0_6B.kv_heads, QWEN3_0_6B.head_dim)             # 16, 8, 128
+TILED_ROUTES = (("sdpa_q32", *_QWEN, 16, 256), ("sdpa_k16", *_LLAMA, 8, 128), ("sdpa_q16", *_QWEN, 8, 128))
 _KEY_TILE = 16
 
 

@@ -14,10 +14,9 @@ division 2.5 ULP = 5u. So |out - exact| <= sum_j p_j |v_j| (2 max delta + n_exp 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from ...ops.attention import flash_splits
 from .elementwise import f16_allowed
 from .synth import synth_values_np
 
@@ -49,14 +48,6 @@ def expected_attention_route(case: dict, tokens: int, limits: dict) -> str:
     return "sdpa_flash_decode" if tokens == 1 and fits else "sdpa_materialized"
 
 
-def _splits(ctx: int, kv_heads: int) -> tuple[int, int]:
-    """The split count and keys per split (ops/attention.py flash_splits; only the bound's term count
-    depends on it, so a larger count only loosens the bound)."""
-    wanted = max(1, min(256, -(-ctx // 32), -(-2048 // kv_heads)))
-    chunk = -(-ctx // wanted)
-    return -(-ctx // chunk), chunk
-
-
 def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, scale: float, route: str):
     """float64 attention of q [T, H, D] over k, v [>= pos + T, Hkv, D] (causal from pos), and its bound."""
     tokens, heads, dim = q.shape
@@ -75,7 +66,8 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         weights = np.exp(x)
         weights /= weights.sum(axis=1, keepdims=True)
         exact[t] = np.einsum("hj,jhd->hd", weights, values)
-        splits, chunk = _splits(ctx, kv_heads) if route == "sdpa_flash_decode" else (1, ctx)
+        # (the split count only sets how many terms the bound counts: taken from the op, not judged)
+        splits, chunk = flash_splits(ctx, kv_heads) if route == "sdpa_flash_decode" else (1, ctx)
         tile = 16 if route in ("sdpa_k16", "sdpa_q16", "sdpa_q32") else 32      # keys per online-softmax rescale
         n_exp = -(-chunk // tile) + 2
         spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|

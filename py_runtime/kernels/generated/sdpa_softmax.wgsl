@@ -21,7 +21,7 @@ struct Params {
 
 var<workgroup> partial: array<f32, WG>;
 
-// A workgroup-wide max (SUM false) or sum over the row's first n entries of `values`.
+// A workgroup-wide max (is_sum false) or sum of one value per invocation.
 fn reduce_row(local: u32, value: f32, is_sum: bool) -> f32 {
   partial[local] = value;
   workgroupBarrier();
