@@ -47,9 +47,10 @@ ROUTES = (
     "sdpa_k16",             # one-pass online-softmax prefill attention, Llama-3.2-1B's geometry (K16)
     "sdpa_q16",             # the same at Qwen3-0.6B's geometry (Q16)
     "sdpa_q32",             # Qwen3's, 32 rows per workgroup (opt-in, larger workgroup memory)
+    "sdpa_flash_subgroup",  # attention of one live token: FlashDecoding's split pass on subgroups, then the reduce
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
-                                                 "sdpa_q32"})
+                                                 "sdpa_q32", "sdpa_flash_subgroup"})
 _BITS = {name: i for i, name in enumerate(ROUTES)}
 
 

@@ -70,8 +70,9 @@ def test_bench_kernels_times_the_attention_routes(tmp_path):
     assert main(["bench", "kernels", "--backend", "native", "--preset", "attention_tiny", "--trials", "1",
                  "--json", str(target)]) == 0
     rows = json.loads(target.read_text())["rows"]
-    assert [r["route"] for r in rows] == ["sdpa_flash_decode", "sdpa_materialized", "sdpa_materialized", "sdpa_k16"]
-    decode = rows[:2]
+    assert [r["route"] for r in rows] == ["sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_materialized",
+                                          "sdpa_materialized", "sdpa_k16"]
+    decode = rows[:3]
     # one layer's K and V over 64 positions, f16: 2 x 64 x 8 heads x 64 dims x 2 bytes
     assert all(r["kv_bytes"] == 2 * 64 * 8 * 64 * 2 and r["layers"] > 1 and r["ns"] > 0 for r in decode)
-    assert all(0 < r["ratio_same_bytes"] for r in decode) and rows[2]["flops"] > 0 and rows[3]["flops"] > 0
+    assert all(0 < r["ratio_same_bytes"] for r in decode) and rows[3]["flops"] > 0 and rows[4]["flops"] > 0

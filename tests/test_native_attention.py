@@ -37,12 +37,13 @@ def test_every_route_and_geometry_matches_the_oracle(native_run):
     worst = verify_attention_report(report, artifacts.__getitem__)
     assert all(0 <= ratio <= 1 for ratio in worst.values()), worst
     routes = {step["routes"][-1] for case in report["cases"] for step in case["steps"]}
-    assert routes == {"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16", "sdpa_q32"}
+    assert routes == {"sdpa_materialized", "sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
+                      "sdpa_q32"}
     # one plan per case served its prefill and then a decode, each attested with its own route
     prefill_then_decode = {c["geometry"]: [s["routes"][-1] for s in c["steps"]] for c in report["cases"]
                            if c["tokens"] > 1 and not c["force"] and not c["q32"]}
-    assert prefill_then_decode == {"llama": ["sdpa_k16", "sdpa_flash_decode"],
-                                   "qwen3": ["sdpa_q16", "sdpa_flash_decode"],
+    assert prefill_then_decode == {"llama": ["sdpa_k16", "sdpa_flash_subgroup"],
+                                   "qwen3": ["sdpa_q16", "sdpa_flash_subgroup"],
                                    "awkward": ["sdpa_materialized", "sdpa_flash_decode"]}
 
 
@@ -64,7 +65,7 @@ def test_the_verifier_catches_wrong_outputs_caches_and_routes(native_run):
         verify_attention_report({**report, "cases": [case]}, broken.__getitem__)
     relabelled = copy.deepcopy(case)                    # a decode attested as the materialized route
     relabelled["steps"][1]["routes"] = ["kv_cache_write", "sdpa_materialized"]
-    with pytest.raises(AssertionError, match="expected sdpa_flash_decode"):
+    with pytest.raises(AssertionError, match="expected sdpa_flash_subgroup"):
         verify_attention_report({**report, "cases": [relabelled]}, artifacts.__getitem__)
 
 

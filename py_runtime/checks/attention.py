@@ -54,9 +54,11 @@ def _matrix(lengths, positions, geometries=tuple(GEOMETRIES)) -> list[AttentionC
 
 PRESETS = {
     # CI: every geometry at a decode, a short and an odd prefill, from the start, one in and deep in the
-    # context; the materialized route forced at Llama's geometry for a decode and for a prefill; Qwen3's
-    # opt-in 32-row prefill (Q16 where the device lacks its workgroup memory).
+    # context; the materialized route forced at Llama's geometry for a decode and for a prefill, and the
+    # workgroup-memory FlashDecoding for a decode (where subgroups are, only the awkward geometry takes it);
+    # Qwen3's opt-in 32-row prefill (Q16 where the device lacks its workgroup memory).
     "ci": _matrix((1, 7, 129), (0, 1, 300)) + [AttentionCase("llama", 1, 1000, force="sdpa_materialized"),
+                                               AttentionCase("llama", 1, 1000, force="sdpa_flash_decode"),
                                                AttentionCase("llama", 129, 1, force="sdpa_materialized"),
                                                AttentionCase("qwen3", 129, 1, q32=True),
                                                AttentionCase("qwen3", 7, 300, q32=True)],

@@ -17,6 +17,7 @@ from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, sdpa
 from ..ops.synth import fill_uniform
 from ..oneshot import run_op
 from ..plan import Plan
+from ..routing import RouteUnavailable
 from ..runtime import Runtime
 from .attention import QKV_RANGE
 
@@ -48,12 +49,13 @@ _MODELS = (LLAMA_3_2_1B, QWEN3_0_6B)
 ATTENTION_PRESETS = {
     "attention_decode": [AttentionBenchCase(m, 1, ctx, route) for m in _MODELS
                          for ctx in (128, 512, 1024, 2048, 4096, 8192)
-                         for route in ("sdpa_flash_decode", "sdpa_materialized")],
+                         for route in ("sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_materialized")],
     "attention_prefill": [AttentionBenchCase(m, s, s, route) for m, one_pass in ((LLAMA_3_2_1B, ("sdpa_k16",)),
                                                                                  (QWEN3_0_6B, ("sdpa_q16", "sdpa_q32")))
                           for s in (128, 512, 2048) for route in (*one_pass, "sdpa_materialized")],
     # Toy sizes for CPU adapters and tests.
-    "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
+    "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_subgroup"),
+                       AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_materialized"),
                        AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_materialized"),
                        AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_k16")],
@@ -88,9 +90,14 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
         cache = await KVCache.allocate(runtime, f"{prefix}.cache{layer}", capacity=case.context, kv_heads=kv_heads,
                                        head_dim=dim)
         owned += [cache.k, cache.v]
+        try:
+            op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
+                      force=case.route, q32=case.route == "sdpa_q32")
+        except RouteUnavailable as unavailable:     # at the first layer: e.g. the subgroup route without subgroups
+            for tensor in owned:
+                tensors.release(tensor.name)
+            return {"case": case.name, "route": case.route, "rows": case.tokens, "skipped": str(unavailable)}
         await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=case.context, pos=0))
-        op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
-                  force=case.route, q32=case.route == "sdpa_q32")
         await plan.add(op)
     plan.record()
     per_layer = len(plan) // layers

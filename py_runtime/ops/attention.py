@@ -7,7 +7,12 @@ head h reads KV head h // (Hq / Hkv). Token t of a step sits at position pos + t
 then every decode step; positions past the cache are refused before anything is dispatched.
 
 Routes (DECODE_ROUTES, PREFILL_ROUTES: the first whose guard passes; every one attested):
-  decode (live tokens == 1)  sdpa_flash_decode   FlashDecoding: the cache split into chunks, one
+  decode (live tokens == 1)  sdpa_flash_subgroup FlashDecoding on subgroups: four invocations per key,
+                                                 each with its K and V words and every query head's
+                                                 dims in registers; no barrier in the key loop. Needs
+                                                 'subgroups' and a variant for G (2 or 4) and D (a
+                                                 multiple of 8, at most 32 W), then the reduce pass
+                             sdpa_flash_decode   FlashDecoding: the cache split into chunks, one
                                                  workgroup per (split, KV head) sharing its K/V loads
                                                  across the G query heads, online softmax, then a reduce
                                                  pass; G <= 8, D <= 128 and a multiple of 8,
@@ -29,18 +34,22 @@ import math
 from dataclasses import dataclass
 
 from ..dispatch import IDLE, POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
+from ..kernels import kernel, kernel_names
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..routing import Route, choose
 from ..tensors import Tensor
+from .tuning import tuning_for
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
-           "TILED_ROUTES", "flash_splits", "tiled_workgroup_bytes"]
+           "TILED_ROUTES", "flash_splits", "subgroup_flash_splits", "subgroup_flash_variant", "tiled_workgroup_bytes"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
 FLASH_MAX_HEAD_DIM = 128        # ... 2 * MAXHALF
 MAX_SPLITS = 256                # the scratch's splits per query head
 _TARGET_WORKGROUPS = 2048       # split-pass workgroups wanted: latency-bound, they need many in flight per SM
+_LANES_PER_KEY = 4              # sdpa_flash_subgroup.wgsl LANES: WebGPU's narrowest subgroup
+LOG2_E = 1.0 / math.log(2.0)    # both split passes keep the softmax in base 2: scores carry scale * log2(e)
 
 
 @dataclass(frozen=True)
@@ -143,6 +152,23 @@ def flash_splits(ctx: int, kv_heads: int) -> tuple[int, int]:
     return -(-ctx // chunk), chunk
 
 
+def subgroup_flash_variant(group: int, head_dim: int) -> str | None:
+    """The sdpa_flash_split_sg variant for G query heads per KV head of head_dim dims: G exactly, the
+    fewest words per lane (W: four lanes of W vec4 words, 8 dims each, cover a row), or None."""
+    fits = [(k.template_values["W"], name) for name in kernel_names("shipped") if name.startswith("sdpa_flash_split_sg_")
+            for k in (kernel(name),) if k.template_values["G"] == group and 32 * k.template_values["W"] >= head_dim]
+    return min(fits)[1] if fits else None
+
+
+def subgroup_flash_splits(ctx: int, kv_heads: int, keys_per_step: int, workgroups: int) -> tuple[int, int, int]:
+    """(splits, keys per split, steps) for the subgroup split pass: a workgroup covers keys_per_step keys
+    a step (every load of a step in flight at once), so splits of one step each up to `workgroups` (the
+    adapter's tuning) over the KV heads, then longer splits; no split empty."""
+    wanted = max(1, min(MAX_SPLITS, -(-ctx // keys_per_step), -(-workgroups // kv_heads)))
+    chunk = -(-ctx // wanted)
+    return -(-ctx // chunk), chunk, -(-chunk // keys_per_step)
+
+
 def _params(spec, req: _Attention, t: int, p: int) -> bytes:
     return spec.pack_params(tokens=t, heads=req.heads, kv_heads=req.cache.kv_heads, head_dim=req.cache.head_dim,
                             pos=p, ctx=p + t, scale=req.scale)
@@ -189,37 +215,51 @@ def _materialized(req: _Attention, phase: str) -> list[OpCall]:
                    tensors={"scores": scratch, "v_cache": cache.v, "out": req.out}, sizing=weighted, phase=phase)]
 
 
-def _flash_decode(req: _Attention) -> list[OpCall]:
-    cache, dim, g = req.cache, req.cache.head_dim, req.group
+def _flash(subgroup: bool):
+    """FlashDecoding's two passes: a split pass (the subgroup one, or the workgroup-memory one) writing
+    per-split partials, then the reduce pass."""
 
-    def split(spec, live):
-        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
-        active = t == 1
-        ctx = p + 1
-        splits, chunk = flash_splits(ctx, cache.kv_heads)
-        kv_bytes = 2 * ctx * cache.kv_heads * dim * 2
-        return Sizing(workgroups=(splits, cache.kv_heads, 1) if active else IDLE,
-                      params=spec.pack_params(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=ctx, chunk=chunk,
-                                              splits=splits, scale=req.scale),
-                      bytes_moved=kv_bytes + 4 * req.heads * dim * (1 + splits) if active else 0,
-                      flops=4 * ctx * req.heads * dim if active else 0)
+    def build(req: _Attention) -> list[OpCall]:
+        cache, dim, g = req.cache, req.cache.head_dim, req.group
+        split_kernel = subgroup_flash_variant(g, dim) if subgroup else "sdpa_flash_split"
+        route = "sdpa_flash_subgroup" if subgroup else "sdpa_flash_decode"
 
-    def reduce(spec, live):
-        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
-        splits, chunk = flash_splits(p + 1, cache.kv_heads)
-        active = t == 1
-        return Sizing(workgroups=(req.heads, 1, 1) if active else IDLE,
-                      params=spec.pack_params(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=p + 1, chunk=chunk,
-                                              splits=splits, scale=req.scale),
-                      bytes_moved=4 * req.heads * splits * (dim + 2) + 4 * req.heads * dim if active else 0)
+        def plan(live) -> tuple[bool, int, dict]:
+            t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
+            ctx = p + 1
+            if subgroup:
+                split_spec = kernel(split_kernel)
+                step_keys = split_spec.invocations // _LANES_PER_KEY * split_spec.template_values["U"]
+                splits, chunk, steps = subgroup_flash_splits(ctx, cache.kv_heads, step_keys,
+                                                             tuning_for(req.adapter).flash_workgroups)
+                extra = {"steps": steps}
+            else:
+                (splits, chunk), extra = flash_splits(ctx, cache.kv_heads), {}
+            fields = dict(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=ctx, chunk=chunk, splits=splits,
+                          scale=req.scale * LOG2_E)
+            return t == 1, splits, fields | extra
 
-    scratch = req.scratch
-    return [OpCall(label=f"{req.label}.flash_split", kernel="sdpa_flash_split", route="sdpa_flash_decode",
-                   tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "part_ml": scratch.part_ml,
-                            "part_o": scratch.part_o}, sizing=split, phase="decode"),
-            OpCall(label=f"{req.label}.flash_reduce", kernel="sdpa_flash_reduce", route="sdpa_flash_decode",
-                   tensors={"part_ml": scratch.part_ml, "part_o": scratch.part_o, "out": req.out}, sizing=reduce,
-                   phase="decode")]
+        def split(spec, live):
+            active, splits, fields = plan(live)
+            kv_bytes = 2 * fields["ctx"] * cache.kv_heads * dim * 2
+            return Sizing(workgroups=(splits, cache.kv_heads, 1) if active else IDLE, params=spec.pack_params(**fields),
+                          bytes_moved=kv_bytes + 4 * req.heads * dim * (1 + splits) if active else 0,
+                          flops=4 * fields["ctx"] * req.heads * dim if active else 0)
+
+        def reduce(spec, live):
+            active, splits, fields = plan(live)
+            fields.pop("steps", None)
+            return Sizing(workgroups=(req.heads, 1, 1) if active else IDLE, params=spec.pack_params(**fields),
+                          bytes_moved=4 * req.heads * splits * (dim + 2) + 4 * req.heads * dim if active else 0)
+
+        scratch = req.scratch
+        return [OpCall(label=f"{req.label}.flash_split", kernel=split_kernel, route=route,
+                       tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "part_ml": scratch.part_ml,
+                                "part_o": scratch.part_o}, sizing=split, phase="decode"),
+                OpCall(label=f"{req.label}.flash_reduce", kernel="sdpa_flash_reduce", route=route,
+                       tensors={"part_ml": scratch.part_ml, "part_o": scratch.part_o, "out": req.out}, sizing=reduce,
+                       phase="decode")]
+    return build
 
 
 # The one-pass tiled routes' exact geometries, from the seed's guards (the scale must be 1/sqrt(head_dim)
@@ -295,8 +335,20 @@ def _flash_guard(req: _Attention) -> str | None:
     return None
 
 
+def _subgroup_flash_guard(req: _Attention) -> str | None:
+    if "subgroups" not in req.adapter.device_features:
+        return "needs the 'subgroups' feature"
+    if req.cache.head_dim % 8:
+        return f"head_dim {req.cache.head_dim} is not a multiple of 8 (cache rows load as vec4 of f16 pairs)"
+    if subgroup_flash_variant(req.group, req.cache.head_dim) is None:
+        return (f"no variant for {req.group} query heads per KV head of {req.cache.head_dim} dims "
+                f"(sdpa_flash_subgroup.yaml: G 2 or 4, head_dim up to 32 W)")
+    return None
+
+
 DECODE_ROUTES = (
-    Route(name="sdpa_flash_decode", guard=_flash_guard, build=_flash_decode),
+    Route(name="sdpa_flash_subgroup", guard=_subgroup_flash_guard, build=_flash(subgroup=True)),
+    Route(name="sdpa_flash_decode", guard=_flash_guard, build=_flash(subgroup=False)),
     Route(name="sdpa_materialized", build=lambda req: _materialized(req, "any")),
 )
 PREFILL_ROUTES = (*(Route(name=route, guard=_tiled_guard(route), build=_tiled(route)) for route, *_ in TILED_ROUTES),

@@ -24,6 +24,8 @@ class Tuning:
     gemv_f32: Callable[[int, int], str]                     # (K, N) -> q4gsw_gemv shape
     gemv_int8: Callable[[int, int, int], str]               # (K, N, group size) -> q4gsw_gemv i8 shape
     gemv_int8x: Callable[[int, int, bool, bool, bool], str]  # (K, N, vec4 scales ok, glu, row-major copy)
+    flash_workgroups: int                                   # FlashDecoding's subgroup split pass: workgroups
+                                                            # wanted before splits grow longer than one step
 
 
 def _h200_gemv_f32(k: int, n: int) -> str:
@@ -81,11 +83,12 @@ def _is_h200(info: dict) -> bool:
 
 
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
-              matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x)
+              matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
+              flash_workgroups=1024)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
-                  gemv_int8x=lambda k, n, scales_vec4, glu, rows_copy: "r2u2w1")
+                  gemv_int8x=lambda k, n, scales_vec4, glu, rows_copy: "r2u2w1", flash_workgroups=32)
 TABLES = (H200, PORTABLE)       # the first whose `matches` accepts the adapter's info
 
 

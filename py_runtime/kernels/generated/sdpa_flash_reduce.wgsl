@@ -2,15 +2,15 @@
 // FlashDecoding over an f16 KV cache packed two per u32, for one live token (decode) at position
 // ctx - 1, G = Hq / Hkv query heads per KV head, head_dim D a multiple of 8 (rows load as vec4 of
 // pairs) up to 2 * MAXHALF, G <= MAXG and G * D <= MAXGD.
-// Reduce pass: one workgroup per query head combines its splits' partials:
-// M = max m_s, L = sum l_s e^(m_s - M), out = sum o_s e^(m_s - M) / L (the weights e^(m_s - M) / L
-// computed once per split, the splits' outputs read BATCH at a time).
+// Reduce pass (both split passes): one workgroup per query head combines its splits' partials, whose
+// maxima are in base 2: M = max m_s, L = sum l_s 2^(m_s - M), out = sum o_s 2^(m_s - M) / L (the
+// weights 2^(m_s - M) / L computed once per split, the splits' outputs read BATCH at a time).
 const WG: u32 = 64u;
 const TILE: u32 = 32u;                // keys per tile: WG / 2
 const MAXG: u32 = 8u;
 const MAXGD: u32 = 512u;              // G * head_dim
 const MAXHALF: u32 = 64u;             // head_dim / 2
-const NEG: f32 = -0x1.fffffep+127f;   // an empty running max: exp(NEG - m) is 0 for any real m
+const NEG: f32 = -0x1.fffffep+127f;   // an empty running max: exp2(NEG - m) is 0 for any real m
 const BATCH: u32 = 8u;                // loads issued before any is used: one memory latency per batch,
                                       // not one per load (a loop that uses each load at once waits
                                       // for every one in turn)
@@ -22,7 +22,7 @@ struct Params {
   ctx: u32,             // keys in the cache: the live position + 1
   chunk: u32,           // keys per split
   splits: u32,
-  scale: f32,
+  scale: f32,          // scale * log2(e): the softmax runs in base 2
 }
 
 @group(0) @binding(0) var<storage, read> part_ml: array<vec2<f32>>;
@@ -64,13 +64,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   m = reduce_all(tid, m, false);
   var l = 0.0;
   for (var u = 0u; u < 4u; u++) {
-    l += ml[u].y * exp(ml[u].x - m);
+    l += ml[u].y * exp2(ml[u].x - m);
   }
   l = reduce_all(tid, l, true);
   for (var u = 0u; u < 4u; u++) {
     let s = tid + u * WG;
     if (s < splits) {
-      weight[s] = exp(ml[u].x - m) / l;
+      weight[s] = exp2(ml[u].x - m) / l;
     }
   }
   workgroupBarrier();
