@@ -79,6 +79,9 @@ for s in $steps; do
     browser-attention) step "$s" 120 check --suite attention --backend browser --driver plain --timeout 110 ;;
     native-attn-decode)  step "$s" 150 bench kernels --backend native --preset attention_decode ;;
     browser-attn-decode) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --timeout 140 ;;
+    # the FlashDecoding routes only (the materialized decode takes minutes at long contexts)
+    native-attn-flash)   step "$s" 150 bench kernels --backend native --preset attention_decode --only flash ;;
+    browser-attn-flash)  step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --only flash --timeout 140 ;;
     browser-attn-prefill) step "$s" 120 bench kernels --backend browser --driver plain --preset attention_prefill --timeout 110 ;;
     *) echo "unknown step $s" ;;
   esac
