@@ -82,6 +82,8 @@ for s in $steps; do
     # the FlashDecoding routes only (the materialized decode takes minutes at long contexts)
     native-attn-flash)   step "$s" 150 bench kernels --backend native --preset attention_decode --only flash ;;
     browser-attn-flash)  step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --only flash --timeout 140 ;;
+    # every subgroup split-pass variant at several workgroup targets, context 4096
+    browser-flash-sweep) step "$s" 200 bench kernels --backend browser --driver plain --preset attention_flash_sweep --trials 3 --timeout 190 ;;
     browser-attn-prefill) step "$s" 120 bench kernels --backend browser --driver plain --preset attention_prefill --timeout 110 ;;
     *) echo "unknown step $s" ;;
   esac

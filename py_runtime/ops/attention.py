@@ -38,10 +38,10 @@ from ..kernels import kernel, kernel_names
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..routing import Route, choose
 from ..tensors import Tensor
-from .tuning import tuning_for
+from .tuning import tuning_table
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
-           "TILED_ROUTES", "flash_splits", "subgroup_flash_splits", "subgroup_flash_variant", "tiled_workgroup_bytes"]
+           "TILED_ROUTES", "flash_splits", "subgroup_flash_splits", "subgroup_flash_split", "tiled_workgroup_bytes"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
@@ -138,6 +138,7 @@ class _Attention:
     label: str
     adapter: object
     q32: bool = False
+    flash_split: tuple[str, int] | None = None
 
     @property
     def group(self) -> int:
@@ -152,12 +153,29 @@ def flash_splits(ctx: int, kv_heads: int) -> tuple[int, int]:
     return -(-ctx // chunk), chunk
 
 
-def subgroup_flash_variant(group: int, head_dim: int) -> str | None:
-    """The sdpa_flash_split_sg variant for G query heads per KV head of head_dim dims: G exactly, the
-    fewest words per lane (W: four lanes of W vec4 words, 8 dims each, cover a row), or None."""
-    fits = [(k.template_values["W"], name) for name in kernel_names("shipped") if name.startswith("sdpa_flash_split_sg_")
-            for k in (kernel(name),) if k.template_values["G"] == group and 32 * k.template_values["W"] >= head_dim]
-    return min(fits)[1] if fits else None
+def subgroup_flash_split(group: int, head_dim: int, adapter_info: dict) -> tuple[str, int] | None:
+    """The sdpa_flash_split_sg variant for G query heads per KV head of head_dim dims and the workgroups
+    it wants, from the adapter's tuning table: G exactly, the fewest words per lane (W: four lanes of
+    W vec4 words, 8 dims each, cover a row); None where no shipped variant fits."""
+    prefix = "sdpa_flash_split_sg_"
+    shipped = kernel_names("shipped")
+    widths = [kernel(name).template_values["W"] for name in shipped if name.startswith(prefix)
+              and kernel(name).template_values["G"] == group and 32 * kernel(name).template_values["W"] >= head_dim]
+    if not widths:
+        return None
+    words = min(widths)
+    table = tuning_table(adapter_info)
+    suffix, workgroups = table.flash_split(group, words)
+    name = f"{prefix}g{group}w{words}{suffix}"
+    if name not in shipped:
+        raise ValueError(f"tuning table {table.name!r} picks {name!r} for G {group}, W {words}, which is not a shipped kernel")
+    return name, workgroups
+
+
+def subgroup_flash_step_keys(split_spec) -> int:
+    """Keys a workgroup of the subgroup split pass covers per step: a key per HS slots of four lanes, U each."""
+    values = split_spec.template_values
+    return split_spec.invocations // _LANES_PER_KEY // values["HS"] * values["U"]
 
 
 def subgroup_flash_splits(ctx: int, kv_heads: int, keys_per_step: int, workgroups: int) -> tuple[int, int, int]:
@@ -221,7 +239,10 @@ def _flash(subgroup: bool):
 
     def build(req: _Attention) -> list[OpCall]:
         cache, dim, g = req.cache, req.cache.head_dim, req.group
-        split_kernel = subgroup_flash_variant(g, dim) if subgroup else "sdpa_flash_split"
+        if subgroup:
+            split_kernel, workgroups = req.flash_split or subgroup_flash_split(g, dim, req.adapter.info)
+        else:
+            split_kernel = "sdpa_flash_split"
         route = "sdpa_flash_subgroup" if subgroup else "sdpa_flash_decode"
 
         def plan(live) -> tuple[bool, int, dict]:
@@ -229,9 +250,8 @@ def _flash(subgroup: bool):
             ctx = p + 1
             if subgroup:
                 split_spec = kernel(split_kernel)
-                step_keys = split_spec.invocations // _LANES_PER_KEY * split_spec.template_values["U"]
-                splits, chunk, steps = subgroup_flash_splits(ctx, cache.kv_heads, step_keys,
-                                                             tuning_for(req.adapter).flash_workgroups)
+                step_keys = subgroup_flash_step_keys(split_spec)
+                splits, chunk, steps = subgroup_flash_splits(ctx, cache.kv_heads, step_keys, workgroups)
                 extra = {"steps": steps}
             else:
                 (splits, chunk), extra = flash_splits(ctx, cache.kv_heads), {}
@@ -340,7 +360,7 @@ def _subgroup_flash_guard(req: _Attention) -> str | None:
         return "needs the 'subgroups' feature"
     if req.cache.head_dim % 8:
         return f"head_dim {req.cache.head_dim} is not a multiple of 8 (cache rows load as vec4 of f16 pairs)"
-    if subgroup_flash_variant(req.group, req.cache.head_dim) is None:
+    if subgroup_flash_split(req.group, req.cache.head_dim, req.adapter.info) is None:
         return (f"no variant for {req.group} query heads per KV head of {req.cache.head_dim} dims "
                 f"(sdpa_flash_subgroup.yaml: G 2 or 4, head_dim up to 32 W)")
     return None
@@ -357,12 +377,19 @@ PREFILL_ROUTES = (*(Route(name=route, guard=_tiled_guard(route), build=_tiled(ro
 
 def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int, adapter,
          scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
-         q32: bool = False) -> Op:
+         q32: bool = False, flash_split: tuple[str, int] | None = None) -> Op:
     """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
     (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
     scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
     docstring); `force` records one route only, for every token count; `q32` opts Qwen3's geometry into
-    the 32-row prefill schedule where the device has the workgroup memory for it."""
+    the 32-row prefill schedule where the device has the workgroup memory for it; `flash_split` (a
+    sdpa_flash_split_sg kernel of this geometry, workgroups wanted) replaces the tuning table's pick, for
+    benchmark sweeps."""
+    if flash_split is not None:
+        values = kernel(flash_split[0]).template_values
+        if (values["G"], 32 * values["W"] >= cache.head_dim) != (heads // cache.kv_heads, True):
+            raise ValueError(f"sdpa: {flash_split[0]} is not a subgroup split pass for G {heads // cache.kv_heads}, "
+                             f"head_dim {cache.head_dim}")
     dim, kv_heads = cache.head_dim, cache.kv_heads
     problems = []
     if heads % kv_heads:
@@ -376,7 +403,7 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         raise ValueError("sdpa: " + "; ".join(problems))
     label = f"sdpa({out.name})"
     req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label,
-                     adapter, q32)
+                     adapter, q32, flash_split)
     if force is not None:
         slot, routes = ("decode", DECODE_ROUTES) if force in {r.name for r in DECODE_ROUTES} else ("prefill",
                                                                                                    PREFILL_ROUTES)

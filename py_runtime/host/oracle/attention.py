@@ -18,8 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels import kernel
-from ...ops.attention import flash_splits, subgroup_flash_splits, subgroup_flash_variant
-from ...ops.tuning import TABLES
+from ...ops.attention import flash_splits, subgroup_flash_split, subgroup_flash_splits, subgroup_flash_step_keys
 from .elementwise import f16_allowed
 from .synth import synth_values_np
 
@@ -79,10 +78,8 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         # (the split and step counts only set how many terms the bound counts: taken from the op, not judged)
         spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|
         if route == "sdpa_flash_subgroup":
-            split_kernel = kernel(subgroup_flash_variant(group, dim))
-            tuning = next(table for table in TABLES if table.matches(adapter_info))
-            splits, _, steps = subgroup_flash_splits(ctx, kv_heads, split_kernel.invocations // 4
-                                                     * split_kernel.template_values["U"], tuning.flash_workgroups)
+            name, workgroups = subgroup_flash_split(group, dim, adapter_info)
+            splits, _, steps = subgroup_flash_splits(ctx, kv_heads, subgroup_flash_step_keys(kernel(name)), workgroups)
             n_exp, spread = steps + 2, spread / np.log(2)
         elif route == "sdpa_flash_decode":
             splits, chunk = flash_splits(ctx, kv_heads)
