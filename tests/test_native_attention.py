@@ -11,7 +11,9 @@ import pytest
 
 from py_runtime.app import run
 from py_runtime.host.oracle import verify_attention_report
-from py_runtime.oneshot import tensor
+from py_runtime.host.oracle.attention import attention_reference
+from py_runtime.kernels import kernel, kernel_names
+from py_runtime.oneshot import run_op, tensor
 from py_runtime.ops.attention import AttentionScratch, KVCache, kv_cache_write, sdpa
 from py_runtime.plan import Plan
 from py_runtime.runtime import Runtime
@@ -122,3 +124,44 @@ def test_q32_is_opt_in_and_falls_back_to_q16_without_its_workgroup_memory():
     assert prefill(16384, q32=True) == ["sdpa_q16"]
     why = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=16, adapter=adapter(16384), q32=True).explain()
     assert "not sdpa_q32: needs 22976 bytes of workgroup memory and 256 invocations; the device allows 16384" in why
+
+
+@pytest.mark.parametrize("name", [n for n in kernel_names() if n.startswith("sdpa_flash_split_sg_")])
+def test_every_subgroup_split_variant_matches_the_oracle(name):
+    """Shipped and sweep variants alike (the sweep's figures only count if its kernels are right), at a
+    short context and at one of several splits, or of one split of many steps."""
+    values = kernel(name).template_values
+    group, dim, kv_heads, capacity = values["G"], 32 * values["W"], 2, 300
+    heads = group * kv_heads
+    rng = np.random.default_rng(7)
+    k_host, v_host = (rng.uniform(-1, 1, (capacity, kv_heads, dim)).astype(np.float32) for _ in range(2))
+    q_host = rng.uniform(-1, 1, (1, heads, dim)).astype(np.float32)
+    runs = ((5, 2), (capacity, 2), (capacity, 64))          # (context, workgroups wanted)
+
+    async def main():
+        runtime = await Runtime.create("native")
+        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
+        scratch = await AttentionScratch.allocate(runtime, "s", heads=heads, head_dim=dim, max_tokens=1,
+                                                  capacity=capacity)
+        k, v = [await tensor(runtime, role, (capacity, kv_heads, dim)) for role in ("k", "v")]
+        q, out = [await tensor(runtime, role, (1, heads, dim)) for role in ("q", "o")]
+        for target, host in ((k, k_host), (v, v_host), (q, q_host)):
+            runtime.device.write_buffer(target.buffer, host.tobytes())
+        await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=capacity, pos=0))
+        outputs = []
+        for ctx, workgroups in runs:
+            plan = Plan(runtime, "attn", live={"tokens": 1, "pos": ctx - 1})
+            await plan.add(sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
+                                force="sdpa_flash_subgroup", flash_split=(name, workgroups)))
+            plan.record()
+            assert list((await plan.replay()).routes) == ["sdpa_flash_subgroup"]
+            outputs.append(np.frombuffer(await runtime.device.read_buffer(out.buffer), np.float32).reshape(q_host.shape))
+            plan.release()
+        return runtime.device.adapter.info, outputs
+
+    info, outputs = asyncio.run(main())
+    k16, v16 = (host.astype(np.float16).astype(np.float64) for host in (k_host, v_host))   # uniform(-1, 1): no subnormal
+    for (ctx, workgroups), got in zip(runs, outputs):
+        exact, bound = attention_reference(q_host, k16, v16, ctx - 1, 1 / dim ** 0.5, "sdpa_flash_subgroup", info,
+                                           flash_split=(name, workgroups))
+        assert np.all(np.abs(got - exact) <= bound), (name, ctx, workgroups, float(np.abs(got - exact).max()))

@@ -57,8 +57,9 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
 
 
 def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, scale: float, route: str,
-                        adapter_info: dict):
-    """float64 attention of q [T, H, D] over k, v [>= pos + T, Hkv, D] (causal from pos), and its bound."""
+                        adapter_info: dict, flash_split: tuple[str, int] | None = None):
+    """float64 attention of q [T, H, D] over k, v [>= pos + T, Hkv, D] (causal from pos), and its bound;
+    `flash_split` as sdpa() took it (a subgroup split pass and its workgroups instead of the table's)."""
     tokens, heads, dim = q.shape
     kv_heads = k.shape[1]
     group = heads // kv_heads
@@ -78,7 +79,7 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         # (the split and step counts only set how many terms the bound counts: taken from the op, not judged)
         spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|
         if route == "sdpa_flash_subgroup":
-            name, workgroups = subgroup_flash_split(group, dim, adapter_info)
+            name, workgroups = flash_split or subgroup_flash_split(group, dim, adapter_info)
             splits, _, steps = subgroup_flash_splits(ctx, kv_heads, subgroup_flash_step_keys(kernel(name)), workgroups)
             n_exp, spread = steps + 2, spread / np.log(2)
         elif route == "sdpa_flash_decode":
