@@ -48,6 +48,7 @@ ROUTES = (
     "sdpa_q16",             # the same at Qwen3-0.6B's geometry (Q16)
     "sdpa_q32",             # Qwen3's, 32 rows per workgroup (opt-in, larger workgroup memory)
     "sdpa_flash_subgroup",  # attention of one live token: FlashDecoding's split pass on subgroups, then the reduce
+    "rope_kv_cache_write",  # RoPE of q and k fused with the KV cache write (one dispatch for three)
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup"})

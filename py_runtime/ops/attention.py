@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 from ..dispatch import IDLE, POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
 from ..kernels import kernel, kernel_names
-from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
+from ..models.config import LAYOUTS, LLAMA_3_2_1B, QWEN3_0_6B
 from ..routing import Route, choose
 from ..tensors import Tensor
 from .tuning import tuning_table
 
-__all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
+__all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
            "TILED_ROUTES", "flash_splits", "subgroup_flash_splits", "subgroup_flash_split", "tiled_workgroup_bytes"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
@@ -123,6 +123,47 @@ def kv_cache_write(*, k: Tensor, v: Tensor, cache: KVCache, tokens: int | str = 
 
     return single(OpCall(label=label, kernel="kv_cache_write", route="kv_cache_write",
                          tensors={"k": k, "v": v, "k_cache": cache.k, "v_cache": cache.v}, sizing=sizing))
+
+
+def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table: Tensor, cache: KVCache, heads: int,
+                        layout: str, tokens: int | str = TOKENS, pos: int | str = POS) -> Op:
+    """q_out = RoPE(q); cache[pos:pos + tokens] = f16(RoPE(k)), f16(v): ops.rope.rope on q and on k and
+    kv_cache_write in one dispatch, for q [>= tokens, heads, D] and k, v [>= tokens, Hkv, D] f32, with
+    head_dim a multiple of 4 and a cos/sin table from ops.rope.cos_sin_table."""
+    dim, kv_heads = cache.head_dim, cache.kv_heads
+    problems = []
+    if layout not in LAYOUTS:
+        problems.append(f"unknown RoPE layout {layout!r} (known: {', '.join(LAYOUTS)})")
+    if dim % 4:
+        problems.append(f"head_dim {dim} is not a multiple of 4 (an invocation rotates two pairs into two cache words)")
+    for name, t, h in (("q", q, heads), ("q_out", q_out, heads), ("k", k, kv_heads), ("v", v, kv_heads)):
+        if t.dtype != "f32" or len(t.shape) != 3 or t.shape[1:] != (h, dim):
+            problems.append(f"{name} {t!r} must be f32 [tokens, {h}, {dim}]")
+    if table.dtype != "f32" or len(table.shape) != 3 or table.shape[1:] != (dim // 2, 2):
+        problems.append(f"table {table!r} must be f32 [positions, {dim // 2}, 2] (ops.rope.cos_sin_table)")
+    if q_out.name == q.name:
+        problems.append("q_out must be another tensor than q (a buffer is read-only or writable in one dispatch)")
+    if problems:
+        raise ValueError("rope_kv_cache_write: " + "; ".join(problems))
+    label = f"rope_kv_cache_write({cache.k.name})"
+    held = min(t.shape[0] for t in (q, q_out, k, v))
+
+    def sizing(spec, live) -> Sizing:
+        t, p = _window(tokens, pos, live, cache.capacity, label)
+        if t > held:
+            raise ValueError(f"{label}: {t} tokens, but q/q_out/k/v hold {held}")
+        if p + t > table.shape[0]:
+            raise ValueError(f"{label}: positions [{p}, {p + t}) outside the {table.shape[0]}-row cos/sin table")
+        work = t * (heads + kv_heads) * dim // 4
+        return Sizing(workgroups=linear_grid(work, spec.invocations, live_limit(live)) if work else IDLE,
+                      params=spec.pack_params(tokens=t, heads=heads, kv_heads=kv_heads, half=dim // 2, pos=p,
+                                              capacity=cache.capacity, table_rows=table.shape[0]),
+                      bytes_moved=4 * t * dim * (2 * heads + 2 * kv_heads) + 2 * 2 * t * kv_heads * dim
+                      + 4 * t * dim * (heads + kv_heads), flops=6 * t * (heads + kv_heads) * dim // 2)
+
+    return single(OpCall(label=label, kernel=f"rope_kv_cache_write_{layout}", route="rope_kv_cache_write",
+                         tensors={"q": q, "k": k, "v": v, "table": table, "q_out": q_out, "k_cache": cache.k,
+                                  "v_cache": cache.v}, sizing=sizing))
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,34 @@ def _check_cache(name: str, stored: bytes, written: np.ndarray) -> np.ndarray:
     return halves.reshape(written.shape)
 
 
+def _check_rotated(case: dict, steps: list, k: np.ndarray, read) -> tuple[np.ndarray, list]:
+    """A rope case: each step's rotated q (read back) and cached keys against float64 RoPE, the keys
+    within RoPE's bound plus one f16 spacing (pack2x16float rounds either way), the history before the
+    prefill an f16 rounding of its input. Returns the cache's keys and the steps with the GPU's rotated
+    q (checked here), which the attention read."""
+    from .decoder_blocks import rope_cos_sin_reference, rope_reference
+
+    name = case["name"]
+    stored = np.frombuffer(read(case["cache_artifacts"][0]), np.uint16)[:k.size].view(np.float16)
+    k16 = stored.astype(np.float64).reshape(k.shape)
+    if case["pos"]:
+        _check_cache(f"{name} k history", stored[:k[:case["pos"]].size].tobytes(), k[:case["pos"]])
+    rotated_steps = []
+    for step, q in steps:
+        first, count = step["pos"], step["tokens"]
+        positions = np.arange(first, first + count)
+        cos, sin = rope_cos_sin_reference(case["head_dim"], case["rope_theta"], case["llama3_scaling"], positions)
+        q_exact, q_bound = rope_reference(q, cos, sin, case["rope_layout"], positions)
+        q_rot = np.frombuffer(read(step["q_rot_artifact"]), np.float32).reshape(q.shape).astype(np.float64)
+        assert np.all(np.abs(q_rot - q_exact) <= q_bound), f"{name}: rotated q off float64 RoPE at {first}"
+        k_exact, k_bound = rope_reference(k[first:first + count], cos, sin, case["rope_layout"], positions)
+        spacing = np.spacing((np.abs(k_exact) + k_bound).astype(np.float16)).astype(np.float64)
+        bad = np.argwhere(~(np.abs(k16[first:first + count] - k_exact) <= k_bound + spacing))
+        assert not bad.size, f"{name}: {len(bad)} cached keys off float64 RoPE, first at {bad[0].tolist()}"
+        rotated_steps.append((step, q_rot))
+    return k16, rotated_steps
+
+
 def verify_attention_report(report: dict, read) -> dict:
     """Every case's cache and every step's output and routes; returns worst error/bound per case."""
     from ...checks.attention import QKV_RANGE
@@ -134,13 +162,18 @@ def verify_attention_report(report: dict, read) -> dict:
     for case in report["cases"]:
         name = case["name"]
         k, v, q_prefill, q_decode = _cache_values(case, seed, QKV_RANGE)
-        k16 = _check_cache(f"{name} k", read(case["cache_artifacts"][0]), k)
+        steps = list(zip(case["steps"], (q_prefill, q_decode)))
+        if case.get("rope"):
+            k16, steps = _check_rotated(case, steps, k, read)
+        else:
+            k16 = _check_cache(f"{name} k", read(case["cache_artifacts"][0]), k)
         v16 = _check_cache(f"{name} v", read(case["cache_artifacts"][1]), v)
+        write_route = "rope_kv_cache_write" if case.get("rope") else "kv_cache_write"
         ratios = []
-        for step, q in zip(case["steps"], (q_prefill, q_decode)):
+        for step, q in steps:
             route = expected_attention_route(case, step["tokens"], report["adapter"])
-            assert step["routes"] == ["kv_cache_write", route], (f"{name} at {step['tokens']} tokens from "
-                                                                 f"{step['pos']}: ran {step['routes']}, expected {route}")
+            assert step["routes"] == [write_route, route], (f"{name} at {step['tokens']} tokens from "
+                                                            f"{step['pos']}: ran {step['routes']}, expected {route}")
             assert step["attention_conflicts"] == 0, f"{name}: conflicting attention routes {step['routes']}"
             got = np.frombuffer(read(step["artifact"]), np.float32).reshape(q.shape).astype(np.float64)
             exact, bound = attention_reference(q, k16, v16, step["pos"], case["scale"], route,
