@@ -128,7 +128,7 @@ function renderAttention(report) {
 // Kernel bench: per-pass rows, the decode-chain rows (one pass over weight copies larger than L2,
 // beside a streaming read of the same bytes) with a chart of their ratio, or a decode step's table.
 function renderKernelBench(report) {
-  const pct = (x) => `${(100 * x).toFixed(x < 0.1 ? 1 : 0)}%`;
+  const pct = (x) => (x === null || x === undefined ? "-" : `${(100 * x).toFixed(x < 0.1 ? 1 : 0)}%`);
   if (report.step) {
     const step = report.step;
     const rows = Object.entries(step.routes).map(([name, r]) => [name, r.dispatches, r.us.toFixed(1),
@@ -141,8 +141,10 @@ function renderKernelBench(report) {
       ({ label: name, value: r.gbps, text: `${r.gbps.toFixed(0)} GB/s` })));
     return;
   }
-  const rows = report.rows.map((r) => [r.case, r.route, r.rows, (r.ns / 1000).toFixed(1), r.gbps.toFixed(1),
-    r.gflops.toFixed(1), pct(r.ratio_same_bytes), pct(r.ratio_big_stream)]);
+  // (a skipped row, e.g. a forced route the adapter cannot run, says why)
+  const rows = report.rows.map((r) => (r.skipped ? [r.case, r.route, r.rows, `skipped: ${r.skipped}`, "", "", "", ""] :
+    [r.case, r.route, r.rows, (r.ns / 1000).toFixed(1), r.gbps.toFixed(1), r.gflops.toFixed(1), pct(r.ratio_same_bytes),
+      pct(r.ratio_big_stream)]));
   const parts = [el("h2", {}, "Kernel benchmark, one profiled pass per dispatch (timestamp queries)"),
     table(["case", "route", "M", "µs", "GB/s", "GFLOP/s", "vs stream (same bytes)", "vs stream (big)"], rows)];
   const chained = report.rows.filter((r) => r.chain_ns !== undefined);

@@ -88,7 +88,7 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
     layers = max(1, min(MAX_LAYERS, CHAIN_BYTES // case.kv_bytes, pool.nbytes // case.kv_bytes)) if decode else 1
     limit = runtime.device.adapter.limits.get("maxStorageBufferBindingSize", 1 << 27)
     if not decode and 4 * case.tokens * heads * case.context > limit:
-        return {"case": case.name, "route": case.route, "rows": case.tokens,
+        return {"case": case.name, "route": case.route, "rows": case.tokens, "context": case.context,
                 "skipped": f"the scores ({4 * case.tokens * heads * case.context} bytes) exceed the binding limit {limit}"}
     prefix = f"abench.{index}"
     owned = []
@@ -112,7 +112,8 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
         except RouteUnavailable as unavailable:     # at the first layer: e.g. the subgroup route without subgroups
             for tensor in owned:
                 tensors.release(tensor.name)
-            return {"case": case.name, "route": case.route, "rows": case.tokens, "skipped": str(unavailable)}
+            return {"case": case.name, "route": case.route, "rows": case.tokens, "context": case.context,
+                    "skipped": str(unavailable)}
         await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=case.context, pos=0))
         await plan.add(op)
     plan.record()
@@ -134,7 +135,7 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
         row.update(stream_gbps_same_bytes=kv / stream_ns, ratio_same_bytes=(case.kv_bytes / ns) / (kv / stream_ns),
                    ratio_big_stream=(case.kv_bytes / ns) / stream_big)
     else:
-        row.update(stream_gbps_same_bytes=float("nan"), ratio_same_bytes=float("nan"),
+        row.update(stream_gbps_same_bytes=None, ratio_same_bytes=None,      # (no KV stream: JSON has no NaN)
                    ratio_big_stream=(moved / ns) / stream_big)
     for tensor in owned:
         tensors.release(tensor.name)

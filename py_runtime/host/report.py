@@ -91,8 +91,10 @@ def _breakdown_line(name: str, b: dict | None) -> str:
 def _format_attention(report: dict) -> str:
     rows = [[r["case"], r["route"], r["rows"], r["context"], "skipped: " + r["skipped"]] if "skipped" in r else
             [r["case"], r["route"], r["rows"], r["context"], r["layers"], f"{r['ns'] / 1e3:.2f}",
-             f"{r['kv_bytes'] / 1e6:.2f}", f"{r['kv_gbps']:.1f}", f"{r['stream_gbps_same_bytes']:.1f}",
-             f"{100 * r['ratio_same_bytes']:.0f}%", f"{r['gflops']:.1f}"] for r in report["rows"]]
+             f"{r['kv_bytes'] / 1e6:.2f}", f"{r['kv_gbps']:.1f}",
+             "-" if r["ratio_same_bytes"] is None else f"{r['stream_gbps_same_bytes']:.1f}",
+             "-" if r["ratio_same_bytes"] is None else f"{100 * r['ratio_same_bytes']:.0f}%", f"{r['gflops']:.1f}"]
+            for r in report["rows"]]
     return "\n".join([
         _adapter_line(report),
         f"streaming read of {report['stream_big_bytes'] / 2 ** 30:.2f} GiB: {report['stream_big_gbps']:.1f} GB/s",
