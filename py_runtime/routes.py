@@ -48,6 +48,7 @@ ROUTES = (
     "sdpa_q16",             # the same at Qwen3-0.6B's geometry (Q16)
     "sdpa_q32",             # Qwen3's, 32 rows per workgroup (opt-in, larger workgroup memory)
     "q4_gemm_dp4a",         # Q4 prefill GEMM on int8 activations of every row (dot4I8Packed), opt-in
+    "arith_probe",          # arithmetic ceiling (dot4I8Packed or fma chains, no memory traffic)
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32"})
