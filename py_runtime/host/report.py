@@ -117,13 +117,13 @@ def _prefill_arithmetic(report: dict) -> str:
         kind = "dp4a" if r["route"] == "q4_gemm_dp4a" else "fma"
         tops = r["flops"] / r["ns"] / 1e3
         quantize = r.get("quantize_ns")
-        rows.append([r["case"], r["kernel"], r["rows"], f"{r['ns'] / 1e3:.1f}", f"{tops:.2f}",
+        rows.append([r["case"], r["kernel"], r["rows"], f"{r['ns'] / 1e3:.1f}", f"{tops:.3g}",
                      f"{100 * tops / probes[kind]['tops']:.0f}% of {kind}",
                      f"{quantize / 1e3:.1f}" if quantize is not None else "",
-                     f"{r['flops'] / (r['ns'] + quantize) / 1e3:.2f}" if quantize is not None else ""])
+                     f"{r['flops'] / (r['ns'] + quantize) / 1e3:.3g}" if quantize is not None else ""])
     return "\n".join([
         "\nprefill arithmetic (2 M N K ops per GEMM; probes: chains of one instruction, no memory traffic, "
-        "measured in this run): " + ", ".join(f"{kind} {p['tops']:.2f} T ops/s" for kind, p in probes.items()),
+        "measured in this run): " + ", ".join(f"{kind} {p['tops']:.3g} T ops/s" for kind, p in probes.items()),
         _table(["case", "kernel", "M", "us", "T ops/s", "vs probe", "quantize us", "T ops/s with quantize"], rows)])
 
 
