@@ -70,7 +70,8 @@ def _reachable() -> set[str]:
             n_kv = n // 4
             qkv_outs = (Tensor("q", (2, n), "f32", 0), Tensor("k", (2, n_kv), "f32", 0), Tensor("v", (2, n_kv), "f32", 0))
             wq = _weight(k, n + 2 * n_kv, gs, rows_copy)
-            ops += [q4_linear_qkv(x=x, weight=wq, outs=qkv_outs, adapter=adapter, int8=int8) for int8 in (None, act)]
+            ops += [q4_linear_qkv(x=x, weight=wq, outs=qkv_outs, adapter=adapter, int8=int8)
+                    for int8 in (None, act, every_row)]
         seen |= {call.kernel for op in ops for call in op}
     return seen
 
@@ -162,7 +163,8 @@ def test_a_pinned_variant_decides_between_the_int8_and_f32_gemvs():
 def test_the_dp4a_gemm_takes_the_prefill_only_where_every_row_is_quantized():
     """Activations of one row keep the prefill on the f32 GEMMs; of every row, the DP4A GEMM runs (and a
     pinned tile); too few rows fall back to the f32 GEMMs, and a device without the tile's memory (less
-    than the f32 tiles need) to the generic linear."""
+    than the f32 tiles need) to the generic linear. A QKV of every row runs three DP4A GEMMs, not Llama's
+    fused f32 GEMM."""
     k, n = 2048, 2048
     w = _weight(k, n, 64, False)
     x, out = Tensor("x", (128, k), "f32", 0), Tensor("out", (128, n), "f32", 0)
@@ -188,6 +190,14 @@ def test_the_dp4a_gemm_takes_the_prefill_only_where_every_row_is_quantized():
     fallback = q4_linear(x=x, weight=w, out=out, adapter=small, int8=act(128))
     assert [call.route for call in fallback.at(128)] == ["q4_linear_generic"]
     assert "the m64k64 tile needs 9216 bytes of workgroup memory and 256 invocations" in fallback.explain()
+    wq = _weight(k, 3072, 64, False)
+    outs = (Tensor("q", (128, 2048), "f32", 0), Tensor("k", (128, 512), "f32", 0), Tensor("v", (128, 512), "f32", 0))
+    assert [c.route for c in q4_linear_qkv(x=x, weight=wq, outs=outs, adapter=adapter, int8=act(1)).at(128)] == \
+        ["q4_qkv_fused_bk64"]
+    qkv = q4_linear_qkv(x=x, weight=wq, outs=outs, adapter=adapter, int8=act(128))
+    assert [call.route for call in qkv.at(128)] == ["q4_gemm_dp4a"] * 3
+    assert [call.route for call in qkv.at(1)] == ["q4_gemv_int8x_qkv"]
+    assert "not q4_qkv_fused_bk64: int8 activations of every row: the separate linears take the DP4A" in qkv.explain()
     with pytest.raises(ValueError, match="unknown DP4A GEMM shape 'm32k32'"):
         q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act(128), gemm_shape="m32k32")
     with pytest.raises(ValueError, match="x holds 128"):

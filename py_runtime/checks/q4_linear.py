@@ -156,14 +156,18 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
     # Every row quantized beforehand, the prefill on the DP4A GEMM (the decode row on the int8x GEMV):
     # each projection shape of both models at the prefill row counts, then K tails within a K tile (96,
     # 160: 3 and 5 chunks), N not a multiple of the 64-column tile, rows not of the row tile, gs 32 and
-    # 128, a bias; each tile variant of `tier` at the awkward shape.
+    # 128, a bias, an odd QKV; each tile variant of `tier` at the awkward shape.
     cases += [LinearCase(f"dp4a.{prefix}.{name}", k, n, rows_dp4a, int8x=True, dp4a=True)
               for prefix, config in (("llama", LLAMA_3_2_1B), ("qwen", QWEN3_0_6B))
               for name, k, n in config.linear_shapes() if name != "lm_head"]
+    # The QKV as three DP4A GEMMs over row ranges of one weight (Llama's fused f32 GEMM steps aside).
+    cases += [LinearCase(f"dp4a.{prefix}.qkv", *config.linears()["q"], rows_dp4a, n_kv=config.kv_dim, int8x=True,
+                         dp4a=True) for prefix, config in (("llama", LLAMA_3_2_1B), ("qwen", QWEN3_0_6B))]
     cases += [LinearCase("dp4a.k96_n1", 96, 1, (1, 3, 7), group_size=32, int8x=True, dp4a=True),
               LinearCase("dp4a.k160_bias", 160, 72, (1, 5, 67), group_size=32, bias=True, int8x=True, dp4a=True),
               LinearCase("dp4a.gs128", 256, 40, (1, 9), group_size=128, int8x=True, dp4a=True),
-              LinearCase("dp4a.n_odd_gs64", 128, 131, (1, 65, 130), bias=True, int8x=True, dp4a=True)]
+              LinearCase("dp4a.n_odd_gs64", 128, 131, (1, 65, 130), bias=True, int8x=True, dp4a=True),
+              LinearCase("dp4a.qkv_odd", 160, 37, (1, 3, 70), group_size=32, n_kv=9, int8x=True, dp4a=True)]
     cases += [LinearCase(f"dp4a.tile.{shape}", 160, 131, (2, 129), group_size=32, bias=True, int8x=True, dp4a=True,
                          gemm_shape=shape) for shape in gemm_dp4a_shapes(tier)]
     named = [replace(c, name=c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", stream=200 + i)

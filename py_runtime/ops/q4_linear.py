@@ -475,6 +475,8 @@ def q4_linear_glu(*, act: Int8Activations, weight: Q4Weight, out: Tensor, adapte
 
 
 def _qkv_fused_guard(req: _Linear, separate: list[dict]) -> str | None:
+    if any(call.route == "q4_gemm_dp4a" for slots in separate for call in slots.values()):
+        return "int8 activations of every row: the separate linears take the DP4A GEMM"
     w = req.weight
     n_q, n_kv = req.outs[0].shape[-1], req.outs[1].shape[-1]
     if (w.k, n_q, n_kv) != QKV_FUSED_SHAPE or w.group_size != 64 or w.is_view:
@@ -511,7 +513,8 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     """q, k, v = x @ W.T for a packed [Nq + 2 Nkv, K] weight: three ordinary linears over row ranges of
     the one weight, unless a fused route takes a slot: the fused BK64 GEMM for the prefill at Llama's
     exact geometry, and with pre-quantized activations `int8` (of x) one GEMV writing the three outputs
-    for the decode, at any shape (`gemv_shape` pins its variant)."""
+    for the decode, at any shape (`gemv_shape` pins its variant). Where `int8` holds every row, the three
+    prefills take the DP4A GEMM (each over its rows of the weight) in place of the f32 ones."""
     label = "q4_linear_qkv"
     q_out, k_out, v_out = outs
     n_q, n_kv = q_out.shape[-1], k_out.shape[-1]
@@ -523,8 +526,9 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     first = weight.n_offset         # the weight may itself be rows of a larger stack
     views = (weight.rows(first, n_q), weight.rows(first + n_q, n_kv), weight.rows(first + n_q + n_kv, n_kv))
     separate, decisions = [], []
+    every_row = int8 if int8 is not None and int8.rows > 1 else False      # the separate prefills on DP4A
     for view, out in zip(views, outs):
-        part = _Linear(f"q4_linear({out.name})", x, view, (out,), None, tokens, adapter, False, None, table,
+        part = _Linear(f"q4_linear({out.name})", x, view, (out,), None, tokens, adapter, every_row, None, table,
                        capacity=_check_io(x, view, out, None, label))
         slots, why = _slots(part)
         separate.append(slots)

@@ -263,7 +263,9 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read) -> float
     dp4a_linear_reference over the GPU's own q. Returns the worst error/bound."""
     from ...checks.q4_linear import ACT_RANGE, BIAS_RANGE, WEIGHT_RANGE
 
-    k, n, gs = case["k"], case["n"], case["group_size"]
+    k, gs = case["k"], case["group_size"]
+    widths = [case["n"]] + [case["n_kv"]] * 2 * bool(case["n_kv"])        # a QKV's q, k and v, side by side
+    n = sum(widths)
     if case.get("gemm_shape"):
         assert case["kernels"][-1] == f"q4gsw_gemm_dp4a_{case['gemm_shape']}", \
             f"{case['name']}: the prefill ran {case['kernels'][-1]}, not the {case['gemm_shape']} tile"
@@ -274,7 +276,7 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read) -> float
         m = run["rows"]
         assert run["routes"] == ["int8_activations", "q4_gemm_dp4a"], \
             f"{case['name']} rows {m}: attested {run['routes']}, expected the int8 producer and q4_gemm_dp4a"
-        out_name, words_name, stats_name = run["artifacts"]
+        out_names, (words_name, stats_name) = run["artifacts"][:-2], run["artifacts"][-2:]
         words, stats = read(words_name), read(stats_name)
         x = synth_values_np(ACT_RANGE, seed, case["stream"] + 1000, m * k).reshape(m, k)
         q = np.empty((m, k), np.int64)
@@ -286,7 +288,9 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read) -> float
         exact, bound = dp4a_linear_reference(levels, w_scale, q, x_scale, gs)
         count = k // gs + 8
         exact, bound = exact + bias, bound + count * 2.0 ** -24 / (1 - count * 2.0 ** -24) * np.abs(bias)
-        worst = max(worst, _within_bound(out_name, read(out_name), exact, bound, "the DP4A bound"))
+        got = np.hstack([np.frombuffer(read(name), np.float32).reshape(m, width)
+                         for name, width in zip(out_names, widths)])
+        worst = max(worst, _within_bound(", ".join(out_names), got.tobytes(), exact, bound, "the DP4A bound"))
     return worst
 
 
