@@ -49,7 +49,7 @@ class LinearCase:
     int8x: bool = False                      # decode from activations quantized beforehand (q4_gemv_int8x)
     glu: bool = False                        # int8x only: a [2N, K] gate/up weight, out = silu(g) * u (decode)
     scales_rows: bool = False                # int8x only: the weight carries a row-major scale copy
-    norm: bool = False                       # int8x only: x is RMSNorm(raw row) from rms_norm_int8x (decode)
+    norm: bool = False                       # int8x only: x is RMSNorm(raw rows) from rms_norm_int8x
     dp4a: bool = False                       # int8x of every row: the prefill takes q4_gemm_dp4a
     gemm_shape: str | None = None            # dp4a only: pin the GEMM's tile (None: the route's choice)
 
@@ -168,6 +168,12 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
               LinearCase("dp4a.gs128", 256, 40, (1, 9), group_size=128, int8x=True, dp4a=True),
               LinearCase("dp4a.n_odd_gs64", 128, 131, (1, 65, 130), bias=True, int8x=True, dp4a=True),
               LinearCase("dp4a.qkv_odd", 160, 37, (1, 3, 70), group_size=32, n_kv=9, int8x=True, dp4a=True)]
+    # The RMSNorm emitting every row quantized (rms_norm_int8x, one workgroup per row) before the QKV and
+    # gate/up, and a row longer than one pass of its workgroup.
+    cases += [LinearCase("dp4a.norm.llama.qkv", *_LLAMA["q"], rows_dp4a, n_kv=LLAMA_3_2_1B.kv_dim, int8x=True,
+                         norm=True, dp4a=True),
+              LinearCase("dp4a.norm.qwen.gate_up", *_QWEN["gate_up"], rows_dp4a, int8x=True, norm=True, dp4a=True),
+              LinearCase("dp4a.norm.k3072_gs32", 3072, 40, (1, 5, 66), group_size=32, int8x=True, norm=True, dp4a=True)]
     cases += [LinearCase(f"dp4a.tile.{shape}", 160, 131, (2, 129), group_size=32, bias=True, int8x=True, dp4a=True,
                          gemm_shape=shape) for shape in gemm_dp4a_shapes(tier)]
     named = [replace(c, name=c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", stream=200 + i)
@@ -284,8 +290,9 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
                 if sink:
                     await sink(name, await device.read_buffer(tensor.buffer))
                 artifacts.append(name)
-        elif case.dp4a:                 # the m quantized rows the GEMM read: K bytes and K / 32 chunk stats each
-            for tensor, suffix, nbytes in ((activations.words, "u32", m * k), (activations.stats, "f32", m * k // 4)):
+        elif case.dp4a:     # the m quantized rows the GEMM read: K bytes and K / 32 chunk stats each (and the norm's rows)
+            for tensor, suffix, nbytes in ((activations.words, "u32", m * k), (activations.stats, "f32", m * k // 4),
+                                           *(((x, "f32", 4 * m * k),) if case.norm else ())):
                 name = f"{prefix}.{tensor.name.rsplit('.', 1)[1]}.m{m}.{suffix}"
                 if sink:
                     await sink(name, await device.read_buffer(tensor.buffer, nbytes))

@@ -5,7 +5,7 @@ Each f32 row of x [M, K] is rounded to int8 per group of `group_size` values (sc
 a layout built for the GEMV's loads: per row, `words` u32 [K / 4], two planes of 16 bytes per 32-value
 chunk, and `stats` f32 [K / 16], per chunk (its group's scale, 8 * sum of its q); rows follow each other.
 See shaders/quant/int8_activations.wgsl. Two producers write it: quantize_activations (of any f32 rows)
-and rms_norm_int8x (the RMSNorm before a decode linear emits its output already quantized).
+and rms_norm_int8x (the RMSNorm before a linear emits its output already quantized).
 
 How many rows it holds is the caller's policy: one (the default) quantizes the decode row only, and a
 prefill reads the f32 x through the f32 GEMMs; x's row count makes every step quantize its live rows,
@@ -93,22 +93,29 @@ def quantize_activations(act: Int8Activations, *, tokens: int | str = TOKENS) ->
 
 
 def rms_norm_int8x(*, x: Tensor, weight: Tensor, act: Int8Activations, eps: float, tokens: int | str = TOKENS) -> Op:
-    """RMSNorm of the decode's one row into act.x (f32, as rms_norm would write it) and its int8
-    quantization into act.words / act.stats, in one dispatch (the int8_activations kernel's NORM
-    variant): the producer of an int8x GEMV's input emits it quantized. Idle unless the live token
-    count is 1; a prefill runs rms_norm."""
+    """RMSNorm of x's live rows into act.x (f32, as rms_norm would write it) and their int8 quantization
+    into act.words / act.stats, in one dispatch of one workgroup per row (the int8_activations kernel's
+    NORM variant): the producer of an int8 linear's input emits it quantized. Activations of one row
+    normalize the decode's row and idle at more live tokens (a prefill then runs rms_norm); of more rows,
+    every step's rows, at most act.rows."""
     (d,) = weight.shape
     if x.shape[-1] != d or act.k != d or x.dtype != "f32" or weight.dtype != "f32":
         raise ValueError(f"rms_norm_int8x: x {x!r}, weight {weight!r} and the activations' K {act.k} must agree")
+    if act.rows > x.numel // d:
+        raise ValueError(f"rms_norm_int8x: the activations hold {act.rows} rows, x {x.numel // d}")
     eps32 = eps_f32(eps)
+    label = f"rms_norm_int8x({x.name}->{act.x.name})"
 
     def sizing(spec, live):
-        active = live_value(tokens, live, "rms_norm_int8x") == 1
-        return Sizing(workgroups=(1, 1, 1) if active else IDLE,
+        m = live_value(tokens, live, label)
+        if act.rows > 1 and m > act.rows:
+            raise ValueError(f"{label}: {m} live rows, but the int8 activations hold {act.rows}")
+        active = m == 1 or act.rows > 1
+        return Sizing(workgroups=(1, m, 1) if active else IDLE,
                       params=spec.pack_params(k=d, group_size=act.group_size, eps=eps32),
-                      bytes_moved=(4 * 3 * d + d + 8 * (d // 32)) if active else 0, flops=4 * d if active else 0)
+                      bytes_moved=m * (4 * 2 * d + d + 8 * (d // 32)) + 4 * d if active else 0,
+                      flops=4 * d * m if active else 0)
 
-    return single(OpCall(label=f"rms_norm_int8x({x.name}->{act.x.name})", kernel="rms_norm_int8x",
-                         route="rms_norm_int8x",
+    return single(OpCall(label=label, kernel="rms_norm_int8x", route="rms_norm_int8x",
                          tensors={"x": x, "words": act.words, "stats": act.stats, "w": weight, "y": act.x},
-                         sizing=sizing, phase="decode"))
+                         sizing=sizing, phase="any" if act.rows > 1 else "decode"))

@@ -258,7 +258,8 @@ def dp4a_linear_reference(levels: np.ndarray, w_scale: np.ndarray, q: np.ndarray
 
 def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read) -> float:
     """The DP4A prefill runs of a case: attestation (the int8 producer, then q4_gemm_dp4a, of the tile
-    asked for), each of the m quantized rows against the twin (int8_activations_np: q equal, or one away
+    asked for), the RMSNorm's rows where it produced them (_verify_norm_row), each of the m quantized
+    rows against the twin (int8_activations_np: q equal, or one away
     where the twin marks it ambiguous; scales within 3 ulp), then the outputs against
     dp4a_linear_reference over the GPU's own q. Returns the worst error/bound."""
     from ...checks.q4_linear import ACT_RANGE, BIAS_RANGE, WEIGHT_RANGE
@@ -274,11 +275,18 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read) -> float
     worst = 0.0
     for run in runs:
         m = run["rows"]
-        assert run["routes"] == ["int8_activations", "q4_gemm_dp4a"], \
+        producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
+        assert run["routes"] == [producer, "q4_gemm_dp4a"], \
             f"{case['name']} rows {m}: attested {run['routes']}, expected the int8 producer and q4_gemm_dp4a"
-        out_names, (words_name, stats_name) = run["artifacts"][:-2], run["artifacts"][-2:]
+        extra = 3 if case.get("norm") else 2
+        out_names, (words_name, stats_name) = run["artifacts"][:-extra], run["artifacts"][-extra:][:2]
         words, stats = read(words_name), read(stats_name)
         x = synth_values_np(ACT_RANGE, seed, case["stream"] + 1000, m * k).reshape(m, k)
+        if case.get("norm"):        # x is then the norm's rows: each checked, then quantized by the twin
+            rows_name = run["artifacts"][-1]
+            normed = read(rows_name)
+            x = np.stack([_verify_norm_row(case, seed, x[row], normed[4 * row * k:4 * (row + 1) * k],
+                                           f"{rows_name} row {row}") for row in range(m)])
         q = np.empty((m, k), np.int64)
         x_scale = np.empty((m, k // gs))
         for row in range(m):

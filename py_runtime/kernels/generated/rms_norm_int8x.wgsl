@@ -16,8 +16,8 @@
 // of groups): the group's peak and each chunk's sum are combined through workgroup memory. The row is
 // short (at most a few thousand values) and this is one dispatch on the decode's critical path, so it
 // is spread as wide as it goes rather than looped.
-// This variant is RMSNorm and the quantization in one dispatch (rms_norm_int8x): one workgroup
-// normalizes the row, y = x * inverseSqrt(mean(x^2) + eps) * w (rms_norm.wgsl's arithmetic and its
+// This variant is RMSNorm and the quantization in one dispatch (rms_norm_int8x): one workgroup per
+// row normalizes it, y = x * inverseSqrt(mean(x^2) + eps) * w (rms_norm.wgsl's arithmetic and its
 // workgroup tree; each invocation sums whole octets, the same number of squares per invocation),
 // writes y (f32: prefill-style consumers and the checks read it) and quantizes it, in passes of WG
 // octets: the producer of the decode's activations emits them already quantized.
@@ -84,12 +84,13 @@ fn quantize_octet(lane: u32, at: u32, live: bool, row_octets: u32, a: vec4<f32>,
 }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) lane: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
   let octets = params.k / 8u;
+  let row_octets = wid.y * octets;             // one workgroup per row
   var acc = 0.0;
   for (var o = lane; o < octets; o += WG) {
-    let a = x[2u * o];
-    let b = x[2u * o + 1u];
+    let a = x[2u * (row_octets + o)];
+    let b = x[2u * (row_octets + o) + 1u];
     acc += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
   }
   squares[lane] = acc;
@@ -105,12 +106,12 @@ fn main(@builtin(local_invocation_index) lane: u32) {
     let octet = start + lane;
     let live = octet < octets;
     let at = min(octet, octets - 1u);
-    let a = x[2u * at] * scale * w[2u * at];
-    let b = x[2u * at + 1u] * scale * w[2u * at + 1u];
+    let a = x[2u * (row_octets + at)] * scale * w[2u * at];
+    let b = x[2u * (row_octets + at) + 1u] * scale * w[2u * at + 1u];
     if (live) {
-      y[2u * at] = a;
-      y[2u * at + 1u] = b;
+      y[2u * (row_octets + at)] = a;
+      y[2u * (row_octets + at) + 1u] = b;
     }
-    quantize_octet(lane, at, live, 0u, a, b);
+    quantize_octet(lane, at, live, row_octets, a, b);
   }
 }
