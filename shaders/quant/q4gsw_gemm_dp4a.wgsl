@@ -22,7 +22,6 @@ const TM: u32 = ${TM}u;
 const TN: u32 = 64u;
 const BK: u32 = ${BK}u;
 const CHUNKS: u32 = ${BK // 32}u;       // 32-value chunks per K tile
-const KW: u32 = BK / 4u;                // packed int8 words per row per K tile
 
 struct Params {
   m: u32,
@@ -126,7 +125,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     workgroupBarrier();
     for (var c = 0u; c < CHUNKS; c++) {
-      for (var word = c * 8u; word < c * 8u + 8u; word++) {
+      for (var j = 0u; j < 8u; j++) {         // a constant trip count, for the compiler to unroll
+        let word = c * 8u + j;
         let b = w_tile[word * 16u + lid.x];
         $for v in range(TM // 64):
           let a${v} = x_tile[word * (TM / 4u) + lid.y * ${TM // 64}u + ${v}u];

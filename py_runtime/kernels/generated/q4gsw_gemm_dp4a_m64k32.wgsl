@@ -23,7 +23,6 @@ const TM: u32 = 64u;
 const TN: u32 = 64u;
 const BK: u32 = 32u;
 const CHUNKS: u32 = 1u;       // 32-value chunks per K tile
-const KW: u32 = BK / 4u;                // packed int8 words per row per K tile
 
 struct Params {
   m: u32,
@@ -132,7 +131,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     workgroupBarrier();
     for (var c = 0u; c < CHUNKS; c++) {
-      for (var word = c * 8u; word < c * 8u + 8u; word++) {
+      for (var j = 0u; j < 8u; j++) {         // a constant trip count, for the compiler to unroll
+        let word = c * 8u + j;
         let b = w_tile[word * 16u + lid.x];
         let a0 = x_tile[word * (TM / 4u) + lid.y * 1u + 0u];
         dot0 += dots(a0[0], b);
