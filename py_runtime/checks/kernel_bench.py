@@ -96,7 +96,7 @@ _INT8_G64 = tuple(s for s in gemv_shapes("int8") if gemv_group_size(s) == 64)
 BENCH_PRESETS = {
     "tiny": [BenchCase("tiny.gemv", 256, 96, 1), BenchCase("tiny.gemv.int8", 256, 96, 1, int8=True),
              BenchCase("tiny.gemv.int8x", 256, 96, 1, int8x=True),
-             BenchCase("tiny.gemm", 256, 96, 9)],
+             BenchCase("tiny.gemm", 256, 96, 9), BenchCase("tiny.gemm.dp4a", 256, 96, 9, dp4a=True)],
     "decode": _decode("llama", _LLAMA) + _decode("qwen", _QWEN),
     "decode_int8": _decode("llama", _LLAMA, int8=True) + _decode("qwen", _QWEN, int8=True),
     # The Llama shapes under the f32 variants the route picks today, the masked ones, and the int8 ones.
