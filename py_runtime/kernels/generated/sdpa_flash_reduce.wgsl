@@ -37,17 +37,31 @@ const PER: u32 = 8u;                          // partial output words an invocat
 var<workgroup> partial: array<f32, RWG>;
 var<workgroup> sums: array<vec4<f32>, RWG>;
 
+// The workgroup's max or sum in two levels (FAN invocations fold FAN values each, then one folds
+// theirs): three barriers where a halving tree takes eight.
+const FAN: u32 = 16u;                         // RWG = FAN * FAN / 2
+var<workgroup> folded: array<f32, FAN>;
+
+fn combine(a: f32, b: f32, is_sum: bool) -> f32 {
+  return select(max(a, b), a + b, is_sum);
+}
+
 fn reduce_all(tid: u32, value: f32, is_sum: bool) -> f32 {
   partial[tid] = value;
   workgroupBarrier();
-  for (var stride = RWG / 2u; stride > 0u; stride /= 2u) {
-    if (tid < stride) {
-      partial[tid] = select(max(partial[tid], partial[tid + stride]), partial[tid] + partial[tid + stride], is_sum);
+  if (tid < FAN) {
+    var acc = partial[tid];
+    for (var i = tid + FAN; i < RWG; i += FAN) {
+      acc = combine(acc, partial[i], is_sum);
     }
-    workgroupBarrier();
+    folded[tid] = acc;
   }
-  let total = partial[0];
   workgroupBarrier();
+  var total = folded[0];
+  for (var i = 1u; i < FAN; i++) {
+    total = combine(total, folded[i], is_sum);
+  }
+  workgroupBarrier();                         // (partial is reused by the next call)
   return total;
 }
 
