@@ -334,8 +334,9 @@ _KEY_TILE = 16
 
 
 def tiled_workgroup_bytes(heads: int, kv_heads: int, dim: int, tokens: int) -> int:
-    """sdpa_tiled.wgsl's workgroup memory: query rows, one staged key tile, the tile's probabilities,
-    and (m, l, alpha) per row."""
+    """sdpa_tiled.wgsl's workgroup memory: the partial dot products (a key tile's worth per invocation,
+    which is rows x dim at every geometry here), one staged key tile, the tile's probabilities, and
+    (m, l, alpha) per row."""
     rows = tokens * heads // kv_heads
     return 4 * (rows * dim + _KEY_TILE * (dim // 2 + 1) + rows * _KEY_TILE + 3 * rows)
 
