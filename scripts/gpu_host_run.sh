@@ -90,6 +90,7 @@ for s in $steps; do
     browser-attn-flash)  step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --only flash --timeout 140 ;;
     # every subgroup split-pass variant at several workgroup targets, context 4096
     browser-flash-sweep) step "$s" 200 bench kernels --backend browser --driver plain --preset attention_flash_sweep --trials 3 --timeout 190 ;;
+    native-attn-prefill)  step "$s" 120 bench kernels --backend native --preset attention_prefill ;;
     browser-attn-prefill) step "$s" 120 bench kernels --backend browser --driver plain --preset attention_prefill --timeout 110 ;;
     *) echo "unknown step $s" ;;
   esac
