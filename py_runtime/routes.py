@@ -47,6 +47,8 @@ ROUTES = (
     "sdpa_k16",             # one-pass online-softmax prefill attention, Llama-3.2-1B's geometry (K16)
     "sdpa_q16",             # the same at Qwen3-0.6B's geometry (Q16)
     "sdpa_q32",             # Qwen3's, 32 rows per workgroup (opt-in, larger workgroup memory)
+    "last_row",             # the last live row of the hidden state, for the model head
+    "token_history",        # a step's greedy token appended to the sequence's history on the GPU
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32"})
