@@ -8,7 +8,10 @@ of its stream (q4_quantize's synthetic mode: no f32 copy of a large weight ever 
 Ranges keep a synthetic model's activations near unit scale at any width: a linear's weights are
 uniform in [-a, a) with a the power of two nearest sqrt(3 / K) (outputs of about the inputs' RMS);
 norm weights in [0, 2) (mean 1); the embedding table, which the tied lm_head also reads, in
-[-1/8, 1/8) (logits of a few units, so greedy choices are neither ties nor foregone).
+[-1/8, 1/8) (logits of a few units, so greedy choices are neither ties nor foregone). The QKV
+projection has twice a linear's gain, so attention scores spread over several units: with unit-scale
+q and k a random model's attention averages its whole prefix, every position's state drifts towards
+one shared direction, and greedy decoding repeats one token (Llama's geometry does at 2 layers).
 
 Packed layouts: a layer's q, k and v rows are one [Nq + 2 Nkv, K] weight (the fused QKV routes read it
 whole, the separate linears as row views), gate and up one [2 F, D] weight (gate rows, then up rows:
@@ -25,17 +28,19 @@ from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from .config import ModelConfig
 
-__all__ = ["GROUP_SIZE", "MatrixSpec", "VectorSpec", "weight_specs", "linear_range", "EMBED_RANGE", "NORM_RANGE",
+__all__ = ["GROUP_SIZE", "MatrixSpec", "VectorSpec", "weight_specs", "linear_range", "EMBED_RANGE", "NORM_RANGE", "QKV_GAIN_LOG2",
            "ModelWeights"]
 
 GROUP_SIZE = 64
 EMBED_RANGE = UniformRange(scale_log2=-26, offset=-0.125)       # [-1/8, 1/8)
 NORM_RANGE = UniformRange(scale_log2=-23, offset=0.0)           # [0, 2)
+QKV_GAIN_LOG2 = 1       # q, k and v at twice the inputs' scale: see the module docstring
 
 
-def linear_range(k: int) -> UniformRange:
-    """[-a, a) with a = 2^-round(log2(sqrt(K / 3))): outputs of about the inputs' RMS."""
-    exponent = -round(math.log2(math.sqrt(k / 3)))
+def linear_range(k: int, gain_log2: int = 0) -> UniformRange:
+    """[-a, a) with a = 2^(gain_log2 - round(log2(sqrt(K / 3)))): outputs of about 2^gain_log2 times
+    the inputs' RMS."""
+    exponent = gain_log2 - round(math.log2(math.sqrt(k / 3)))
     return UniformRange(scale_log2=exponent + 1 - 24, offset=-(2.0 ** exponent))
 
 
@@ -72,7 +77,8 @@ def weight_specs(config: ModelConfig) -> list[MatrixSpec | VectorSpec]:
         stream = 100 + 16 * i
         p = f"layers.{i}."
         specs += [VectorSpec(p + "attn_norm", d, NORM_RANGE, stream),
-                  MatrixSpec(p + "qkv", config.q_dim + 2 * config.kv_dim, d, linear_range(d), stream + 1)]
+                  MatrixSpec(p + "qkv", config.q_dim + 2 * config.kv_dim, d, linear_range(d, QKV_GAIN_LOG2),
+                             stream + 1)]
         if config.qk_norm:
             specs += [VectorSpec(p + "q_norm", hd, NORM_RANGE, stream + 2),
                       VectorSpec(p + "k_norm", hd, NORM_RANGE, stream + 3)]
