@@ -40,6 +40,7 @@ within 2 tolerances of each other (each may be off by one): those are counted an
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 
@@ -264,8 +265,10 @@ class OracleRun:
         return out
 
 
-def run_oracle(config: ModelConfig, seed: int, prompt: list[int], fed: list[int]) -> list[np.ndarray]:
-    return OracleRun(config, seed, len(prompt) + len(fed) + 1).logits(prompt, fed)
+@functools.lru_cache(maxsize=8)
+def run_oracle(config: ModelConfig, seed: int, prompt: tuple[int, ...], fed: tuple[int, ...]) -> list[np.ndarray]:
+    """The oracle's logits for a run (cached: the native and the browser runs of one session share it)."""
+    return OracleRun(config, seed, len(prompt) + len(fed) + 1).logits(list(prompt), list(fed))
 
 
 def tolerance_sigmas(config: ModelConfig, policy: str) -> float:
@@ -291,7 +294,7 @@ def verify_model_report(report: dict, read, oracle_logits: list[np.ndarray] | No
     tokens = report["tokens"]
     assert len(tokens) == options["decode"] + 1 == len(report["logits_artifacts"])
     if oracle_logits is None:
-        oracle_logits = run_oracle(config, options["seed"], report["prompt_ids"], tokens[:-1])
+        oracle_logits = run_oracle(config, options["seed"], tuple(report["prompt_ids"]), tuple(tokens[:-1]))
     tolerance = tolerance_sigmas(config, options["policy"])
     worst, near_ties, rows = 0.0, [], []
     for index, (name, exact) in enumerate(zip(report["logits_artifacts"], oracle_logits)):
