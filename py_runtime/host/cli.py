@@ -181,8 +181,17 @@ def _verify_attention(report, artifacts):
         print(f"{case['name']:<34} worst err/bound {worst[case['name']]:.4f}   {steps}")
 
 
+def _verify_model(report, artifacts):
+    from .oracle import verify_model_report
+
+    judged = verify_model_report(report, artifacts.__getitem__)
+    print(f"{report['config']['name']}, {report['options']['layers']} layers, {report['options']['policy']}: tokens "
+          f"{report['tokens']}; worst logit error {judged['worst_sigma']:.3g} sigma of a "
+          f"{judged['tolerance_sigma']:.3g} sigma tolerance ({len(judged['near_ties'])} near ties)")
+
+
 HOST_ORACLES = {"q4": _verify_q4, "runtime": _verify_runtime, "elementwise": _verify_elementwise,
-                "decoder_blocks": _verify_decoder_blocks, "attention": _verify_attention}
+                "decoder_blocks": _verify_decoder_blocks, "attention": _verify_attention, "model": _verify_model}
 UNARY_CLI_LENGTHS = [1, 63, 64, 65, 4097, 1_000_003]    # wider than the page's default: the CLI has time
 
 
@@ -200,7 +209,7 @@ def _check(args) -> int:
     from .report import format_report
 
     options = {"suite": args.suite, **_given(args, ("ops", "lengths", "seed", "max_workgroups_per_dim", "profile",
-                                                    "preset"))}
+                                                    "preset", "model", "layers", "prompt", "decode", "policy"))}
     if args.suite == "unary":
         options.setdefault("lengths", UNARY_CLI_LENGTHS)
     try:
@@ -309,6 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--max-workgroups-per-dim", type=int, help="force 2-D grids at small lengths")
     check.add_argument("--no-profile", dest="profile", action="store_false", default=None,
                        help="skip timestamp queries")
+    check.add_argument("--model", choices=_choices(checks, "model"), help="model: the geometry (default llama)")
+    check.add_argument("--layers", type=int, help="model: decoder layers (default 2)")
+    check.add_argument("--prompt", type=int, help="model: prompt tokens (default 32)")
+    check.add_argument("--decode", type=int, help="model: greedy decode steps (default 8)")
+    check.add_argument("--policy", choices=_choices(checks, "policy"), help="model: activation policy (default f32)")
     check.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     check.add_argument("--json", help="also write the report to this file")
     check.set_defaults(func=_check)
