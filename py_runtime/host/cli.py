@@ -238,15 +238,17 @@ def _check(args) -> int:
 BENCH_OUTPUT = {
     "host_cost": ("format_host_cost", "results/bench/host-{backend}.json"),
     "kernel_bench": ("format_kernel_bench", "results/bench/kernels-{preset}-{backend}.json"),
+    "model_bench": ("format_model_bench", "results/bench/model-{model}-{backend}.json"),
 }
 
 
 def _bench(args) -> int:
     from . import report as formats
-    from ..workloads import get
+    from ..workloads import by_kind
 
-    workload = get(args.target)
-    given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only"))
+    workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
+    given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
+                          "decode", "policy", "batch", "profile"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -265,7 +267,8 @@ def _bench(args) -> int:
     formatter, default_json = BENCH_OUTPUT[workload.name]
     print(getattr(formats, formatter)(report))
     preset = options.get("preset", workload.option("preset").default if workload.option("preset") else "")
-    _write_json(report, args.json or default_json.format(backend=args.backend, preset=preset))
+    _write_json(report, args.json or default_json.format(backend=args.backend, preset=preset,
+                                                         model=options.get("model", "")))
     print(f"result: {report['result']}")
     return _exit_code(report["result"])
 
@@ -343,6 +346,14 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--chain-mb", type=float,
                        help="kernels: MiB of weight copies per decode chain, several times the GPU's L2 "
                             "(default 384; 0 skips the chain figures; small values for CPU adapters)")
+    bench.add_argument("--model", choices=_choices(benches, "model"), help="model: the geometry (default llama)")
+    bench.add_argument("--layers", type=int, help="model: decoder layers (default: the model's)")
+    bench.add_argument("--prompt", type=int, help="model: prompt tokens (default 128)")
+    bench.add_argument("--decode", type=int, help="model: greedy decode steps (default 64)")
+    bench.add_argument("--policy", choices=_choices(benches, "policy"), help="model: activation policy (default f32)")
+    bench.add_argument("--batch", type=int, help="model: decode steps between readbacks of the ids (default 16)")
+    bench.add_argument("--no-profile", dest="profile", action="store_false", default=None,
+                       help="model: skip the profiled prefill and decode step")
     bench.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     bench.add_argument("--json", help="where to write the JSON (default results/bench/<target>-<backend>.json)")
     bench.set_defaults(func=_bench)
