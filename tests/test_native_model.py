@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -122,6 +123,9 @@ def test_bad_input_and_a_full_context_are_refused_before_dispatch():
             await Decoder.create(runtime, TINY, seed=1, max_prompt=4, capacity=8, policy="int4")
         with pytest.raises(ValueError, match="max_prompt 9 must be 1..capacity"):
             await Decoder.create(runtime, TINY, seed=1, max_prompt=9, capacity=8)
+        with pytest.raises(ValueError, match=r"K a multiple of the group size 64: embed \(K 96\)"):
+            await Decoder.create(runtime, replace(TINY, hidden=96), seed=1, max_prompt=4, capacity=8)
+        assert "tiny.w.embed.packed" not in runtime.tensors, "a refused model allocated its weights"
         decoder = await Decoder.create(runtime, TINY, seed=1, max_prompt=4, capacity=6)
         with pytest.raises(ValueError, match="no sequence; prefill a prompt first"):
             await decoder.step()

@@ -108,10 +108,15 @@ class ModelWeights:
     async def allocate(cls, runtime, config: ModelConfig, *, seed: int, scales_rows: bool = False) -> "ModelWeights":
         """Allocate every weight and record the plan that generates them (nothing runs until generate()).
         `scales_rows` also makes each matrix's row-major scale copy, which the int8x decode GEMVs read."""
+        specs = weight_specs(config)
+        uneven = [f"{spec.name} (K {spec.cols})" for spec in specs if isinstance(spec, MatrixSpec) and spec.cols % GROUP_SIZE]
+        if uneven:
+            raise ValueError(f"{config.name}: Q4 weights need K a multiple of the group size {GROUP_SIZE}: "
+                             f"{', '.join(uneven)}")
         tensors, weights = runtime.tensors, {}
         plan = Plan(runtime, f"{config.key}.weights")
         prefix = f"{config.key}.w"
-        for spec in weight_specs(config):
+        for spec in specs:
             name = f"{prefix}.{spec.name}"
             if isinstance(spec, VectorSpec):
                 vector = await tensors.allocate(name, (spec.length,))
@@ -119,9 +124,6 @@ class ModelWeights:
                 weights[spec.name] = vector
                 continue
             n, k = spec.rows, spec.cols
-            if k % GROUP_SIZE:
-                raise ValueError(f"{config.name}: weight {spec.name} has K {k}, not a multiple of the Q4 group "
-                                 f"size {GROUP_SIZE}")
             groups = k // GROUP_SIZE
             weight = Q4Weight(await tensors.allocate(f"{name}.packed", (n, k // 8), "u32"),
                               await tensors.allocate(f"{name}.scales", (groups, n)), k, n, GROUP_SIZE,
