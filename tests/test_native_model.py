@@ -76,6 +76,12 @@ def test_interleaved_rope_and_an_untied_head_match_through_the_per_head_permutat
     assert report["config"]["rope_layout"] == "interleaved" and not report["config"]["tied_embeddings"]
     judged = verify_model_report(report, artifacts.__getitem__)
     assert judged["worst_of_tolerance"] <= 1, judged
+    # The permutation is what makes them match: an oracle given the weights unpermuted (as if the kernel
+    # rotated HF's pairs) is far off.
+    unpermuted = replace(model_config("awkward", 2), rope_layout="half")
+    wrong = run_oracle(unpermuted, report["options"]["seed"], tuple(report["prompt_ids"]), tuple(report["tokens"][:-1]))
+    with pytest.raises(AssertionError, match="logits off by"):
+        verify_model_report(report, artifacts.__getitem__, wrong)
 
 
 def test_the_verifier_catches_wrong_logits_tokens_and_oracles(llama):

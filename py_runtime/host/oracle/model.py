@@ -47,9 +47,9 @@ import types
 import numpy as np
 
 from ...models.config import LLAMA3_SCALING, ModelConfig, model_config
-from ...models.weights import MatrixSpec, weight_specs
-from .synth import synth_key_np
+from ...models.weights import GROUP_SIZE, MatrixSpec, weight_specs
 from .decoder_blocks import rope_cos_sin_reference
+from .synth import synth_key_np, synth_values_np
 
 __all__ = ["q4_dequantized_np", "model_weights_np", "hf_model", "OracleRun", "run_oracle", "tolerance_sigmas",
            "verify_model_report"]
@@ -60,8 +60,6 @@ INT8_INPUT_ERROR = 0.016
 F16_STORAGE_ERROR = 2.0 ** -11 / math.sqrt(3)
 _TWO_FIFTEENTHS = np.float32(2 / 15)
 _MIN_SCALE = np.float32(1e-10)
-
-
 _PCG = (np.uint32(747796405), np.uint32(2891336453), np.uint32(277803737))
 
 
@@ -95,9 +93,7 @@ def _levels(w: np.ndarray, s: np.ndarray) -> np.ndarray:
 def q4_dequantized_np(spec: MatrixSpec, seed: int, *, chunk: int = 1 << 18) -> np.ndarray:
     """The GPU's quantized synthetic matrix [rows, cols], dequantized in float64: the generator's and
     the quantizer's twins (bit for bit with synth_rows_np and q4_levels_np, which the tests check),
-    worked in cache-sized chunks with in-place arithmetic (a few ns per element)."""
-    from ...models.weights import GROUP_SIZE
-
+    worked in cache-sized chunks (whole groups) with in-place arithmetic (a few ns per element)."""
     total = spec.rows * spec.cols
     step, offset = np.float32(2.0 ** spec.value_range.scale_log2), np.float32(spec.value_range.offset)
     seed_key = synth_key_np(seed, spec.stream)
@@ -119,8 +115,6 @@ def q4_dequantized_np(spec: MatrixSpec, seed: int, *, chunk: int = 1 << 18) -> n
 
 def model_weights_np(config: ModelConfig, seed: int) -> dict[str, np.ndarray]:
     """Every weight by spec name: matrices dequantized float64 [N, K], norm weights float64."""
-    from .synth import synth_values_np
-
     weights = {}
     for spec in weight_specs(config):
         if isinstance(spec, MatrixSpec):
