@@ -1,5 +1,5 @@
 """The kernel bench in the page: its JSON report, and what the page renders from it (the per-pass
-table, the decode-chain table and its chart; the decode-step table)."""
+table, the decode-chain table and its chart, the prefill rows against the probes; the decode-step table)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ def test_kernel_bench_page_shows_the_decode_chain(lab):
     assert_clean(run)
     # A benchmark checks nothing, and the page says so (not PASS, not FAIL); progress per case.
     assert run.report["result"] == "not checked" and run.status_text.startswith("NOT CHECKED:"), run.status_text
-    assert run.progress == {"kernel bench cases": {"done": 4, "total": 4}}, run.progress
-    assert "kernel bench cases: 4/4" in run.page_text
+    assert run.progress == {"kernel bench cases": {"done": 5, "total": 5}}, run.progress
+    assert "kernel bench cases: 5/5" in run.page_text
     rows = run.report["rows"]
     assert [r["route"] for r in rows][1] == "q4_gemv_int8"
     decode = [r for r in rows if r["rows"] == 1]
@@ -21,6 +21,7 @@ def test_kernel_bench_page_shows_the_decode_chain(lab):
     text = run.page_text
     assert "Decode chain: one pass" in text and "Decode chain: % of a streaming read" in text
     assert "stream+store µs" in text
+    assert "Prefill arithmetic" in text and "% of dp4a" in text and "dp4a probe" in text
     assert all(r["case"] in text for r in rows)
 
 

@@ -18,5 +18,6 @@ def test_every_route_at_real_and_awkward_shapes_matches_the_oracle(lab, run_id):
     routes = {r for case in run.report["cases"] for run_ in case["runs"] for r in run_["routes"]}
     # SwiftShader's subgroups are 4 wide: the subgroup GEMV is the decode route in the browser.
     assert {"q4_gemm_tiled", "q4_gemm_bk64", "q4_qkv_fused_bk64", "q4_linear_generic", "q4_gemv_int8",
-            "int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu", "rms_norm_int8x"} <= routes
+            "int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu", "rms_norm_int8x",
+            "q4_gemm_dp4a"} <= routes
     assert routes & {"q4_gemv_subgroup", "q4_gemv_workgroup"}

@@ -73,12 +73,23 @@ for s in $steps; do
     browser-qwen)    step "$s" 120 bench kernels --backend browser --driver plain --preset qwen_step --timeout 110 ;;
     native-step)     step "$s" 120 bench kernels --backend native --preset llama_step ;;
     browser-step)    step "$s" 120 bench kernels --backend browser --driver plain --preset llama_step --timeout 110 ;;
-    native-prefill)  step "$s" 140 bench kernels --backend native --preset prefill ;;
-    browser-prefill) step "$s" 140 bench kernels --backend browser --driver plain --preset prefill --timeout 130 ;;
+    # Prefill GEMMs: the f32 routes and the DP4A GEMM at Llama's projections, M 128 and 512, beside the
+    # dot4I8Packed and fma probes; then the DP4A tiles; and the DP4A route's checks on the GPU.
+    native-prefill)  step "$s" 200 bench kernels --backend native --preset prefill ;;
+    browser-prefill) step "$s" 200 bench kernels --backend browser --driver plain --preset prefill --timeout 190 ;;
+    native-prefill-tiles)  step "$s" 240 bench kernels --backend native --preset prefill_dp4a --trials 3 ;;
+    browser-prefill-tiles) step "$s" 240 bench kernels --backend browser --driver plain --preset prefill_dp4a --trials 3 --timeout 230 ;;
+    native-check-dp4a)  step "$s" 90 check --suite q4 --preset dp4a --backend native ;;
+    browser-check-dp4a) step "$s" 120 check --suite q4 --preset dp4a --backend browser --driver plain ;;
     native-attention)  step "$s" 120 check --suite attention --backend native ;;
     browser-attention) step "$s" 120 check --suite attention --backend browser --driver plain --timeout 110 ;;
     native-attn-decode)  step "$s" 150 bench kernels --backend native --preset attention_decode ;;
     browser-attn-decode) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --timeout 140 ;;
+    # the FlashDecoding routes only (the materialized decode takes minutes at long contexts)
+    native-attn-flash)   step "$s" 150 bench kernels --backend native --preset attention_decode --only flash ;;
+    browser-attn-flash)  step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --only flash --timeout 140 ;;
+    # every subgroup split-pass variant at several workgroup targets, context 4096
+    browser-flash-sweep) step "$s" 200 bench kernels --backend browser --driver plain --preset attention_flash_sweep --trials 3 --timeout 190 ;;
     browser-attn-prefill) step "$s" 120 bench kernels --backend browser --driver plain --preset attention_prefill --timeout 110 ;;
     # Whole models at full depth (issue 14): prompt 128 and 512, 128 greedy steps, per policy.
     native-model)    for m in llama qwen3; do for p in f32 int8x; do

@@ -28,19 +28,23 @@ def test_bench_kernels_tiny_preset_reports_ratios(tmp_path, capsys):
     assert main(["bench", "kernels", "--backend", "native", "--preset", "tiny", "--repeats", "2", "--trials", "1",
                  "--chain-mb", "0.5", "--json", str(target)]) == 0
     report = json.loads(target.read_text())
-    assert [r["case"] for r in report["rows"]] == ["tiny.gemv", "tiny.gemv.int8", "tiny.gemv.int8x", "tiny.gemm"]
+    assert [r["case"] for r in report["rows"]] == ["tiny.gemv", "tiny.gemv.int8", "tiny.gemv.int8x", "tiny.gemm",
+                                                   "tiny.gemm.dp4a"]
     assert all(r["ns"] > 0 and r["ratio_same_bytes"] > 0 for r in report["rows"])
     assert [r["route"] for r in report["rows"]] == ["q4_gemv_workgroup", "q4_gemv_int8", "q4_gemv_int8x",
-                                                    "q4_gemm_tiled"]
+                                                    "q4_gemm_tiled", "q4_gemm_dp4a"]
+    # The prefill rows come with the arithmetic probes of the same run, the DP4A one with its quantization.
+    assert report["rows"][-1]["quantize_ns"] > 0 and "quantize_ns" not in report["rows"][-2]
+    assert all(report["probes"][kind]["tops"] > 0 and report["probes"][kind]["ops"] > 0 for kind in ("dp4a", "fma"))
     decode = [r for r in report["rows"] if r["rows"] == 1]
     # The decode chain: enough copies for half a MiB, timed in one pass, next to the same-bytes stream.
     assert all(r["chain_copies"] > 1 and r["chain_ns"] > 0 and r["chain_stream_ns"] > 0 for r in decode)
     assert all(r["chain_stream_store_ns"] > 0 for r in decode)
     captured = capsys.readouterr()
-    assert "decode chain" in captured.out
+    assert "decode chain" in captured.out and "prefill arithmetic" in captured.out and "% of dp4a" in captured.out
     # A benchmark checks nothing: it says so, and exits 0. Progress goes to stderr, a line per stage's ends.
     assert report["result"] == "not checked" and "result: not checked" in captured.out
-    assert captured.err.splitlines() == ["kernel bench cases: 0/4", "kernel bench cases: 4/4"], captured.err
+    assert captured.err.splitlines() == ["kernel bench cases: 0/5", "kernel bench cases: 5/5"], captured.err
 
 
 def test_bench_kernels_decode_step_runs_every_route(tmp_path, capsys):
@@ -70,8 +74,9 @@ def test_bench_kernels_times_the_attention_routes(tmp_path):
     assert main(["bench", "kernels", "--backend", "native", "--preset", "attention_tiny", "--trials", "1",
                  "--json", str(target)]) == 0
     rows = json.loads(target.read_text())["rows"]
-    assert [r["route"] for r in rows] == ["sdpa_flash_decode", "sdpa_materialized", "sdpa_materialized", "sdpa_k16"]
-    decode = rows[:2]
+    assert [r["route"] for r in rows] == ["sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_materialized",
+                                          "sdpa_materialized", "sdpa_k16"]
+    decode = rows[:3]
     # one layer's K and V over 64 positions, f16: 2 x 64 x 8 heads x 64 dims x 2 bytes
     assert all(r["kv_bytes"] == 2 * 64 * 8 * 64 * 2 and r["layers"] > 1 and r["ns"] > 0 for r in decode)
-    assert all(0 < r["ratio_same_bytes"] for r in decode) and rows[2]["flops"] > 0 and rows[3]["flops"] > 0
+    assert all(0 < r["ratio_same_bytes"] for r in decode) and rows[3]["flops"] > 0 and rows[4]["flops"] > 0

@@ -27,8 +27,10 @@ SHIPPED_SHAPES = {
 }
 GEMV_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl")
 # (shipped, sweep) of the families with sweep variants: q4gsw_gemv ships 8 of its 24 shapes, the int8x
-# family 30 of its 62 kind-and-shape pairs; each in two reductions.
-COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (60, 64)}
+# family 30 of its 62 kind-and-shape pairs; each in two reductions. The DP4A GEMM ships the one tile
+# its route runs (ops/q4_linear.py GEMM_DP4A_SHAPE) of four.
+COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (60, 64),
+          "shaders/quant/q4gsw_gemm_dp4a.wgsl": (1, 3)}
 
 
 def test_the_shipped_q4_gemv_variants_are_exactly_what_the_routes_can_pick():
@@ -38,7 +40,7 @@ def test_the_shipped_q4_gemv_variants_are_exactly_what_the_routes_can_pick():
     assert sorted(shipped) == sorted(expected)
 
 
-def test_only_the_q4_gemv_families_have_sweep_variants_and_none_was_dropped():
+def test_only_the_q4_gemv_and_dp4a_gemm_families_have_sweep_variants_and_none_was_dropped():
     counts = Counter((kernel(name).source, kernel(name).tier) for name in kernel_names())
     for source, (shipped, sweep) in COUNTS.items():
         assert (counts[source, "shipped"], counts[source, "sweep"]) == (shipped, sweep), source
@@ -47,7 +49,7 @@ def test_only_the_q4_gemv_families_have_sweep_variants_and_none_was_dropped():
 
 def test_the_registry_tiers_follow_the_yaml_sweep_lists(repo):
     listed = set()
-    for source in GEMV_SOURCES:
+    for source in COUNTS:
         path = (repo / source).with_suffix(".yaml")
         family = yaml.safe_load(path.read_text())[path.stem]
         for entry in family["shader_variants"]:

@@ -11,8 +11,14 @@ import pytest
 
 from py_runtime.app import run
 from py_runtime.host.oracle import verify_attention_report
-from py_runtime.oneshot import tensor
-from py_runtime.ops.attention import AttentionScratch, KVCache, kv_cache_write, sdpa
+from py_runtime.host.oracle.attention import attention_reference
+from py_runtime.host.oracle.decoder_blocks import rope_cos_sin_reference, rope_reference
+from py_runtime.host.oracle.elementwise import f16_allowed
+from py_runtime.kernels import kernel, kernel_names
+from py_runtime.oneshot import run_op, tensor
+from py_runtime.models.config import LLAMA_3_2_1B, QWEN3_0_6B
+from py_runtime.ops.attention import AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa
+from py_runtime.ops.rope import cos_sin_table, inverse_frequencies
 from py_runtime.plan import Plan
 from py_runtime.runtime import Runtime
 
@@ -37,12 +43,13 @@ def test_every_route_and_geometry_matches_the_oracle(native_run):
     worst = verify_attention_report(report, artifacts.__getitem__)
     assert all(0 <= ratio <= 1 for ratio in worst.values()), worst
     routes = {step["routes"][-1] for case in report["cases"] for step in case["steps"]}
-    assert routes == {"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16", "sdpa_q32"}
+    assert routes == {"sdpa_materialized", "sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
+                      "sdpa_q32"}
     # one plan per case served its prefill and then a decode, each attested with its own route
     prefill_then_decode = {c["geometry"]: [s["routes"][-1] for s in c["steps"]] for c in report["cases"]
                            if c["tokens"] > 1 and not c["force"] and not c["q32"]}
-    assert prefill_then_decode == {"llama": ["sdpa_k16", "sdpa_flash_decode"],
-                                   "qwen3": ["sdpa_q16", "sdpa_flash_decode"],
+    assert prefill_then_decode == {"llama": ["sdpa_k16", "sdpa_flash_subgroup"],
+                                   "qwen3": ["sdpa_q16", "sdpa_flash_subgroup"],
                                    "awkward": ["sdpa_materialized", "sdpa_flash_decode"]}
 
 
@@ -62,9 +69,17 @@ def test_the_verifier_catches_wrong_outputs_caches_and_routes(native_run):
     broken[case["cache_artifacts"][1]] = words.tobytes()
     with pytest.raises(AssertionError, match="not an f16 rounding"):
         verify_attention_report({**report, "cases": [case]}, broken.__getitem__)
+    rope_case = next(c for c in report["cases"] if c["rope"])
+    broken = dict(artifacts)                            # a rotated key one f16 step short of its neighbour's
+    words = np.frombuffer(broken[rope_case["cache_artifacts"][0]], np.uint16).copy()
+    at = rope_case["pos"] * rope_case["kv_heads"] * rope_case["head_dim"] + 3
+    words[at] ^= 4
+    broken[rope_case["cache_artifacts"][0]] = words.tobytes()
+    with pytest.raises(AssertionError, match="cached keys off float64 RoPE"):
+        verify_attention_report({**report, "cases": [rope_case]}, broken.__getitem__)
     relabelled = copy.deepcopy(case)                    # a decode attested as the materialized route
     relabelled["steps"][1]["routes"] = ["kv_cache_write", "sdpa_materialized"]
-    with pytest.raises(AssertionError, match="expected sdpa_flash_decode"):
+    with pytest.raises(AssertionError, match="expected sdpa_flash_subgroup"):
         verify_attention_report({**report, "cases": [relabelled]}, artifacts.__getitem__)
 
 
@@ -121,3 +136,98 @@ def test_q32_is_opt_in_and_falls_back_to_q16_without_its_workgroup_memory():
     assert prefill(16384, q32=True) == ["sdpa_q16"]
     why = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=16, adapter=adapter(16384), q32=True).explain()
     assert "not sdpa_q32: needs 22976 bytes of workgroup memory and 256 invocations; the device allows 16384" in why
+
+
+@pytest.mark.parametrize("name", [n for n in kernel_names() if n.startswith("sdpa_flash_split_sg_")])
+def test_every_subgroup_split_variant_matches_the_oracle(name):
+    """Shipped and sweep variants alike (the sweep's figures only count if its kernels are right), at a
+    short context and at one of several splits, or of one split of many steps."""
+    values = kernel(name).template_values
+    group, dim, kv_heads, capacity = values["G"], 32 * values["W"], 2, 300
+    heads = group * kv_heads
+    rng = np.random.default_rng(7)
+    k_host, v_host = (rng.uniform(-1, 1, (capacity, kv_heads, dim)).astype(np.float32) for _ in range(2))
+    q_host = rng.uniform(-1, 1, (1, heads, dim)).astype(np.float32)
+    runs = ((5, 2), (capacity, 2), (capacity, 64))          # (context, workgroups wanted)
+
+    async def main():
+        runtime = await Runtime.create("native")
+        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
+        scratch = await AttentionScratch.allocate(runtime, "s", heads=heads, head_dim=dim, max_tokens=1,
+                                                  capacity=capacity)
+        k, v = [await tensor(runtime, role, (capacity, kv_heads, dim)) for role in ("k", "v")]
+        q, out = [await tensor(runtime, role, (1, heads, dim)) for role in ("q", "o")]
+        for target, host in ((k, k_host), (v, v_host), (q, q_host)):
+            runtime.device.write_buffer(target.buffer, host.tobytes())
+        await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=capacity, pos=0))
+        outputs = []
+        for ctx, workgroups in runs:
+            plan = Plan(runtime, "attn", live={"tokens": 1, "pos": ctx - 1})
+            await plan.add(sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
+                                force="sdpa_flash_subgroup", flash_split=(name, workgroups)))
+            plan.record()
+            assert list((await plan.replay()).routes) == ["sdpa_flash_subgroup"]
+            outputs.append(np.frombuffer(await runtime.device.read_buffer(out.buffer), np.float32).reshape(q_host.shape))
+            plan.release()
+        return runtime.device.adapter.info, outputs
+
+    info, outputs = asyncio.run(main())
+    k16, v16 = (host.astype(np.float16).astype(np.float64) for host in (k_host, v_host))   # uniform(-1, 1): no subnormal
+    for (ctx, workgroups), got in zip(runs, outputs):
+        exact, bound = attention_reference(q_host, k16, v16, ctx - 1, 1 / dim ** 0.5, "sdpa_flash_subgroup", info,
+                                           flash_split=(name, workgroups))
+        assert np.all(np.abs(got - exact) <= bound), (name, ctx, workgroups, float(np.abs(got - exact).max()))
+
+
+@pytest.mark.parametrize("config", [LLAMA_3_2_1B, QWEN3_0_6B], ids=lambda c: c.key)
+def test_rope_fused_with_the_cache_write_matches_float64(config):
+    """One dispatch for rope(q), rope(k) and kv_cache_write, in both pair layouts (Llama interleaved,
+    Qwen3 rotate-half), over a 5-token prefill at position 290 and then a decode step at 295 in the same
+    plan: q against the float64 rotation within rope's bound, the cache's K within that bound plus one
+    f16 spacing (pack2x16float rounds either way), V an f16 rounding of its input, other rows untouched."""
+    heads, kv_heads, dim, layout = config.heads, config.kv_heads, config.head_dim, config.rope_layout
+    capacity, rows, pos = 300, 298, 290          # the table covers the steps, the cache more
+    rng = np.random.default_rng(3)
+    steps = [(5, pos), (1, pos + 5)]
+    hosts = [{"q": rng.uniform(-2, 2, (5, heads, dim)), "k": rng.uniform(-2, 2, (5, kv_heads, dim)),
+              "v": rng.uniform(-2, 2, (5, kv_heads, dim))} for _ in steps]
+    hosts = [{role: values.astype(np.float32) for role, values in host.items()} for host in hosts]
+
+    async def main():
+        runtime = await Runtime.create("native")
+        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
+        table = await tensor(runtime, "table", (rows, dim // 2, 2))
+        runtime.device.write_buffer(table.buffer, cos_sin_table(
+            inverse_frequencies(dim, config.rope_theta, config.rope_scaling), rows))
+        q, q_out = [await tensor(runtime, role, (5, heads, dim)) for role in ("q", "q_out")]
+        k, v = [await tensor(runtime, role, (5, kv_heads, dim)) for role in ("k", "v")]
+        plan = Plan(runtime, "rope_kv", live={"tokens": 5, "pos": pos})
+        await plan.add(rope_kv_cache_write(q=q, k=k, v=v, q_out=q_out, table=table, cache=cache, heads=heads,
+                                           layout=layout))
+        plan.record()
+        outputs = []
+        for (tokens, start), host in zip(steps, hosts):
+            for target, role in ((q, "q"), (k, "k"), (v, "v")):
+                runtime.device.write_buffer(target.buffer, host[role].tobytes())
+            plan.resize(tokens=tokens, pos=start)
+            assert list((await plan.replay()).routes) == ["rope_kv_cache_write"]
+            outputs.append(np.frombuffer(await runtime.device.read_buffer(q_out.buffer), np.float32))
+        caches = [np.frombuffer(await runtime.device.read_buffer(t.buffer), np.uint16).view(np.float16) for t in
+                  (cache.k, cache.v)]
+        return outputs, caches
+
+    outputs, (k_cache, v_cache) = asyncio.run(main())
+    k_cache, v_cache = (c.reshape(capacity, kv_heads, dim).astype(np.float64) for c in (k_cache, v_cache))
+    llama3 = config.rope_scaling is not None
+    for (tokens, start), host, got in zip(steps, hosts, outputs):
+        positions = np.arange(start, start + tokens)
+        cos, sin = rope_cos_sin_reference(dim, config.rope_theta, llama3, positions)
+        q_exact, q_bound = rope_reference(host["q"][:tokens], cos, sin, layout, positions)
+        assert np.all(np.abs(got.reshape(5, heads, dim)[:tokens] - q_exact) <= q_bound)
+        k_exact, k_bound = rope_reference(host["k"][:tokens], cos, sin, layout, positions)
+        spacing = np.spacing((np.abs(k_exact) + k_bound).astype(np.float16)).astype(np.float64)
+        assert np.all(np.abs(k_cache[start:start + tokens] - k_exact) <= k_bound + spacing)
+        lo, hi, _ = f16_allowed(host["v"][:tokens].astype(np.float64))
+        stored = v_cache[start:start + tokens]
+        assert np.all((stored == lo) | (stored == hi))
+    assert not k_cache[:pos].any() and not k_cache[pos + 6:].any() and not v_cache[pos + 6:].any()

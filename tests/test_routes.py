@@ -20,7 +20,7 @@ from py_runtime.routing import RouteUnavailable
 from py_runtime.tensors import Tensor
 
 LINEAR_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl", "shaders/quant/q4gsw_gemm.wgsl",
-                  "shaders/quant/q4gsw_linear_generic.wgsl")
+                  "shaders/quant/q4gsw_gemm_dp4a.wgsl", "shaders/quant/q4gsw_linear_generic.wgsl")
 BIG = {"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupStorageSize": 32768,
        "maxStorageBuffersPerShaderStage": 10}
 ADAPTERS = {
@@ -58,18 +58,20 @@ def _reachable() -> set[str]:
             continue
         x = Tensor("x", (2, k), "f32", 0)
         act = Int8Activations(x, _t("xq", k // 4, "u32"), _t("xs", k // 16), gs)
+        every_row = Int8Activations(x, Tensor("xq", (2, k // 4), "u32", 0), Tensor("xs", (2, k // 16), "f32", 0), gs)
         ops = []
         for rows_copy in (False, True):
             w = _weight(k, n, gs, rows_copy)
             out = Tensor("o", (2, n), "f32", 0)
-            ops += [q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=int8) for int8 in (False, True, act)]
+            ops += [q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=int8) for int8 in (False, True, act, every_row)]
             ops.append(q4_linear(x=x, weight=w, out=out, adapter=adapter, bias=_t("b", n), int8=act))
             if n % 2 == 0:
                 ops.append(q4_linear_glu(act=act, weight=w, out=Tensor("g", (2, n // 2), "f32", 0), adapter=adapter))
             n_kv = n // 4
             qkv_outs = (Tensor("q", (2, n), "f32", 0), Tensor("k", (2, n_kv), "f32", 0), Tensor("v", (2, n_kv), "f32", 0))
             wq = _weight(k, n + 2 * n_kv, gs, rows_copy)
-            ops += [q4_linear_qkv(x=x, weight=wq, outs=qkv_outs, adapter=adapter, int8=int8) for int8 in (None, act)]
+            ops += [q4_linear_qkv(x=x, weight=wq, outs=qkv_outs, adapter=adapter, int8=int8)
+                    for int8 in (None, act, every_row)]
         seen |= {call.kernel for op in ops for call in op}
     return seen
 
@@ -81,11 +83,13 @@ def test_every_shipped_linear_kernel_is_reachable_and_no_route_reaches_a_sweep_k
     assert sorted(shipped - reachable) == []            # and nothing ships that no route can pick
 
 
-def test_the_ci_check_pins_every_shipped_gemv_variant():
+def test_the_ci_check_pins_every_shipped_gemv_and_dp4a_gemm_variant():
     """Each shipped (kind, shape) has a CI case that pins it, so CI runs it on every adapter whose
     reduction guard picks that kernel (the sg or wg form)."""
     pinned = set()
     for case in PRESETS["ci"]:
+        if case.gemm_shape is not None:
+            pinned.add(("q4gsw_gemm_dp4a", case.gemm_shape))
         if case.gemv_shape is None:
             continue
         if not case.int8x:
@@ -95,7 +99,7 @@ def test_the_ci_check_pins_every_shipped_gemv_variant():
         pinned.add((f"q4gsw_gemv_i8x{kind}{'_sr' if case.scales_rows else ''}", case.gemv_shape))
     shipped = set()
     for name in kernel_names(tier="shipped"):
-        for family in ("q4gsw_gemv_i8x", "q4gsw_gemv"):
+        for family in ("q4gsw_gemm_dp4a", "q4gsw_gemv_i8x", "q4gsw_gemv"):
             if name.startswith(family + "_"):
                 kind, _, shape = name.rpartition("_")
                 shipped.add((kind.removesuffix("_sg").removesuffix("_wg"), shape))
@@ -154,3 +158,58 @@ def test_a_pinned_variant_decides_between_the_int8_and_f32_gemvs():
         q4_linear(x=x, weight=w, out=out, adapter=adapter, gemv_shape="i8r4g32")
     with pytest.raises(ValueError, match="unknown GEMV shape 'r99'"):
         q4_linear(x=x, weight=w, out=out, adapter=adapter, gemv_shape="r99")
+
+
+def test_every_shipped_flash_split_variant_is_reachable_and_none_is_a_sweep_kernel():
+    from py_runtime.models.config import MODELS
+    from py_runtime.ops.attention import subgroup_flash_split
+
+    reachable = {subgroup_flash_split(config.heads // config.kv_heads, config.head_dim, adapter.info)
+                 for config in MODELS.values() for adapter in ADAPTERS.values()} - {None}
+    shipped = {name for name in kernel_names(tier="shipped") if name.startswith("sdpa_flash_split_sg_")}
+    assert {name for name, _ in reachable} == shipped
+    assert all(workgroups > 0 for _, workgroups in reachable)
+
+
+def test_the_dp4a_gemm_takes_the_prefill_only_where_every_row_is_quantized():
+    """Activations of one row keep the prefill on the f32 GEMMs; of every row, the DP4A GEMM runs (and a
+    pinned tile); too few rows fall back to the f32 GEMMs, and a device without the tile's memory (less
+    than the f32 tiles need) to the generic linear. A QKV of every row runs three DP4A GEMMs, not Llama's
+    fused f32 GEMM."""
+    k, n = 2048, 2048
+    w = _weight(k, n, 64, False)
+    x, out = Tensor("x", (128, k), "f32", 0), Tensor("out", (128, n), "f32", 0)
+
+    def act(rows):
+        shape = (rows, k // 4) if rows > 1 else (k // 4,)
+        return Int8Activations(x, Tensor("xq", shape, "u32", 0), Tensor("xs", shape[:-1] + (k // 16,), "f32", 0), 64)
+
+    adapter = ADAPTERS["other-plain"]
+    decode_only = q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act(1))
+    assert [call.route for call in decode_only] == ["q4_gemv_int8x", "q4_gemm_bk64"]
+    assert "not q4_gemm_dp4a: no int8 activations of the prefill rows given" in decode_only.explain()
+    every_row = q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act(128))
+    assert [call.route for call in every_row] == ["q4_gemv_int8x", "q4_gemm_dp4a"]
+    assert [call.kernel for call in every_row.at(128)] == ["q4gsw_gemm_dp4a_m64k64"]
+    pinned = q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act(128), gemm_shape="m128k32")
+    assert [call.kernel for call in pinned.at(7)] == ["q4gsw_gemm_dp4a_m128k32"]
+    too_few = q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act(64))
+    assert [call.route for call in too_few.at(64)] == ["q4_gemm_bk64"]
+    assert "the int8 activations hold 64 rows; x and the outputs hold 128" in too_few.explain()
+    small = AdapterReport(backend="native", info={}, features=(), device_features=(),
+                          limits={"maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupStorageSize": 8192})
+    fallback = q4_linear(x=x, weight=w, out=out, adapter=small, int8=act(128))
+    assert [call.route for call in fallback.at(128)] == ["q4_linear_generic"]
+    assert "the m64k64 tile needs 9216 bytes of workgroup memory and 256 invocations" in fallback.explain()
+    wq = _weight(k, 3072, 64, False)
+    outs = (Tensor("q", (128, 2048), "f32", 0), Tensor("k", (128, 512), "f32", 0), Tensor("v", (128, 512), "f32", 0))
+    assert [c.route for c in q4_linear_qkv(x=x, weight=wq, outs=outs, adapter=adapter, int8=act(1)).at(128)] == \
+        ["q4_qkv_fused_bk64"]
+    qkv = q4_linear_qkv(x=x, weight=wq, outs=outs, adapter=adapter, int8=act(128))
+    assert [call.route for call in qkv.at(128)] == ["q4_gemm_dp4a"] * 3
+    assert [call.route for call in qkv.at(1)] == ["q4_gemv_int8x_qkv"]
+    assert "not q4_qkv_fused_bk64: int8 activations of every row: the separate linears take the DP4A" in qkv.explain()
+    with pytest.raises(ValueError, match="unknown DP4A GEMM shape 'm32k32'"):
+        q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act(128), gemm_shape="m32k32")
+    with pytest.raises(ValueError, match="x holds 128"):
+        act(129)

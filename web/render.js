@@ -172,9 +172,10 @@ function renderModelBench(report) {
 }
 
 // Kernel bench: per-pass rows, the decode-chain rows (one pass over weight copies larger than L2,
-// beside a streaming read of the same bytes) with a chart of their ratio, or a decode step's table.
+// beside a streaming read of the same bytes) with a chart of their ratio, the prefill rows against the
+// arithmetic probes, or a decode step's table.
 function renderKernelBench(report) {
-  const pct = (x) => `${(100 * x).toFixed(x < 0.1 ? 1 : 0)}%`;
+  const pct = (x) => (x === null || x === undefined ? "-" : `${(100 * x).toFixed(x < 0.1 ? 1 : 0)}%`);
   if (report.step) {
     const step = report.step;
     const rows = Object.entries(step.routes).map(([name, r]) => [name, r.dispatches, r.us.toFixed(1),
@@ -187,8 +188,10 @@ function renderKernelBench(report) {
       ({ label: name, value: r.gbps, text: `${r.gbps.toFixed(0)} GB/s` })));
     return;
   }
-  const rows = report.rows.map((r) => [r.case, r.route, r.rows, (r.ns / 1000).toFixed(1), r.gbps.toFixed(1),
-    r.gflops.toFixed(1), pct(r.ratio_same_bytes), pct(r.ratio_big_stream)]);
+  // (a skipped row, e.g. a forced route the adapter cannot run, says why)
+  const rows = report.rows.map((r) => (r.skipped ? [r.case, r.route, r.rows, `skipped: ${r.skipped}`, "", "", "", ""] :
+    [r.case, r.route, r.rows, (r.ns / 1000).toFixed(1), r.gbps.toFixed(1), r.gflops.toFixed(1), pct(r.ratio_same_bytes),
+      pct(r.ratio_big_stream)]));
   const parts = [el("h2", {}, "Kernel benchmark, one profiled pass per dispatch (timestamp queries)"),
     table(["case", "route", "M", "µs", "GB/s", "GFLOP/s", "vs stream (same bytes)", "vs stream (big)"], rows)];
   const chained = report.rows.filter((r) => r.chain_ns !== undefined);
@@ -200,6 +203,19 @@ function renderKernelBench(report) {
           (r.chain_stream_store_ns / 1000).toFixed(2), pct(r.chain_ratio_stream_store)])));
     barChart("Decode chain: % of a streaming read of the same bytes", chained.map((r) =>
       ({ label: r.case, value: r.chain_ratio_same_bytes, text: pct(r.chain_ratio_same_bytes) })));
+  }
+  if (report.probes) {
+    // Prefill rows as arithmetic (2 M N K ops), against the probe of their instruction from the same run.
+    const probes = report.probes;
+    const prefill = report.rows.filter((r) => r.rows > 1).map((r) => {
+      const kind = r.route === "q4_gemm_dp4a" ? "dp4a" : "fma";
+      const tops = r.flops / r.ns / 1e3;
+      return [r.case, r.kernel, r.rows, (r.ns / 1000).toFixed(1), tops.toPrecision(3),
+        `${pct(tops / probes[kind].tops)} of ${kind}`, r.quantize_ns === undefined ? "" : (r.quantize_ns / 1000).toFixed(1)];
+    });
+    parts.push(el("h2", {}, "Prefill arithmetic: T ops/s against the probe of the GEMM's instruction"),
+      el("p", {}, Object.entries(probes).map(([kind, p]) => `${kind} probe ${p.tops.toPrecision(3)} T ops/s`).join(", ")),
+      table(["case", "kernel", "M", "µs", "T ops/s", "vs probe", "quantize µs"], prefill));
   }
   document.getElementById("timings").replaceChildren(...parts);
 }

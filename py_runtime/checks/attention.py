@@ -4,6 +4,8 @@ followed by a decode step in the same recorded plan (resized to one token at the
 
 Inputs are synthetic (fill_uniform on the GPU); the host oracle (host/oracle/attention.py) rebuilds
 them, checks the cache's f16 contents, and computes attention in float64 from the cache the GPU wrote.
+A `rope` case writes the step's K and V with RoPE fused into the write (rope_kv_cache_write, which also
+rotates q): the oracle checks the rotated q and keys against float64 RoPE, then attention over them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from dataclasses import dataclass
 
 from ..dispatch import POS, TOKENS
 from ..models.config import AWKWARD, LLAMA_3_2_1B, QWEN3_0_6B, ModelConfig
-from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, sdpa
+from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa
+from ..ops.rope import cos_sin_table, inverse_frequencies
 from ..ops.synth import UniformRange, fill_uniform
 from ..oneshot import run_op
 from ..plan import Plan
@@ -33,11 +36,12 @@ class AttentionCase:
     pos: int                # the prefill's start position
     force: str | None = None
     q32: bool = False       # opt Qwen3's geometry into the 32-row prefill schedule
+    rope: bool = False      # the step's q and k rotated by rope_kv_cache_write (the model's RoPE layout)
 
     @property
     def name(self) -> str:
         return (f"{self.geometry}.s{self.tokens}.p{self.pos}" + (f".{self.force}" if self.force else "")
-                + (".q32" if self.q32 else ""))
+                + (".q32" if self.q32 else "") + (".rope" if self.rope else ""))
 
     @property
     def config(self) -> ModelConfig:
@@ -54,12 +58,17 @@ def _matrix(lengths, positions, geometries=tuple(GEOMETRIES)) -> list[AttentionC
 
 PRESETS = {
     # CI: every geometry at a decode, a short and an odd prefill, from the start, one in and deep in the
-    # context; the materialized route forced at Llama's geometry for a decode and for a prefill; Qwen3's
-    # opt-in 32-row prefill (Q16 where the device lacks its workgroup memory).
+    # context; the materialized route forced at Llama's geometry for a decode and for a prefill, and the
+    # workgroup-memory FlashDecoding for a decode (where subgroups are, only the awkward geometry takes it);
+    # Qwen3's opt-in 32-row prefill (Q16 where the device lacks its workgroup memory); RoPE fused into the
+    # cache write in both pair layouts.
     "ci": _matrix((1, 7, 129), (0, 1, 300)) + [AttentionCase("llama", 1, 1000, force="sdpa_materialized"),
+                                               AttentionCase("llama", 1, 1000, force="sdpa_flash_decode"),
                                                AttentionCase("llama", 129, 1, force="sdpa_materialized"),
                                                AttentionCase("qwen3", 129, 1, q32=True),
-                                               AttentionCase("qwen3", 7, 300, q32=True)],
+                                               AttentionCase("qwen3", 7, 300, q32=True),
+                                               AttentionCase("llama", 7, 300, rope=True),
+                                               AttentionCase("qwen3", 7, 1, rope=True)],
     # The issue's matrix (opt-in: long on a CPU adapter).
     "full": _matrix((1, 2, 7, 16, 31, 127, 128, 129, 508, 512), (0, 1, 1500)),
 }
@@ -91,8 +100,18 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
                                 for t, role in zip(history, ("history_k", "history_v"))),
                      kv_cache_write(k=history[0], v=history[1], cache=cache, tokens=case.pos, pos=0))
     plan = Plan(runtime, prefix, live={TOKENS: case.tokens, POS: case.pos})
-    await plan.add(kv_cache_write(k=k, v=v, cache=cache))
-    attention = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=device.adapter,
+    if case.rope:
+        table = await tensors.allocate(f"{prefix}.rope_table", (case.capacity, dim // 2, 2))
+        q_rot = await tensors.allocate(f"{prefix}.q_rot", (case.tokens, heads, dim))
+        owned += [table, q_rot]
+        device.write_buffer(table.buffer, cos_sin_table(inverse_frequencies(dim, config.rope_theta, config.rope_scaling),
+                                                        case.capacity))
+        await plan.add(rope_kv_cache_write(q=q, k=k, v=v, q_out=q_rot, table=table, cache=cache, heads=heads,
+                                           layout=config.rope_layout))
+    else:
+        q_rot = q
+        await plan.add(kv_cache_write(k=k, v=v, cache=cache))
+    attention = sdpa(q=q_rot, cache=cache, out=out, scratch=scratch, heads=heads, adapter=device.adapter,
                      force=case.force, q32=case.q32)
     await plan.add(attention)
     plan.record()
@@ -104,10 +123,13 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
         device.write_buffer(out.buffer, POISON * out.numel)
         execution = await plan.replay()
         name = f"{prefix}.out.step{step}.f32"
+        rotated = f"{prefix}.q_rot.step{step}.f32" if case.rope else None
         if sink:
             await sink(name, await device.read_buffer(out.buffer, 4 * tokens * heads * dim))
+            if rotated:
+                await sink(rotated, await device.read_buffer(q_rot.buffer, 4 * tokens * heads * dim))
         steps.append({"tokens": tokens, "pos": pos, "routes": list(execution.routes), "artifact": name,
-                      "attention_conflicts": execution.attention_conflicts})
+                      "q_rot_artifact": rotated, "attention_conflicts": execution.attention_conflicts})
     cache_artifacts = []
     for tensor in (cache.k, cache.v):
         name = f"{prefix}.{tensor.name.rsplit('.', 1)[1]}_cache.u32"
@@ -119,7 +141,8 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
         tensors.release(tensor.name)
     return {"name": case.name, "geometry": case.geometry, "heads": heads, "kv_heads": kv_heads, "head_dim": dim,
             "tokens": case.tokens, "pos": case.pos, "capacity": case.capacity, "force": case.force, "q32": case.q32,
-            "index": index,
+            "rope": case.rope, "rope_layout": config.rope_layout, "rope_theta": config.rope_theta,
+            "llama3_scaling": config.rope_scaling is not None, "index": index,
             "scale": 1.0 / dim ** 0.5, "why": [d.to_json() for d in attention.decisions],
             "kernels": [call.kernel for call in attention], "steps": steps, "cache_artifacts": cache_artifacts}
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from ..kernels import kernel, kernel_names
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, ModelConfig
 from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, sdpa
 from ..ops.synth import fill_uniform
 from ..oneshot import run_op
 from ..plan import Plan
+from ..routing import RouteUnavailable
 from ..runtime import Runtime
 from .attention import QKV_RANGE
 
@@ -32,11 +34,14 @@ class AttentionBenchCase:
     tokens: int             # 1: a decode at position context - 1; more: a prefill from 0
     context: int
     route: str
+    flash_split: tuple[str, int] | None = None     # a sweep's split-pass kernel and workgroups (sdpa(flash_split=))
 
     @property
     def name(self) -> str:
         what = f"decode.ctx{self.context}" if self.tokens == 1 else f"prefill.s{self.tokens}"
-        return f"{self.config.key}.{what}.{self.route.removeprefix('sdpa_')}"
+        swept = f"[{self.flash_split[0].removeprefix('sdpa_flash_split_sg_')}@{self.flash_split[1]}]" \
+            if self.flash_split else ""
+        return f"{self.config.key}.{what}.{self.route.removeprefix('sdpa_')}{swept}"
 
     @property
     def kv_bytes(self) -> int:
@@ -45,15 +50,28 @@ class AttentionBenchCase:
 
 
 _MODELS = (LLAMA_3_2_1B, QWEN3_0_6B)
+
+
+def _flash_sweep(config: ModelConfig, context: int) -> list[AttentionBenchCase]:
+    """Every subgroup split-pass variant of the geometry (shipped and sweep) at several workgroup targets."""
+    group = config.heads // config.kv_heads
+    names = [name for name in kernel_names() if name.startswith("sdpa_flash_split_sg_")
+             and kernel(name).template_values["G"] == group and 32 * kernel(name).template_values["W"] >= config.head_dim]
+    return [AttentionBenchCase(config, 1, context, "sdpa_flash_subgroup", (name, workgroups))
+            for name in names for workgroups in (256, 512, 1024, 2048)]
+
+
 ATTENTION_PRESETS = {
     "attention_decode": [AttentionBenchCase(m, 1, ctx, route) for m in _MODELS
                          for ctx in (128, 512, 1024, 2048, 4096, 8192)
-                         for route in ("sdpa_flash_decode", "sdpa_materialized")],
+                         for route in ("sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_materialized")],
     "attention_prefill": [AttentionBenchCase(m, s, s, route) for m, one_pass in ((LLAMA_3_2_1B, ("sdpa_k16",)),
                                                                                  (QWEN3_0_6B, ("sdpa_q16", "sdpa_q32")))
                           for s in (128, 512, 2048) for route in (*one_pass, "sdpa_materialized")],
+    "attention_flash_sweep": [case for m in _MODELS for case in _flash_sweep(m, 4096)],
     # Toy sizes for CPU adapters and tests.
-    "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
+    "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_subgroup"),
+                       AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_materialized"),
                        AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_materialized"),
                        AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_k16")],
@@ -70,7 +88,7 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
     layers = max(1, min(MAX_LAYERS, CHAIN_BYTES // case.kv_bytes, pool.nbytes // case.kv_bytes)) if decode else 1
     limit = runtime.device.adapter.limits.get("maxStorageBufferBindingSize", 1 << 27)
     if not decode and 4 * case.tokens * heads * case.context > limit:
-        return {"case": case.name, "route": case.route, "rows": case.tokens,
+        return {"case": case.name, "route": case.route, "rows": case.tokens, "context": case.context,
                 "skipped": f"the scores ({4 * case.tokens * heads * case.context} bytes) exceed the binding limit {limit}"}
     prefix = f"abench.{index}"
     owned = []
@@ -88,9 +106,15 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
         cache = await KVCache.allocate(runtime, f"{prefix}.cache{layer}", capacity=case.context, kv_heads=kv_heads,
                                        head_dim=dim)
         owned += [cache.k, cache.v]
+        try:
+            op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
+                      force=case.route, q32=case.route == "sdpa_q32", flash_split=case.flash_split)
+        except RouteUnavailable as unavailable:     # at the first layer: e.g. the subgroup route without subgroups
+            for tensor in owned:
+                tensors.release(tensor.name)
+            return {"case": case.name, "route": case.route, "rows": case.tokens, "context": case.context,
+                    "skipped": str(unavailable)}
         await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=case.context, pos=0))
-        op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
-                  force=case.route, q32=case.route == "sdpa_q32")
         await plan.add(op)
     plan.record()
     per_layer = len(plan) // layers
@@ -111,7 +135,7 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
         row.update(stream_gbps_same_bytes=kv / stream_ns, ratio_same_bytes=(case.kv_bytes / ns) / (kv / stream_ns),
                    ratio_big_stream=(case.kv_bytes / ns) / stream_big)
     else:
-        row.update(stream_gbps_same_bytes=float("nan"), ratio_same_bytes=float("nan"),
+        row.update(stream_gbps_same_bytes=None, ratio_same_bytes=None,      # (no KV stream: JSON has no NaN)
                    ratio_big_stream=(moved / ns) / stream_big)
     for tensor in owned:
         tensors.release(tensor.name)

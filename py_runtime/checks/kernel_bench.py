@@ -2,6 +2,11 @@
 as a fraction of a streaming read measured in the same run (of the same byte count, and of a
 large buffer). Runs unchanged in the page and natively; prints nothing itself.
 
+Prefill (M > 1) cases are timed per profiled pass on the f32 GEMMs and on the DP4A GEMM (int8
+activations of every row, quantized once; that quantization is timed on its own as `quantize_ns`),
+beside two arithmetic probes measured in the same run (chains of dot4I8Packed and of f32 fma with no
+memory traffic, ops/probe.py): the ceilings the GEMMs' TOPS and TFLOP/s are read against.
+
 Two measurements per decode (M = 1) case:
 - pass: the dispatch repeated `repeats` times on one weight, one profiled pass each, median over
   `trials` replays. Small weights stay in L2 across repeats, and each pass carries a fixed cost.
@@ -20,8 +25,10 @@ from dataclasses import dataclass
 from ..gpu.device import GpuOutOfMemory
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.norm import rms_norm
+from ..ops.probe import arith_probe, PROBE_KINDS
 from ..ops.q4 import Q4Weight, q4_quantize, q4_scales_rows, q4_weight_bytes, stream_read
-from ..ops.q4_linear import gemv_group_size, gemv_int8_max_k, gemv_shapes, q4_linear, q4_linear_glu, q4_linear_qkv
+from ..ops.q4_linear import (gemm_dp4a_shapes, gemv_group_size, gemv_int8_max_k, gemv_shapes, q4_linear, q4_linear_glu,
+                              q4_linear_qkv)
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, TINY, ModelConfig
@@ -53,6 +60,8 @@ class BenchCase:
     int8x: bool = False                 # pre-quantized int8 activations (q4_gemv_int8x; quantized once, untimed)
     glu: bool = False                   # int8x: the fused gate/up + SwiGLU over a [2N, K] weight
     scales_rows: bool = False           # int8x: the weight carries a row-major scale copy (the _sr variants)
+    dp4a: bool = False                  # int8 activations of every row (quantized once, timed apart): q4_gemm_dp4a
+    gemm_shape: str | None = None       # dp4a: pin the GEMM's tile (None: the route's choice)
 
     @property
     def weight_rows(self) -> int:
@@ -87,7 +96,7 @@ _INT8_G64 = tuple(s for s in gemv_shapes("int8") if gemv_group_size(s) == 64)
 BENCH_PRESETS = {
     "tiny": [BenchCase("tiny.gemv", 256, 96, 1), BenchCase("tiny.gemv.int8", 256, 96, 1, int8=True),
              BenchCase("tiny.gemv.int8x", 256, 96, 1, int8x=True),
-             BenchCase("tiny.gemm", 256, 96, 9)],
+             BenchCase("tiny.gemm", 256, 96, 9), BenchCase("tiny.gemm.dp4a", 256, 96, 9, dp4a=True)],
     "decode": _decode("llama", _LLAMA) + _decode("qwen", _QWEN),
     "decode_int8": _decode("llama", _LLAMA, int8=True) + _decode("qwen", _QWEN, int8=True),
     # The Llama shapes under the f32 variants the route picks today, the masked ones, and the int8 ones.
@@ -117,7 +126,13 @@ BENCH_PRESETS = {
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in
                    (("llama", *LLAMA_3_2_1B.linears()["lm_head"]), ("qwen", *QWEN3_0_6B.linears()["lm_head"]))
                    for g in ("r8", "w8u4", "w4u8", "w16u2", "w16u4", "w8u8")],
-    "prefill": [BenchCase(f"llama.{name}.m{m}", k, n, m) for name, k, n in _LLAMA if name != "lm_head" for m in (128, 512)],
+    # Llama's projections at 128 and 512 rows on the route the guards choose for f32 activations, and on
+    # the DP4A GEMM (int8 activations of every row).
+    "prefill": [BenchCase(f"llama.{name}.m{m}{'.dp4a' if dp4a else ''}", k, n, m, dp4a=dp4a)
+                for name, k, n in _LLAMA if name != "lm_head" for m in (128, 512) for dp4a in (False, True)],
+    # The DP4A GEMM's tiles at the same shapes.
+    "prefill_dp4a": [BenchCase(f"llama.{name}.m{m}.dp4a", k, n, m, dp4a=True, gemm_shape=tile)
+                     for name, k, n in _LLAMA if name != "lm_head" for m in (128, 512) for tile in gemm_dp4a_shapes()],
 }
 
 
@@ -125,11 +140,12 @@ def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8)
     if case.glu:
         return q4_linear_glu(act=int8, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape)
     return q4_linear(x=x, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
-                     force=case.route, int8=int8)
+                     gemm_shape=case.gemm_shape, force=case.route, int8=int8)
 
 
 def _label(case: BenchCase) -> str:
-    return case.name + (f"[{case.gemv_shape}]" if case.gemv_shape else "")
+    pinned = case.gemv_shape or case.gemm_shape
+    return case.name + (f"[{pinned}]" if pinned else "")
 
 
 async def _active_call(runtime: Runtime, op, tokens: int, live):
@@ -289,9 +305,9 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
             setup.append(q4_scales_rows(weight))
         setup.append(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
         int8 = case.int8
-        if case.int8x:
-            int8 = await Int8Activations.allocate(runtime, x, case.group_size)
-            setup.append(quantize_activations(int8, tokens=1))
+        if case.int8x or case.dp4a:
+            int8 = await Int8Activations.allocate(runtime, x, case.group_size, rows=case.rows if case.dp4a else 1)
+            setup.append(quantize_activations(int8, tokens=case.rows))
         await _run_once(runtime, "bench.setup", setup)
         op = _linear(case, x, weight.rows(0, case.weight_rows), out, device.adapter, case.rows, int8)
         plan = Plan(runtime, f"bench.{case.name}")
@@ -315,14 +331,53 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         if case.rows == 1 and chain_bytes > 0:
             row.update(await _chain_row(runtime, case, weight, x, out, int8, count, trials, sink_tensor, pool,
                                         moved.bytes_moved, stream_big))
+        if case.dp4a:
+            row["quantize_ns"] = await _measure_op(runtime, quantize_activations(int8, tokens=case.rows), repeats, trials)
         rows.append(row)
-        for tensor in (x, out, *(int8.tensors if case.int8x else ())):
+        for tensor in (x, out, *(int8.tensors if case.int8x or case.dp4a else ())):
             tensors.release(tensor.name)
     progress("kernel bench cases", len(cases), len(cases))
+    probes = await _probes(runtime, sink_tensor, repeats, trials) if any(c.rows > 1 for c in cases) else None
     for tensor in (packed_pool, scales_pool, rows_pool, pool, sink_tensor):
         if tensor is not None:
             tensors.release(tensor.name)
-    return report(chain_bytes=chain_bytes, rows=rows)
+    return report(chain_bytes=chain_bytes, rows=rows, **({"probes": probes} if probes else {}))
+
+
+async def _measure_op(runtime: Runtime, op, repeats: int, trials: int) -> int:
+    """Median ns of a one-dispatch op's profiled pass (as the cases are timed)."""
+    plan = Plan(runtime, f"bench.{op.name}")
+    for _ in range(repeats):
+        await plan.add(op.call)
+    plan.record()
+    ns = await _measure(plan, trials)
+    plan.release()
+    return ns
+
+
+_PROBE_MIN_NS = 500_000         # a probe grows until one dispatch takes this long (or reaches its largest size)
+
+
+async def _probes(runtime: Runtime, sink_tensor, repeats: int, trials: int) -> dict:
+    """The arithmetic ceilings: per probe kind, its ops per ns (= T ops per s) at a size grown from a
+    small one (64 workgroups, 16 iterations: quick on a CPU adapter) by doubling the workgroups to 4096
+    (enough to fill any GPU), then the iterations, until a dispatch takes _PROBE_MIN_NS."""
+    probes = {}
+    for kind in PROBE_KINDS:
+        workgroups, iters = 64, 16
+        while True:
+            op = arith_probe(kind=kind, sink=sink_tensor, workgroups=workgroups, iters=iters)
+            ns = await _measure_op(runtime, op, repeats, trials)
+            if ns >= _PROBE_MIN_NS or iters >= 4096:
+                break
+            if workgroups < 4096:
+                workgroups *= 2
+            else:
+                iters *= 2
+        spec, _ = await runtime.pipelines.get(op.call.kernel)
+        ops = op.call.sizing(spec, {}).flops
+        probes[kind] = {"workgroups": workgroups, "iters": iters, "ops": ops, "ns": ns, "tops": ops / ns / 1e3}
+    return probes
 
 
 async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_tensor, pool, moved, stream_big) -> dict:

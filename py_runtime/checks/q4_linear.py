@@ -8,15 +8,14 @@ both attested from the same recording.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import struct
+from dataclasses import dataclass, replace
 
 from ..dispatch import TOKENS
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.q4 import Q4Weight, q4_embedding, q4_quantize, q4_scales_rows
-from ..ops.q4_linear import gemv_group_size, gemv_shapes, q4_linear, q4_linear_glu, q4_linear_qkv
+from ..ops.q4_linear import gemm_dp4a_shapes, gemv_group_size, gemv_shapes, q4_linear, q4_linear_glu, q4_linear_qkv
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
@@ -50,7 +49,9 @@ class LinearCase:
     int8x: bool = False                      # decode from activations quantized beforehand (q4_gemv_int8x)
     glu: bool = False                        # int8x only: a [2N, K] gate/up weight, out = silu(g) * u (decode)
     scales_rows: bool = False                # int8x only: the weight carries a row-major scale copy
-    norm: bool = False                       # int8x only: x is RMSNorm(raw row) from rms_norm_int8x (decode)
+    norm: bool = False                       # int8x only: x is RMSNorm(raw rows) from rms_norm_int8x
+    dp4a: bool = False                       # int8x of every row: the prefill takes q4_gemm_dp4a
+    gemm_shape: str | None = None            # dp4a only: pin the GEMM's tile (None: the route's choice)
 
     @property
     def n_total(self) -> int:
@@ -60,9 +61,10 @@ class LinearCase:
 _LLAMA, _QWEN = LLAMA_3_2_1B.linears(), QWEN3_0_6B.linears()     # (K, N) by projection role
 
 
-def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | None) -> list[LinearCase]:
-    """The cases at real and awkward shapes, and one or more per GEMV variant of `tier` (None: every
-    variant, the sweep ones too; "shipped": those a route can reach)."""
+def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | None,
+           rows_dp4a: tuple[int, ...]) -> list[LinearCase]:
+    """The cases at real and awkward shapes, and one or more per GEMV (and DP4A GEMM) variant of `tier`
+    (None: every variant, the sweep ones too; "shipped": those a route can reach)."""
     cases = [LinearCase(f"{prefix}.{name}", k, n, rows_lm if name == "lm_head" else rows_real)
              for prefix, config in (("llama", LLAMA_3_2_1B), ("qwen", QWEN3_0_6B))
              for name, k, n in config.linear_shapes()]
@@ -151,9 +153,30 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
               LinearCase("int8x.norm.qwen.gate_up_glu", *_QWEN["gate_up"], (1,), int8x=True, glu=True, norm=True),
               LinearCase("int8x.norm.k3072_gs32", 3072, 40, (1,), group_size=32, int8x=True, norm=True),
               LinearCase("int8x.norm.k384_gs128", 384, 24, (1,), group_size=128, bias=True, int8x=True, norm=True)]
-    named = [LinearCase(c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", c.k, c.n, c.rows,
-                        c.group_size, c.bias, c.n_kv, c.force, 200 + i, c.gemv_shape, c.int8, c.int8x, c.glu,
-                        c.scales_rows, c.norm)
+    # Every row quantized beforehand, the prefill on the DP4A GEMM (the decode row on the int8x GEMV):
+    # each projection shape of both models at the prefill row counts, then K tails within a K tile (96,
+    # 160: 3 and 5 chunks), N not a multiple of the 64-column tile, rows not of the row tile, gs 32 and
+    # 128, a bias, an odd QKV; each tile variant of `tier` at the awkward shape.
+    cases += [LinearCase(f"dp4a.{prefix}.{name}", k, n, rows_dp4a, int8x=True, dp4a=True)
+              for prefix, config in (("llama", LLAMA_3_2_1B), ("qwen", QWEN3_0_6B))
+              for name, k, n in config.linear_shapes() if name != "lm_head"]
+    # The QKV as three DP4A GEMMs over row ranges of one weight (Llama's fused f32 GEMM steps aside).
+    cases += [LinearCase(f"dp4a.{prefix}.qkv", *config.linears()["q"], rows_dp4a, n_kv=config.kv_dim, int8x=True,
+                         dp4a=True) for prefix, config in (("llama", LLAMA_3_2_1B), ("qwen", QWEN3_0_6B))]
+    cases += [LinearCase("dp4a.k96_n1", 96, 1, (1, 3, 7), group_size=32, int8x=True, dp4a=True),
+              LinearCase("dp4a.k160_bias", 160, 72, (1, 5, 67), group_size=32, bias=True, int8x=True, dp4a=True),
+              LinearCase("dp4a.gs128", 256, 40, (1, 9), group_size=128, int8x=True, dp4a=True),
+              LinearCase("dp4a.n_odd_gs64", 128, 131, (1, 65, 130), bias=True, int8x=True, dp4a=True),
+              LinearCase("dp4a.qkv_odd", 160, 37, (1, 3, 70), group_size=32, n_kv=9, int8x=True, dp4a=True)]
+    # The RMSNorm emitting every row quantized (rms_norm_int8x, one workgroup per row) before the QKV and
+    # gate/up, and a row longer than one pass of its workgroup.
+    cases += [LinearCase("dp4a.norm.llama.qkv", *_LLAMA["q"], rows_dp4a, n_kv=LLAMA_3_2_1B.kv_dim, int8x=True,
+                         norm=True, dp4a=True),
+              LinearCase("dp4a.norm.qwen.gate_up", *_QWEN["gate_up"], rows_dp4a, int8x=True, norm=True, dp4a=True),
+              LinearCase("dp4a.norm.k3072_gs32", 3072, 40, (1, 5, 66), group_size=32, int8x=True, norm=True, dp4a=True)]
+    cases += [LinearCase(f"dp4a.tile.{shape}", 160, 131, (2, 129), group_size=32, bias=True, int8x=True, dp4a=True,
+                         gemm_shape=shape) for shape in gemm_dp4a_shapes(tier)]
+    named = [replace(c, name=c.name if c.k != 2048 or not c.gemv_shape else c.name + ".k2048", stream=200 + i)
              for i, c in enumerate(cases)]
     # Artifacts are named after their case: two cases of one name would check one's outputs against the other.
     twice = sorted({c.name for c in named if sum(d.name == c.name for d in named) > 1})
@@ -189,11 +212,13 @@ def _embedding_ids(vocab: int) -> list[int]:
 
 PRESETS = {
     # CI: every route, every real shape at decode and a small prefill, every shipped GEMV variant.
-    "ci": _cases((1, 7), (1,), "shipped"),
+    "ci": _cases((1, 7), (1,), "shipped", (1, 7, 128, 129)),
     # The issue's full matrix and the sweep variants too (opt-in: minutes on a CPU adapter).
-    "full": _cases((1, 7, 128, 512), (1, 7, 128, 512), None),
-    # The pre-quantized int8 route alone, every variant (a quick check while tuning them).
-    "int8x": [c for c in _cases((1, 7), (1,), None) if c.int8x],
+    "full": _cases((1, 7, 128, 512), (1, 7, 128, 512), None, (1, 7, 128, 129, 512)),
+    # The pre-quantized int8 routes alone, every variant (a quick check while tuning them).
+    "int8x": [c for c in _cases((1, 7), (1,), None, (1, 7, 128, 129)) if c.int8x],
+    # The DP4A prefill alone, every tile (the same cases as in "full").
+    "dp4a": [c for c in _cases((1, 7), (1,), None, (1, 7, 128, 129, 512)) if c.dp4a],
 }
 
 
@@ -230,7 +255,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         await plan.add(fill_uniform(target=bias, value_range=BIAS_RANGE, seed=seed, stream=case.stream + 2000))
     activations = None
     if case.int8x:
-        activations = await Int8Activations.allocate(runtime, x, gs)
+        activations = await Int8Activations.allocate(runtime, x, gs, rows=rows_max if case.dp4a else 1)
         await plan.add(rms_norm_int8x(x=raw, weight=norm_weight, act=activations, eps=NORM_EPS)
                        if case.norm else quantize_activations(activations))
     if case.glu:
@@ -241,7 +266,8 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
                                gemv_shape=case.gemv_shape)
     else:
         linear = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, bias=bias, force=case.force,
-                           gemv_shape=case.gemv_shape, int8=activations if activations else case.int8)
+                           gemv_shape=case.gemv_shape, gemm_shape=case.gemm_shape,
+                           int8=activations if activations else case.int8)
     await plan.add(linear)
     plan.record()
     runs = []
@@ -264,6 +290,13 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
                 if sink:
                     await sink(name, await device.read_buffer(tensor.buffer))
                 artifacts.append(name)
+        elif case.dp4a:     # the m quantized rows the GEMM read: K bytes and K / 32 chunk stats each (and the norm's rows)
+            for tensor, suffix, nbytes in ((activations.words, "u32", m * k), (activations.stats, "f32", m * k // 4),
+                                           *(((x, "f32", 4 * m * k),) if case.norm else ())):
+                name = f"{prefix}.{tensor.name.rsplit('.', 1)[1]}.m{m}.{suffix}"
+                if sink:
+                    await sink(name, await device.read_buffer(tensor.buffer, nbytes))
+                artifacts.append(name)
         runs.append({"rows": m, "routes": [r for r in execution.routes
                                            if r not in ("q4_quantize", "q4_scales_rows", "fill_uniform")],
                      "artifacts": artifacts})
@@ -283,6 +316,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
             "gemv_shape": case.gemv_shape, "int8": case.int8,
             "int8x": case.int8x, "glu": case.glu, "scales_rows": case.scales_rows, "norm": case.norm,
+            "dp4a": case.dp4a, "gemm_shape": case.gemm_shape,
             "kernels": [call.kernel for call in linear],
                 "why": [decision.to_json() for decision in linear.decisions],
             "stream": case.stream, "force": case.force, "runs": runs, "weight_artifacts": weight_artifacts}

@@ -91,8 +91,10 @@ def _breakdown_line(name: str, b: dict | None) -> str:
 def _format_attention(report: dict) -> str:
     rows = [[r["case"], r["route"], r["rows"], r["context"], "skipped: " + r["skipped"]] if "skipped" in r else
             [r["case"], r["route"], r["rows"], r["context"], r["layers"], f"{r['ns'] / 1e3:.2f}",
-             f"{r['kv_bytes'] / 1e6:.2f}", f"{r['kv_gbps']:.1f}", f"{r['stream_gbps_same_bytes']:.1f}",
-             f"{100 * r['ratio_same_bytes']:.0f}%", f"{r['gflops']:.1f}"] for r in report["rows"]]
+             f"{r['kv_bytes'] / 1e6:.2f}", f"{r['kv_gbps']:.1f}",
+             "-" if r["ratio_same_bytes"] is None else f"{r['stream_gbps_same_bytes']:.1f}",
+             "-" if r["ratio_same_bytes"] is None else f"{100 * r['ratio_same_bytes']:.0f}%", f"{r['gflops']:.1f}"]
+            for r in report["rows"]]
     return "\n".join([
         _adapter_line(report),
         f"streaming read of {report['stream_big_bytes'] / 2 ** 30:.2f} GiB: {report['stream_big_gbps']:.1f} GB/s",
@@ -104,6 +106,27 @@ def _format_attention(report: dict) -> str:
         "per kernel (one profiled pass per dispatch, median over the layers, us):",
         _table(["case", "kernels"], [[r["case"], ", ".join(f"{k} {ns / 1e3:.2f}" for k, ns in r["kernel_ns"].items())]
                                      for r in report["rows"] if "kernel_ns" in r])])
+
+
+def _prefill_arithmetic(report: dict) -> str:
+    """The prefill rows as arithmetic: T ops per s (TOPS for the DP4A GEMM, TFLOP/s for the f32 ones, 2 M N K
+    either way) beside the probe ceiling of their instruction, and the DP4A GEMM with its quantization."""
+    probes = report["probes"]
+    rows = []
+    for r in report["rows"]:
+        if r["rows"] <= 1:
+            continue
+        kind = "dp4a" if r["route"] == "q4_gemm_dp4a" else "fma"
+        tops = r["flops"] / r["ns"] / 1e3
+        quantize = r.get("quantize_ns")
+        rows.append([r["case"], r["kernel"], r["rows"], f"{r['ns'] / 1e3:.1f}", f"{tops:.3g}",
+                     f"{100 * tops / probes[kind]['tops']:.0f}% of {kind}",
+                     f"{quantize / 1e3:.1f}" if quantize is not None else "",
+                     f"{r['flops'] / (r['ns'] + quantize) / 1e3:.3g}" if quantize is not None else ""])
+    return "\n".join([
+        "\nprefill arithmetic (2 M N K ops per GEMM; probes: chains of one instruction, no memory traffic, "
+        "measured in this run): " + ", ".join(f"{kind} {p['tops']:.3g} T ops/s" for kind, p in probes.items()),
+        _table(["case", "kernel", "M", "us", "T ops/s", "vs probe", "quantize us", "T ops/s with quantize"], rows)])
 
 
 def format_kernel_bench(report: dict) -> str:
@@ -122,6 +145,8 @@ def format_kernel_bench(report: dict) -> str:
         _table(["case", "route", "M", "MB moved", "us", "GB/s", "GFLOP/s", "stream GB/s (same bytes)",
                 "vs same", "vs big"], rows),
     ]
+    if report.get("probes"):
+        out.append(_prefill_arithmetic(report))
     chained = [r for r in report["rows"] if "chain_ns" in r]
     if chained:
         out.append(f"\ndecode chain (one pass, back to back over {report['chain_bytes'] / 2 ** 20:.0f} MiB of weight "

@@ -7,7 +7,12 @@ head h reads KV head h // (Hq / Hkv). Token t of a step sits at position pos + t
 then every decode step; positions past the cache are refused before anything is dispatched.
 
 Routes (DECODE_ROUTES, PREFILL_ROUTES: the first whose guard passes; every one attested):
-  decode (live tokens == 1)  sdpa_flash_decode   FlashDecoding: the cache split into chunks, one
+  decode (live tokens == 1)  sdpa_flash_subgroup FlashDecoding on subgroups: four invocations per key,
+                                                 each with its K and V words and every query head's
+                                                 dims in registers; no barrier in the key loop. Needs
+                                                 'subgroups' and a variant for G (2 or 4) and D (a
+                                                 multiple of 8, at most 32 W), then the reduce pass
+                             sdpa_flash_decode   FlashDecoding: the cache split into chunks, one
                                                  workgroup per (split, KV head) sharing its K/V loads
                                                  across the G query heads, online softmax, then a reduce
                                                  pass; G <= 8, D <= 128 and a multiple of 8,
@@ -29,18 +34,22 @@ import math
 from dataclasses import dataclass
 
 from ..dispatch import IDLE, POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
-from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
+from ..kernels import kernel, kernel_names
+from ..models.config import LAYOUTS, LLAMA_3_2_1B, QWEN3_0_6B
 from ..routing import Route, choose
 from ..tensors import Tensor
+from .tuning import tuning_table
 
-__all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
-           "TILED_ROUTES", "flash_splits", "tiled_workgroup_bytes"]
+__all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
+           "TILED_ROUTES", "flash_splits", "subgroup_flash_splits", "subgroup_flash_split", "tiled_workgroup_bytes"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
 FLASH_MAX_HEAD_DIM = 128        # ... 2 * MAXHALF
 MAX_SPLITS = 256                # the scratch's splits per query head
 _TARGET_WORKGROUPS = 2048       # split-pass workgroups wanted: latency-bound, they need many in flight per SM
+_LANES_PER_KEY = 4              # sdpa_flash_subgroup.wgsl LANES: WebGPU's narrowest subgroup
+LOG2_E = 1.0 / math.log(2.0)    # both split passes keep the softmax in base 2: scores carry scale * log2(e)
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,47 @@ def kv_cache_write(*, k: Tensor, v: Tensor, cache: KVCache, tokens: int | str = 
                          tensors={"k": k, "v": v, "k_cache": cache.k, "v_cache": cache.v}, sizing=sizing))
 
 
+def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table: Tensor, cache: KVCache, heads: int,
+                        layout: str, tokens: int | str = TOKENS, pos: int | str = POS) -> Op:
+    """q_out = RoPE(q); cache[pos:pos + tokens] = f16(RoPE(k)), f16(v): ops.rope.rope on q and on k and
+    kv_cache_write in one dispatch, for q [>= tokens, heads, D] and k, v [>= tokens, Hkv, D] f32, with
+    head_dim a multiple of 4 and a cos/sin table from ops.rope.cos_sin_table."""
+    dim, kv_heads = cache.head_dim, cache.kv_heads
+    problems = []
+    if layout not in LAYOUTS:
+        problems.append(f"unknown RoPE layout {layout!r} (known: {', '.join(LAYOUTS)})")
+    if dim % 4:
+        problems.append(f"head_dim {dim} is not a multiple of 4 (an invocation rotates two pairs into two cache words)")
+    for name, t, h in (("q", q, heads), ("q_out", q_out, heads), ("k", k, kv_heads), ("v", v, kv_heads)):
+        if t.dtype != "f32" or len(t.shape) != 3 or t.shape[1:] != (h, dim):
+            problems.append(f"{name} {t!r} must be f32 [tokens, {h}, {dim}]")
+    if table.dtype != "f32" or len(table.shape) != 3 or table.shape[1:] != (dim // 2, 2):
+        problems.append(f"table {table!r} must be f32 [positions, {dim // 2}, 2] (ops.rope.cos_sin_table)")
+    if q_out.name == q.name:
+        problems.append("q_out must be another tensor than q (a buffer is read-only or writable in one dispatch)")
+    if problems:
+        raise ValueError("rope_kv_cache_write: " + "; ".join(problems))
+    label = f"rope_kv_cache_write({cache.k.name})"
+    held = min(t.shape[0] for t in (q, q_out, k, v))
+
+    def sizing(spec, live) -> Sizing:
+        t, p = _window(tokens, pos, live, cache.capacity, label)
+        if t > held:
+            raise ValueError(f"{label}: {t} tokens, but q/q_out/k/v hold {held}")
+        if p + t > table.shape[0]:
+            raise ValueError(f"{label}: positions [{p}, {p + t}) outside the {table.shape[0]}-row cos/sin table")
+        work = t * (heads + kv_heads) * dim // 4
+        return Sizing(workgroups=linear_grid(work, spec.invocations, live_limit(live)) if work else IDLE,
+                      params=spec.pack_params(tokens=t, heads=heads, kv_heads=kv_heads, half=dim // 2, pos=p,
+                                              capacity=cache.capacity, table_rows=table.shape[0]),
+                      bytes_moved=4 * t * dim * (2 * heads + 2 * kv_heads) + 2 * 2 * t * kv_heads * dim
+                      + 4 * t * dim * (heads + kv_heads), flops=6 * t * (heads + kv_heads) * dim // 2)
+
+    return single(OpCall(label=label, kernel=f"rope_kv_cache_write_{layout}", route="rope_kv_cache_write",
+                         tensors={"q": q, "k": k, "v": v, "table": table, "q_out": q_out, "k_cache": cache.k,
+                                  "v_cache": cache.v}, sizing=sizing))
+
+
 @dataclass(frozen=True)
 class _Attention:
     q: Tensor
@@ -129,6 +179,7 @@ class _Attention:
     label: str
     adapter: object
     q32: bool = False
+    flash_split: tuple[str, int] | None = None
 
     @property
     def group(self) -> int:
@@ -141,6 +192,40 @@ def flash_splits(ctx: int, kv_heads: int) -> tuple[int, int]:
     wanted = max(1, min(MAX_SPLITS, -(-ctx // 32), -(-_TARGET_WORKGROUPS // kv_heads)))
     chunk = -(-ctx // wanted)
     return -(-ctx // chunk), chunk
+
+
+def subgroup_flash_split(group: int, head_dim: int, adapter_info: dict) -> tuple[str, int] | None:
+    """The sdpa_flash_split_sg variant for G query heads per KV head of head_dim dims and the workgroups
+    it wants, from the adapter's tuning table: G exactly, the fewest words per lane (W: four lanes of
+    W vec4 words, 8 dims each, cover a row); None where no shipped variant fits."""
+    prefix = "sdpa_flash_split_sg_"
+    shipped = kernel_names("shipped")
+    widths = [kernel(name).template_values["W"] for name in shipped if name.startswith(prefix)
+              and kernel(name).template_values["G"] == group and 32 * kernel(name).template_values["W"] >= head_dim]
+    if not widths:
+        return None
+    words = min(widths)
+    table = tuning_table(adapter_info)
+    suffix, workgroups = table.flash_split(group, words)
+    name = f"{prefix}g{group}w{words}{suffix}"
+    if name not in shipped:
+        raise ValueError(f"tuning table {table.name!r} picks {name!r} for G {group}, W {words}, which is not a shipped kernel")
+    return name, workgroups
+
+
+def subgroup_flash_step_keys(split_spec) -> int:
+    """Keys a workgroup of the subgroup split pass covers per step: a key per HS slots of four lanes, U each."""
+    values = split_spec.template_values
+    return split_spec.invocations // _LANES_PER_KEY // values["HS"] * values["U"]
+
+
+def subgroup_flash_splits(ctx: int, kv_heads: int, keys_per_step: int, workgroups: int) -> tuple[int, int, int]:
+    """(splits, keys per split, steps) for the subgroup split pass: a workgroup covers keys_per_step keys
+    a step (every load of a step in flight at once), so splits of one step each up to `workgroups` (the
+    adapter's tuning) over the KV heads, then longer splits; no split empty."""
+    wanted = max(1, min(MAX_SPLITS, -(-ctx // keys_per_step), -(-workgroups // kv_heads)))
+    chunk = -(-ctx // wanted)
+    return -(-ctx // chunk), chunk, -(-chunk // keys_per_step)
 
 
 def _params(spec, req: _Attention, t: int, p: int) -> bytes:
@@ -189,37 +274,53 @@ def _materialized(req: _Attention, phase: str) -> list[OpCall]:
                    tensors={"scores": scratch, "v_cache": cache.v, "out": req.out}, sizing=weighted, phase=phase)]
 
 
-def _flash_decode(req: _Attention) -> list[OpCall]:
-    cache, dim, g = req.cache, req.cache.head_dim, req.group
+def _flash(subgroup: bool):
+    """FlashDecoding's two passes: a split pass (the subgroup one, or the workgroup-memory one) writing
+    per-split partials, then the reduce pass."""
 
-    def split(spec, live):
-        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
-        active = t == 1
-        ctx = p + 1
-        splits, chunk = flash_splits(ctx, cache.kv_heads)
-        kv_bytes = 2 * ctx * cache.kv_heads * dim * 2
-        return Sizing(workgroups=(splits, cache.kv_heads, 1) if active else IDLE,
-                      params=spec.pack_params(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=ctx, chunk=chunk,
-                                              splits=splits, scale=req.scale),
-                      bytes_moved=kv_bytes + 4 * req.heads * dim * (1 + splits) if active else 0,
-                      flops=4 * ctx * req.heads * dim if active else 0)
+    def build(req: _Attention) -> list[OpCall]:
+        cache, dim, g = req.cache, req.cache.head_dim, req.group
+        if subgroup:
+            split_kernel, workgroups = req.flash_split or subgroup_flash_split(g, dim, req.adapter.info)
+        else:
+            split_kernel = "sdpa_flash_split"
+        route = "sdpa_flash_subgroup" if subgroup else "sdpa_flash_decode"
 
-    def reduce(spec, live):
-        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
-        splits, chunk = flash_splits(p + 1, cache.kv_heads)
-        active = t == 1
-        return Sizing(workgroups=(req.heads, 1, 1) if active else IDLE,
-                      params=spec.pack_params(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=p + 1, chunk=chunk,
-                                              splits=splits, scale=req.scale),
-                      bytes_moved=4 * req.heads * splits * (dim + 2) + 4 * req.heads * dim if active else 0)
+        def plan(live) -> tuple[bool, int, dict]:
+            t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
+            ctx = p + 1
+            if subgroup:
+                split_spec = kernel(split_kernel)
+                step_keys = subgroup_flash_step_keys(split_spec)
+                splits, chunk, steps = subgroup_flash_splits(ctx, cache.kv_heads, step_keys, workgroups)
+                extra = {"steps": steps}
+            else:
+                (splits, chunk), extra = flash_splits(ctx, cache.kv_heads), {}
+            fields = dict(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=ctx, chunk=chunk, splits=splits,
+                          scale=req.scale * LOG2_E)
+            return t == 1, splits, fields | extra
 
-    scratch = req.scratch
-    return [OpCall(label=f"{req.label}.flash_split", kernel="sdpa_flash_split", route="sdpa_flash_decode",
-                   tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "part_ml": scratch.part_ml,
-                            "part_o": scratch.part_o}, sizing=split, phase="decode"),
-            OpCall(label=f"{req.label}.flash_reduce", kernel="sdpa_flash_reduce", route="sdpa_flash_decode",
-                   tensors={"part_ml": scratch.part_ml, "part_o": scratch.part_o, "out": req.out}, sizing=reduce,
-                   phase="decode")]
+        def split(spec, live):
+            active, splits, fields = plan(live)
+            kv_bytes = 2 * fields["ctx"] * cache.kv_heads * dim * 2
+            return Sizing(workgroups=(splits, cache.kv_heads, 1) if active else IDLE, params=spec.pack_params(**fields),
+                          bytes_moved=kv_bytes + 4 * req.heads * dim * (1 + splits) if active else 0,
+                          flops=4 * fields["ctx"] * req.heads * dim if active else 0)
+
+        def reduce(spec, live):
+            active, splits, fields = plan(live)
+            fields.pop("steps", None)
+            return Sizing(workgroups=(req.heads, 1, 1) if active else IDLE, params=spec.pack_params(**fields),
+                          bytes_moved=4 * req.heads * splits * (dim + 2) + 4 * req.heads * dim if active else 0)
+
+        scratch = req.scratch
+        return [OpCall(label=f"{req.label}.flash_split", kernel=split_kernel, route=route,
+                       tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "part_ml": scratch.part_ml,
+                                "part_o": scratch.part_o}, sizing=split, phase="decode"),
+                OpCall(label=f"{req.label}.flash_reduce", kernel="sdpa_flash_reduce", route=route,
+                       tensors={"part_ml": scratch.part_ml, "part_o": scratch.part_o, "out": req.out}, sizing=reduce,
+                       phase="decode")]
+    return build
 
 
 # The one-pass tiled routes' exact geometries, from the seed's guards (the scale must be 1/sqrt(head_dim)
@@ -295,8 +396,20 @@ def _flash_guard(req: _Attention) -> str | None:
     return None
 
 
+def _subgroup_flash_guard(req: _Attention) -> str | None:
+    if "subgroups" not in req.adapter.device_features:
+        return "needs the 'subgroups' feature"
+    if req.cache.head_dim % 8:
+        return f"head_dim {req.cache.head_dim} is not a multiple of 8 (cache rows load as vec4 of f16 pairs)"
+    if subgroup_flash_split(req.group, req.cache.head_dim, req.adapter.info) is None:
+        return (f"no variant for {req.group} query heads per KV head of {req.cache.head_dim} dims "
+                f"(sdpa_flash_subgroup.yaml: G 2 or 4, head_dim up to 32 W)")
+    return None
+
+
 DECODE_ROUTES = (
-    Route(name="sdpa_flash_decode", guard=_flash_guard, build=_flash_decode),
+    Route(name="sdpa_flash_subgroup", guard=_subgroup_flash_guard, build=_flash(subgroup=True)),
+    Route(name="sdpa_flash_decode", guard=_flash_guard, build=_flash(subgroup=False)),
     Route(name="sdpa_materialized", build=lambda req: _materialized(req, "any")),
 )
 PREFILL_ROUTES = (*(Route(name=route, guard=_tiled_guard(route), build=_tiled(route)) for route, *_ in TILED_ROUTES),
@@ -305,12 +418,19 @@ PREFILL_ROUTES = (*(Route(name=route, guard=_tiled_guard(route), build=_tiled(ro
 
 def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int, adapter,
          scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
-         q32: bool = False) -> Op:
+         q32: bool = False, flash_split: tuple[str, int] | None = None) -> Op:
     """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
     (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
     scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
     docstring); `force` records one route only, for every token count; `q32` opts Qwen3's geometry into
-    the 32-row prefill schedule where the device has the workgroup memory for it."""
+    the 32-row prefill schedule where the device has the workgroup memory for it; `flash_split` (a
+    sdpa_flash_split_sg kernel of this geometry, workgroups wanted) replaces the tuning table's pick, for
+    benchmark sweeps."""
+    if flash_split is not None:
+        values = kernel(flash_split[0]).template_values
+        if (values["G"], 32 * values["W"] >= cache.head_dim) != (heads // cache.kv_heads, True):
+            raise ValueError(f"sdpa: {flash_split[0]} is not a subgroup split pass for G {heads // cache.kv_heads}, "
+                             f"head_dim {cache.head_dim}")
     dim, kv_heads = cache.head_dim, cache.kv_heads
     problems = []
     if heads % kv_heads:
@@ -324,7 +444,7 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         raise ValueError("sdpa: " + "; ".join(problems))
     label = f"sdpa({out.name})"
     req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label,
-                     adapter, q32)
+                     adapter, q32, flash_split)
     if force is not None:
         slot, routes = ("decode", DECODE_ROUTES) if force in {r.name for r in DECODE_ROUTES} else ("prefill",
                                                                                                    PREFILL_ROUTES)

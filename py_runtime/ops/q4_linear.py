@@ -14,7 +14,11 @@ decode and attestation shows what ran. Each slot takes the first route whose gua
                               f32 on the H200). Differs from the f32 routes by the int8 rounding.
            q4_gemv_subgroup   subgroups at most 32 wide (the reduction assumes it)
            q4_gemv_workgroup  any adapter with 256-invocation workgroups
-  prefill  q4_gemm_bk64       K x N one the BK64 kernel was built for (Llama-3.2-1B's projections: the
+  prefill  q4_gemm_dp4a       activations of every row quantized beforehand (int8=Int8Activations with
+                              rows > 1, at least x's): int8 x Q4 with dot4I8Packed, i32 per group and f32
+                              across groups; 256 invocations and its tile's workgroup memory. Differs
+                              from the f32 GEMMs by the int8 rounding
+           q4_gemm_bk64       K x N one the BK64 kernel was built for (Llama-3.2-1B's projections: the
                               seed's guard), gs 64, no bias, 32 KiB of workgroup memory
            q4_gemm_tiled      any K (multiple of 8), 64 x 64 tiles, BK 32
   either slot empty: q4_linear_generic, one invocation per output at every row count, replaces both.
@@ -24,7 +28,8 @@ one GEMV writing q, k and v) and q4_qkv_fused_bk64 (the prefill QKV at Llama's e
 q4_gemv_int8x_glu is gate/up + SwiGLU as one decode GEMV.
 
 Which variant of a GEMV family runs is a speed choice, not a route: the adapter's tuning table
-(tuning.py) picks it; `gemv_shape` pins one (benchmark sweeps, checks); `force` runs a named route
+(tuning.py) picks it; `gemv_shape` pins one (benchmark sweeps, checks), and `gemm_shape` the DP4A
+GEMM's tile (the route runs m64k64 until an adapter's measurements pick otherwise); `force` runs a named route
 (its guard must still pass); `tuning` names a table. `op.explain()` says what was chosen and why.
 """
 
@@ -45,10 +50,12 @@ from .q4 import Q4Weight, q4_weight_bytes
 from .tuning import Tuning, tuning_for
 
 __all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "gemv_shapes", "gemv_int8_max_k", "gemv_group_size",
+           "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE",
            "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
 
 _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
 _GEMV_INVOCATIONS = 256         # every GEMV variant's workgroup (q4gsw_gemv.yaml)
+GEMM_DP4A_SHAPE = "m64k64"      # the DP4A GEMM's tile the route runs (q4gsw_gemm_dp4a.yaml)
 # The shapes the BK64 GEMM and the fused QKV GEMM were built for: the seed's exact-geometry guards.
 GEMM_BK64_SHAPES = frozenset(LLAMA_3_2_1B.linears()[role] for role in ("q", "o", "gate_up", "down"))
 QKV_FUSED_SHAPE = LLAMA_3_2_1B.qkv_shape()
@@ -68,6 +75,21 @@ def gemv_shapes(kind: str, tier: str | None = None) -> tuple[str, ...]:
         raise ValueError(f"unknown GEMV kind {kind!r}: f32, int8, int8x, int8x_qkv, int8x_glu, each int8x kind + _sr")
     prefix = f"q4gsw_gemv_i8x{match.group(1) or ''}{match.group(2) or ''}_wg_"
     return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
+
+
+@cache
+def gemm_dp4a_shapes(tier: str | None = None) -> tuple[str, ...]:
+    """The DP4A GEMM's tile variants (suffixes of q4gsw_gemm_dp4a_), `tier` as for gemv_shapes."""
+    prefix = "q4gsw_gemm_dp4a_"
+    return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
+
+
+def _dp4a_workgroup_bytes(shape: str) -> int:
+    """The workgroup memory of a DP4A tile (q4gsw_gemm_dp4a.wgsl): the int8 x and weight tiles, BK bytes
+    per row and column, and one f32 scale per row and column per 32-value chunk."""
+    values = kernel(f"q4gsw_gemm_dp4a_{shape}").template_values
+    tm, bk = int(values["TM"]), int(values["BK"])
+    return bk * (tm + _TILE) + 4 * (bk // 32) * (tm + _TILE)
 
 
 @cache
@@ -99,6 +121,7 @@ class _Linear:
     gemv_shape: str | None
     tuning: Tuning
     glu: bool = False
+    gemm_shape: str | None = None
     capacity: int = field(default=0)
 
     @property
@@ -260,6 +283,42 @@ def _gemm_fits(req: _Linear, bk: int) -> str | None:
     return None
 
 
+def _dp4a_guard(req: _Linear) -> str | None:
+    act = req.int8
+    if not req.prequantized or act.rows == 1:
+        return "no int8 activations of the prefill rows given (int8=Int8Activations allocated with rows > 1)"
+    if act.rows < req.capacity:
+        return f"the int8 activations hold {act.rows} rows; x and the outputs hold {req.capacity}"
+    shape = req.gemm_shape or GEMM_DP4A_SHAPE
+    storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
+    invocations = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
+    if storage < _dp4a_workgroup_bytes(shape) or invocations < 256:
+        return (f"the {shape} tile needs {_dp4a_workgroup_bytes(shape)} bytes of workgroup memory and 256 "
+                f"invocations; the adapter allows {storage} and {invocations}")
+    return None
+
+
+def _dp4a_prefill(req: _Linear) -> OpCall:
+    w, act, has_bias = req.weight, req.int8, req.bias is not None
+    shape = req.gemm_shape or GEMM_DP4A_SHAPE
+
+    def sizing(spec, live):
+        m = req.rows(live)
+        f32_moved, flops = _cost(w, m, has_bias)
+        moved = f32_moved - 4 * m * w.k + m * w.k + 8 * m * (w.k // 32)    # int8 rows and chunk stats for f32 x
+        active = m > 1
+        grid = (-(-w.n // _TILE), -(-m // int(spec.template_values["TM"])), 1) if active else IDLE
+        return Sizing(workgroups=grid, params=spec.pack_params(m=m, k=w.k, n=w.n, n_total=w.n_total,
+                                                               n_offset=w.n_offset, group_size=w.group_size,
+                                                               has_bias=has_bias),
+                      bytes_moved=moved if active else 0, flops=flops if active else 0)
+
+    return OpCall(label=f"{req.label}.prefill", kernel=f"q4gsw_gemm_dp4a_{shape}", route="q4_gemm_dp4a",
+                  tensors={"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales,
+                           "bias": req.bias if has_bias else w.scales, "out": req.outs[0]},
+                  sizing=sizing, phase="prefill")
+
+
 def _bk64_guard(req: _Linear) -> str | None:
     w = req.weight
     if (w.k, w.n) not in GEMM_BK64_SHAPES:
@@ -308,6 +367,7 @@ def _generic(req: _Linear) -> OpCall:
 
 
 PREFILL_ROUTES = (
+    Route(name="q4_gemm_dp4a", guard=_dp4a_guard, build=_dp4a_prefill),
     Route(name="q4_gemm_bk64", guard=_bk64_guard, build=_gemm_prefill("q4gsw_gemm_bk64", "q4_gemm_bk64")),
     Route(name="q4_gemm_tiled", guard=lambda req: _gemm_fits(req, 32),
           build=_gemm_prefill("q4gsw_gemm_bk32", "q4_gemm_tiled")),
@@ -340,6 +400,8 @@ def _slots(req: _Linear, force: str | None = None) -> tuple[dict[str, OpCall], t
 
 def _check_pin(req: _Linear) -> None:
     """A pinned variant must be one of the route's own; an int8 one must fit this weight."""
+    if req.gemm_shape is not None and req.gemm_shape not in gemm_dp4a_shapes():
+        raise ValueError(f"{req.label}: unknown DP4A GEMM shape {req.gemm_shape!r}; known: {gemm_dp4a_shapes()}")
     shape, w = req.gemv_shape, req.weight
     if shape is None:
         return
@@ -376,19 +438,20 @@ def _check_activations(label: str, act: Int8Activations, weight: Q4Weight, x: Te
 
 def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterReport, tokens: int | str = TOKENS,
               bias: Tensor | None = None, int8: bool | Int8Activations = False, gemv_shape: str | None = None,
-              force: str | None = None, tuning: str | None = None) -> Op:
+              gemm_shape: str | None = None, force: str | None = None, tuning: str | None = None) -> Op:
     """out[:M] = x[:M] @ dequant(weight).T (+ bias), M the live `tokens`: a decode and a prefill dispatch
     (or the generic one), see the module docstring. `int8=True` opts the decode into int8 activations
     where the route's guard allows (elsewhere the f32 GEMV runs, and attestation says so);
-    `int8=Int8Activations` (of this x) decodes from activations quantized beforehand: the plan must run
-    their producer first. `force` runs only the named route (a decode route at M == 1, a prefill route at
+    `int8=Int8Activations` (of this x) decodes from activations quantized beforehand, and where they hold
+    every row of x the prefill too (q4_gemm_dp4a; `gemm_shape` pins its tile): the plan must run their
+    producer first. `force` runs only the named route (a decode route at M == 1, a prefill route at
     M > 1)."""
     label = f"q4_linear({out.name})"
     capacity = _check_io(x, weight, out, bias, label)
     if isinstance(int8, Int8Activations):
         _check_activations(label, int8, weight, x)
     req = _Linear(label, x, weight, (out,), bias, tokens, adapter, int8, gemv_shape, tuning_for(adapter, tuning),
-                  capacity=capacity)
+                  gemm_shape=gemm_shape, capacity=capacity)
     _check_pin(req)
     calls, decisions = _slots(req, force)
     return Op(label, tuple(calls.values()), decisions)
@@ -412,6 +475,8 @@ def q4_linear_glu(*, act: Int8Activations, weight: Q4Weight, out: Tensor, adapte
 
 
 def _qkv_fused_guard(req: _Linear, separate: list[dict]) -> str | None:
+    if any(call.route == "q4_gemm_dp4a" for slots in separate for call in slots.values()):
+        return "int8 activations of every row: the separate linears take the DP4A GEMM"
     w = req.weight
     n_q, n_kv = req.outs[0].shape[-1], req.outs[1].shape[-1]
     if (w.k, n_q, n_kv) != QKV_FUSED_SHAPE or w.group_size != 64 or w.is_view:
@@ -448,7 +513,8 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     """q, k, v = x @ W.T for a packed [Nq + 2 Nkv, K] weight: three ordinary linears over row ranges of
     the one weight, unless a fused route takes a slot: the fused BK64 GEMM for the prefill at Llama's
     exact geometry, and with pre-quantized activations `int8` (of x) one GEMV writing the three outputs
-    for the decode, at any shape (`gemv_shape` pins its variant)."""
+    for the decode, at any shape (`gemv_shape` pins its variant). Where `int8` holds every row, the three
+    prefills take the DP4A GEMM (each over its rows of the weight) in place of the f32 ones."""
     label = "q4_linear_qkv"
     q_out, k_out, v_out = outs
     n_q, n_kv = q_out.shape[-1], k_out.shape[-1]
@@ -460,8 +526,9 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     first = weight.n_offset         # the weight may itself be rows of a larger stack
     views = (weight.rows(first, n_q), weight.rows(first + n_q, n_kv), weight.rows(first + n_q + n_kv, n_kv))
     separate, decisions = [], []
+    every_row = int8 if int8 is not None and int8.rows > 1 else False      # the separate prefills on DP4A
     for view, out in zip(views, outs):
-        part = _Linear(f"q4_linear({out.name})", x, view, (out,), None, tokens, adapter, False, None, table,
+        part = _Linear(f"q4_linear({out.name})", x, view, (out,), None, tokens, adapter, every_row, None, table,
                        capacity=_check_io(x, view, out, None, label))
         slots, why = _slots(part)
         separate.append(slots)

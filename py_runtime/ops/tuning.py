@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Tuning", "H200", "PORTABLE", "TABLES", "tuning_for"]
+__all__ = ["Tuning", "H200", "PORTABLE", "TABLES", "tuning_for", "tuning_table"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,6 +24,8 @@ class Tuning:
     gemv_f32: Callable[[int, int], str]                     # (K, N) -> q4gsw_gemv shape
     gemv_int8: Callable[[int, int, int], str]               # (K, N, group size) -> q4gsw_gemv i8 shape
     gemv_int8x: Callable[[int, int, bool, bool, bool], str]  # (K, N, vec4 scales ok, glu, row-major copy)
+    flash_split: Callable[[int, int], tuple[str, int]]     # (G, W) -> sdpa_flash_split_sg variant suffix,
+                                                            # workgroups wanted before splits take more steps
 
 
 def _h200_gemv_f32(k: int, n: int) -> str:
@@ -75,17 +77,28 @@ def _h200_gemv_int8x(k: int, n: int, scales_vec4: bool, glu: bool, rows_copy: bo
     return "r1u2w2k4" if rows_copy else "r1u1w4k2"
 
 
+def _h200_flash_split(group: int, words: int) -> tuple[str, int]:
+    """From `bench kernels --preset attention_flash_sweep` in Chromium (context 4096, docs/PERFORMANCE.md):
+    256 workgroups (one per SM and a little more: longer splits beat more workgroups at every variant);
+    Llama's 4 heads split over two slots per key with the next step prefetched (14.3 us against 15.5 us
+    for one slot, and against 21.8 us at 1024 workgroups); Qwen3's 2 heads of 128 dims one key per slot
+    and step, prefetched (18.0 us)."""
+    return {(4, 2): "u2h2p", (2, 4): "u1h1p"}.get((group, words), "u2h1"), 256
+
+
 def _is_h200(info: dict) -> bool:
     # Chromium reports the name as the description, wgpu-native as the device.
     return "h200" in f"{info.get('description', '')} {info.get('device', '')}".lower()
 
 
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
-              matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x)
+              matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
+              flash_split=_h200_flash_split)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
-                  gemv_int8x=lambda k, n, scales_vec4, glu, rows_copy: "r2u2w1")
+                  gemv_int8x=lambda k, n, scales_vec4, glu, rows_copy: "r2u2w1",
+                  flash_split=lambda group, words: ("u2h1", 32))
 TABLES = (H200, PORTABLE)       # the first whose `matches` accepts the adapter's info
 
 
@@ -96,4 +109,9 @@ def tuning_for(adapter, name: str | None = None) -> Tuning:
         if not named:
             raise ValueError(f"unknown tuning table {name!r}; known: {[table.name for table in TABLES]}")
         return named[0]
-    return next(table for table in TABLES if table.matches(adapter.info))
+    return tuning_table(adapter.info)
+
+
+def tuning_table(adapter_info: dict) -> Tuning:
+    """The first table whose `matches` accepts this adapter info."""
+    return next(table for table in TABLES if table.matches(adapter_info))

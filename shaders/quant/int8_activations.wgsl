@@ -1,5 +1,5 @@
-// Quantize one f32 activation row to int8 per group of gs values, once for every Q4 GEMV that reads
-// it (the q4_gemv_int8x route): scale = max|x| / 127, q = round_half_even(x * (127 / max|x|)), clamped
+// Quantize f32 activation rows to int8 per group of gs values, once for every Q4 linear that reads
+// them (the decode's q4_gemv_int8x route: one row; the prefill's q4_gemm_dp4a: every row): scale = max|x| / 127, q = round_half_even(x * (127 / max|x|)), clamped
 // to +-127, the arithmetic of the fused int8 GEMV (q4gsw_gemv.wgsl's quantize_row), so one numpy twin
 // serves both. A group holding a NaN, an infinity or a magnitude >= 1e38 gets a NaN scale: its outputs
 // are NaN, not wrong.
@@ -9,14 +9,15 @@
 // whose lanes take consecutive chunks reads consecutive 16 bytes. Each u32 packs 4 values in the order
 // of a weight word's nibbles: (v0, v2, v4, v6) then (v1, v3, v5, v7), i.e. its low then high nibbles.
 // stats[c] = (the chunk's group scale, 8 * sum of the chunk's q): the GEMV's -8 offset per chunk.
+// Row r of [M, K] activations is laid out so at words r K/4 and stats r K/32 (workgroup row wid.y).
 //
 // One invocation per 8 values (two vec4 loads, one word pair), WG of them per workgroup (a whole number
 // of groups): the group's peak and each chunk's sum are combined through workgroup memory. The row is
 // short (at most a few thousand values) and this is one dispatch on the decode's critical path, so it
 // is spread as wide as it goes rather than looped.
 $if NORM:
-  // This variant is RMSNorm and the quantization in one dispatch (rms_norm_int8x): one workgroup
-  // normalizes the row, y = x * inverseSqrt(mean(x^2) + eps) * w (rms_norm.wgsl's arithmetic and its
+  // This variant is RMSNorm and the quantization in one dispatch (rms_norm_int8x): one workgroup per
+  // row normalizes it, y = x * inverseSqrt(mean(x^2) + eps) * w (rms_norm.wgsl's arithmetic and its
   // workgroup tree; each invocation sums whole octets, the same number of squares per invocation),
   // writes y (f32: prefill-style consumers and the checks read it) and quantizes it, in passes of WG
   // octets: the producer of the decode's activations emits them already quantized.
@@ -45,9 +46,10 @@ fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
   return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
 }
 
-// Octet `at` (values 8 at .. 8 at + 7, = a, b) of the row, held by invocation `lane` of a workgroup whose
-// WG invocations hold consecutive octets; `live` is false past the row. Called in uniform control flow.
-fn quantize_octet(lane: u32, at: u32, live: bool, a: vec4<f32>, b: vec4<f32>) {
+// Octet `at` (values 8 at .. 8 at + 7, = a, b) of the row whose first octet is `row_octets` of all rows,
+// held by invocation `lane` of a workgroup whose WG invocations hold consecutive octets; `live` is false
+// past the row. Called in uniform control flow.
+fn quantize_octet(lane: u32, at: u32, live: bool, row_octets: u32, a: vec4<f32>, b: vec4<f32>) {
   // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
   let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
   let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
@@ -66,7 +68,7 @@ fn quantize_octet(lane: u32, at: u32, live: bool, a: vec4<f32>, b: vec4<f32>) {
   // Octet j of chunk c: words 2j, 2j + 1 of the chunk's 8, in plane j / 2 (16 values per plane).
   let chunk = at / 4u;
   let j = at % 4u;
-  let word = select(0u, params.k / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
+  let word = 2u * row_octets + select(0u, params.k / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
   if (live) {
     words[word] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
     words[word + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
@@ -78,19 +80,20 @@ fn quantize_octet(lane: u32, at: u32, live: bool, a: vec4<f32>, b: vec4<f32>) {
     let nan = bitcast<f32>(0x7FC00000u | (lane & 0u));     // built at run time: a constant NaN is an error
     let scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
     let chunk_sum = sums[lane] + sums[lane + 1u] + sums[lane + 2u] + sums[lane + 3u];
-    stats[chunk] = vec2<f32>(scale, 8.0 * f32(chunk_sum));
+    stats[row_octets / 4u + chunk] = vec2<f32>(scale, 8.0 * f32(chunk_sum));
   }
   workgroupBarrier();       // peaks and sums are rewritten by the next pass
 }
 
 $if NORM:
   @compute @workgroup_size(WG)
-  fn main(@builtin(local_invocation_index) lane: u32) {
+  fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
     let octets = params.k / 8u;
+    let row_octets = wid.y * octets;             // one workgroup per row
     var acc = 0.0;
     for (var o = lane; o < octets; o += WG) {
-      let a = x[2u * o];
-      let b = x[2u * o + 1u];
+      let a = x[2u * (row_octets + o)];
+      let b = x[2u * (row_octets + o) + 1u];
       acc += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
     }
     squares[lane] = acc;
@@ -106,20 +109,21 @@ $if NORM:
       let octet = start + lane;
       let live = octet < octets;
       let at = min(octet, octets - 1u);
-      let a = x[2u * at] * scale * w[2u * at];
-      let b = x[2u * at + 1u] * scale * w[2u * at + 1u];
+      let a = x[2u * (row_octets + at)] * scale * w[2u * at];
+      let b = x[2u * (row_octets + at) + 1u] * scale * w[2u * at + 1u];
       if (live) {
-        y[2u * at] = a;
-        y[2u * at + 1u] = b;
+        y[2u * (row_octets + at)] = a;
+        y[2u * (row_octets + at) + 1u] = b;
       }
-      quantize_octet(lane, at, live, a, b);
+      quantize_octet(lane, at, live, row_octets, a, b);
     }
   }
 $else:
   @compute @workgroup_size(WG)
   fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
     let octets = params.k / 8u;
-    let octet = wid.x * WG + lane;               // values 8 * octet .. 8 * octet + 7
+    let octet = wid.x * WG + lane;               // values 8 * octet .. 8 * octet + 7 of row wid.y
     let at = min(octet, octets - 1u);
-    quantize_octet(lane, at, octet < octets, x[2u * at], x[2u * at + 1u]);
+    let row_octets = wid.y * octets;
+    quantize_octet(lane, at, octet < octets, row_octets, x[2u * (row_octets + at)], x[2u * (row_octets + at) + 1u]);
   }

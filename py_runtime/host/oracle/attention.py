@@ -3,20 +3,22 @@ output against float64 attention over the cache the GPU wrote, with a bound deri
 arithmetic; the routes against the guards, restated here so the test checks them, not their code.
 
 Bound per output element (u = 2^-24, gamma_n = n u / (1 - n u)), to first order: each score
-s_j = scale q . k_j is within delta_j = gamma_(D + 1) scale sum_d |q_d k_jd| (D products summed in any
-order, then the scale), which moves each softmax weight p_j by at most a factor e^(2 max delta); each
-weight goes through at most n_exp exponentials (its own, the online rescales of FlashDecoding's or the
-one-pass routes' key tiles, the reduce's), each within (3 + 2 |x|) ULP = (3 + 2 |x|) 2u (WGSL's exp), |x| at most the score range
-X; the sums of weights and of weighted values over n = ctx + splits terms add 2 gamma_n, and the
-division 2.5 ULP = 5u. So |out - exact| <= sum_j p_j |v_j| (2 max delta + n_exp (3 + 2 X) 2u +
-2 gamma_n + 5u).
+s_j = scale q . k_j is within delta_j = gamma_(D + 2) scale sum_d |q_d k_jd| (D products summed in any
+order, the scale, and FlashDecoding's scale * log2(e) rounded to f32), which moves each softmax weight
+p_j by at most a factor e^(2 max delta); each weight goes through at most n_exp exponentials (its own,
+the online rescales of FlashDecoding's steps or the one-pass routes' key tiles, FlashDecoding's
+workgroup combine and reduce), each within (3 + 2 |x|) ULP = (3 + 2 |x|) 2u (WGSL's exp and exp2), |x|
+at most the score range X (in base 2 for FlashDecoding: X log2(e)), and each rescale's product adds u;
+the sums of weights and of weighted values over n = ctx + splits terms add 2 gamma_n, and the division
+2.5 ULP = 5u. So |out - exact| <= sum_j p_j |v_j| (2 max delta + n_exp ((3 + 2 X) 2u + u) + 2 gamma_n + 5u).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...ops.attention import flash_splits
+from ...kernels import kernel
+from ...ops.attention import flash_splits, subgroup_flash_split, subgroup_flash_splits, subgroup_flash_step_keys
 from .elementwise import f16_allowed
 from .synth import synth_values_np
 
@@ -29,11 +31,13 @@ def _gamma(n: int) -> float:
     return n * U / (1 - n * U)
 
 
-def expected_attention_route(case: dict, tokens: int, limits: dict) -> str:
+def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
     """Prefill: the one-pass K16 and Q16 routes at exactly Llama's and Qwen3's geometries (the checks use
-    the default scale 1/sqrt(D)), the materialized route elsewhere. Decode: FlashDecoding where a KV
-    head's query heads fit its workgroup memory
-    (G <= 8, D <= 128 and a multiple of 8, G * D <= 512); the materialized route otherwise, and when forced."""
+    the default scale 1/sqrt(D)), the materialized route elsewhere. Decode: FlashDecoding on subgroups
+    where the device has them and a variant fits (G 4 with D <= 64, G 2 with D <= 128; D a multiple of
+    8), else FlashDecoding in workgroup memory where a KV head's query heads fit it (G <= 8, D <= 128
+    and a multiple of 8, G * D <= 512); the materialized route otherwise, and when forced."""
+    limits = adapter["limits"]
     if case["force"]:
         return case["force"]
     geometry = (case["heads"], case["kv_heads"], case["head_dim"])
@@ -44,12 +48,18 @@ def expected_attention_route(case: dict, tokens: int, limits: dict) -> str:
                and limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 256)
         return "sdpa_q32" if q32 else {(32, 8, 64): "sdpa_k16", (16, 8, 128): "sdpa_q16"}.get(geometry, "sdpa_materialized")
     group = case["heads"] // case["kv_heads"]
+    subgroup_fits = "subgroups" in adapter["device_features"] and case["head_dim"] % 8 == 0 and \
+        case["head_dim"] <= {4: 64, 2: 128}.get(group, 0)
+    if tokens == 1 and subgroup_fits:
+        return "sdpa_flash_subgroup"
     fits = group <= 8 and case["head_dim"] <= 128 and case["head_dim"] % 8 == 0 and group * case["head_dim"] <= 512
     return "sdpa_flash_decode" if tokens == 1 and fits else "sdpa_materialized"
 
 
-def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, scale: float, route: str):
-    """float64 attention of q [T, H, D] over k, v [>= pos + T, Hkv, D] (causal from pos), and its bound."""
+def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, scale: float, route: str,
+                        adapter_info: dict, flash_split: tuple[str, int] | None = None):
+    """float64 attention of q [T, H, D] over k, v [>= pos + T, Hkv, D] (causal from pos), and its bound;
+    `flash_split` as sdpa() took it (a subgroup split pass and its workgroups instead of the table's)."""
     tokens, heads, dim = q.shape
     kv_heads = k.shape[1]
     group = heads // kv_heads
@@ -61,17 +71,24 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         keys = np.repeat(k[:ctx].astype(np.float64), group, axis=1)         # [ctx, H, D]
         values = np.repeat(v[:ctx].astype(np.float64), group, axis=1)
         scores = np.einsum("hd,jhd->hj", q64[t], keys) * scale
-        delta = _gamma(dim + 1) * scale * np.einsum("hd,jhd->hj", np.abs(q64[t]), np.abs(keys)).max(axis=1)
+        delta = _gamma(dim + 2) * scale * np.einsum("hd,jhd->hj", np.abs(q64[t]), np.abs(keys)).max(axis=1)
         x = scores - scores.max(axis=1, keepdims=True)
         weights = np.exp(x)
         weights /= weights.sum(axis=1, keepdims=True)
         exact[t] = np.einsum("hj,jhd->hd", weights, values)
-        # (the split count only sets how many terms the bound counts: taken from the op, not judged)
-        splits, chunk = flash_splits(ctx, kv_heads) if route == "sdpa_flash_decode" else (1, ctx)
-        tile = 16 if route in ("sdpa_k16", "sdpa_q16", "sdpa_q32") else 32      # keys per online-softmax rescale
-        n_exp = -(-chunk // tile) + 2
+        # (the split and step counts only set how many terms the bound counts: taken from the op, not judged)
         spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|
-        relative = 2 * delta + n_exp * (3 + 2 * spread) * 2 * U + 2 * _gamma(ctx + splits) + 5 * U
+        if route == "sdpa_flash_subgroup":
+            name, workgroups = flash_split or subgroup_flash_split(group, dim, adapter_info)
+            splits, _, steps = subgroup_flash_splits(ctx, kv_heads, subgroup_flash_step_keys(kernel(name)), workgroups)
+            n_exp, spread = steps + 2, spread / np.log(2)
+        elif route == "sdpa_flash_decode":
+            splits, chunk = flash_splits(ctx, kv_heads)
+            n_exp, spread = -(-chunk // 32) + 2, spread / np.log(2)
+        else:
+            splits, tile = 1, 16 if route in ("sdpa_k16", "sdpa_q16", "sdpa_q32") else 32
+            n_exp = -(-ctx // tile) + 2
+        relative = 2 * delta + n_exp * ((3 + 2 * spread) * 2 * U + U) + 2 * _gamma(ctx + splits) + 5 * U
         bound[t] = np.einsum("hj,jhd->hd", weights, np.abs(values)) * relative[:, None]
     return exact, bound
 
@@ -109,6 +126,34 @@ def _check_cache(name: str, stored: bytes, written: np.ndarray) -> np.ndarray:
     return halves.reshape(written.shape)
 
 
+def _check_rotated(case: dict, steps: list, k: np.ndarray, read) -> tuple[np.ndarray, list]:
+    """A rope case: each step's rotated q (read back) and cached keys against float64 RoPE, the keys
+    within RoPE's bound plus one f16 spacing (pack2x16float rounds either way), the history before the
+    prefill an f16 rounding of its input. Returns the cache's keys and the steps with the GPU's rotated
+    q (checked here), which the attention read."""
+    from .decoder_blocks import rope_cos_sin_reference, rope_reference
+
+    name = case["name"]
+    stored = np.frombuffer(read(case["cache_artifacts"][0]), np.uint16)[:k.size].view(np.float16)
+    k16 = stored.astype(np.float64).reshape(k.shape)
+    if case["pos"]:
+        _check_cache(f"{name} k history", stored[:k[:case["pos"]].size].tobytes(), k[:case["pos"]])
+    rotated_steps = []
+    for step, q in steps:
+        first, count = step["pos"], step["tokens"]
+        positions = np.arange(first, first + count)
+        cos, sin = rope_cos_sin_reference(case["head_dim"], case["rope_theta"], case["llama3_scaling"], positions)
+        q_exact, q_bound = rope_reference(q, cos, sin, case["rope_layout"], positions)
+        q_rot = np.frombuffer(read(step["q_rot_artifact"]), np.float32).reshape(q.shape).astype(np.float64)
+        assert np.all(np.abs(q_rot - q_exact) <= q_bound), f"{name}: rotated q off float64 RoPE at {first}"
+        k_exact, k_bound = rope_reference(k[first:first + count], cos, sin, case["rope_layout"], positions)
+        spacing = np.spacing((np.abs(k_exact) + k_bound).astype(np.float16)).astype(np.float64)
+        bad = np.argwhere(~(np.abs(k16[first:first + count] - k_exact) <= k_bound + spacing))
+        assert not bad.size, f"{name}: {len(bad)} cached keys off float64 RoPE, first at {bad[0].tolist()}"
+        rotated_steps.append((step, q_rot))
+    return k16, rotated_steps
+
+
 def verify_attention_report(report: dict, read) -> dict:
     """Every case's cache and every step's output and routes; returns worst error/bound per case."""
     from ...checks.attention import QKV_RANGE
@@ -117,16 +162,22 @@ def verify_attention_report(report: dict, read) -> dict:
     for case in report["cases"]:
         name = case["name"]
         k, v, q_prefill, q_decode = _cache_values(case, seed, QKV_RANGE)
-        k16 = _check_cache(f"{name} k", read(case["cache_artifacts"][0]), k)
+        steps = list(zip(case["steps"], (q_prefill, q_decode)))
+        if case.get("rope"):
+            k16, steps = _check_rotated(case, steps, k, read)
+        else:
+            k16 = _check_cache(f"{name} k", read(case["cache_artifacts"][0]), k)
         v16 = _check_cache(f"{name} v", read(case["cache_artifacts"][1]), v)
+        write_route = "rope_kv_cache_write" if case.get("rope") else "kv_cache_write"
         ratios = []
-        for step, q in zip(case["steps"], (q_prefill, q_decode)):
-            route = expected_attention_route(case, step["tokens"], report["adapter"]["limits"])
-            assert step["routes"] == ["kv_cache_write", route], (f"{name} at {step['tokens']} tokens from "
-                                                                 f"{step['pos']}: ran {step['routes']}, expected {route}")
+        for step, q in steps:
+            route = expected_attention_route(case, step["tokens"], report["adapter"])
+            assert step["routes"] == [write_route, route], (f"{name} at {step['tokens']} tokens from "
+                                                            f"{step['pos']}: ran {step['routes']}, expected {route}")
             assert step["attention_conflicts"] == 0, f"{name}: conflicting attention routes {step['routes']}"
             got = np.frombuffer(read(step["artifact"]), np.float32).reshape(q.shape).astype(np.float64)
-            exact, bound = attention_reference(q, k16, v16, step["pos"], case["scale"], route)
+            exact, bound = attention_reference(q, k16, v16, step["pos"], case["scale"], route,
+                                               report["adapter"]["info"])
             error = np.abs(got - exact)
             over = np.argwhere(~(error <= bound))
             assert not over.size, (f"{name} step at {step['tokens']} tokens from {step['pos']} ({route}): "

@@ -120,7 +120,10 @@ def verify_q4_report(report: dict, read) -> dict:
         int8_runs = [run for run in case["runs"] if run["rows"] == 1 and (
             case.get("int8x") or (case.get("int8") and run["routes"] == ["q4_gemv_int8"]))]
         ratio = max([_verify_int8_decode(case, run, seed, read) for run in int8_runs], default=0.0)
-        f32_runs = [run for run in case["runs"] if run not in int8_runs]
+        dp4a_runs = [run for run in case["runs"] if run["rows"] > 1 and case.get("dp4a")]
+        if dp4a_runs:
+            ratio = max(ratio, _verify_dp4a_prefill(case, dp4a_runs, seed, read))
+        f32_runs = [run for run in case["runs"] if run not in int8_runs and run not in dp4a_runs]
         if f32_runs:        # (the float64 reference only where a run needs it: int8-only cases skip it)
             rows_max = max(run["rows"] for run in f32_runs)
             exact, bound = _q4_case_reference(seed, stream, k, n_total, gs, rows_max)
@@ -221,6 +224,82 @@ def _int8_linear_reference(case: dict, seed: int, q: np.ndarray, x_scale: np.nda
     bound = (count + 11) * u / (1 - (count + 11) * u) * np.abs(terms).sum(axis=1)
     flips = np.abs(centred) * np.repeat(w_scale.astype(np.float64) * x_scale, gs, axis=1) * ambiguous
     return terms.sum(axis=1), bound + flips.sum(axis=1)
+
+
+def dp4a_linear_reference(levels: np.ndarray, w_scale: np.ndarray, q: np.ndarray, x_scale: np.ndarray,
+                          group_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(exact, bound) of the DP4A GEMM (q4gsw_gemm_dp4a.wgsl) for int8 rows q [M, K] with scales
+    x_scale [M, G] (G = K / gs, float64: max|x| / 127 of each group) against weight levels [N, K] (the
+    stored nibbles) and scales w_scale [N, G] (f32, exact), without bias.
+
+    The GPU computes per group g the exact integer d_g = sum q (n - 8) (i32; |d_g| < 2^17, so f32(d_g)
+    is exact too), then t_g = f32(d_g) * (s_x' * s_w) and acc += t_g in group order, G terms. s_x' is
+    the activation kernel's scale, a division within 3 ulp = 6u of max|x| / 127 (checked by
+    _verify_int8_activations), and each product rounds once: t_g = d_g s_x s_w (1 + e), |e| <= gamma_8
+    (gamma_j = j u / (1 - j u), u = 2^-24). The sequential sum of the G terms (and of the bias, one more
+    term) adds gamma_G of the sum of magnitudes, so the output is within
+      gamma_(G+8) * (sum_g |d_g s_x s_w| + |bias|)
+    of the float64 value (gamma_a + gamma_b + gamma_a gamma_b <= gamma_(a+b)). An FMA rounds fewer times."""
+    m, k = q.shape
+    groups = k // group_size
+    centred = levels.astype(np.float64) - 8
+    exact = np.zeros((m, levels.shape[0]))
+    magnitude = np.zeros_like(exact)
+    for g in range(groups):
+        cols = slice(g * group_size, (g + 1) * group_size)
+        dots = q[:, cols].astype(np.float64) @ centred[:, cols].T           # exact integers in float64
+        terms = dots * x_scale[:, g:g + 1] * w_scale[None, :, g].astype(np.float64)
+        exact += terms
+        magnitude += np.abs(terms)
+    u = 2.0 ** -24
+    count = groups + 8
+    return exact, count * u / (1 - count * u) * magnitude
+
+
+def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read) -> float:
+    """The DP4A prefill runs of a case: attestation (the int8 producer, then q4_gemm_dp4a, of the tile
+    asked for), the RMSNorm's rows where it produced them (_verify_norm_row), each of the m quantized
+    rows against the twin (int8_activations_np: q equal, or one away
+    where the twin marks it ambiguous; scales within 3 ulp), then the outputs against
+    dp4a_linear_reference over the GPU's own q. Returns the worst error/bound."""
+    from ...checks.q4_linear import ACT_RANGE, BIAS_RANGE, WEIGHT_RANGE
+
+    k, gs = case["k"], case["group_size"]
+    widths = [case["n"]] + [case["n_kv"]] * 2 * bool(case["n_kv"])        # a QKV's q, k and v, side by side
+    n = sum(widths)
+    if case.get("gemm_shape"):
+        assert case["kernels"][-1] == f"q4gsw_gemm_dp4a_{case['gemm_shape']}", \
+            f"{case['name']}: the prefill ran {case['kernels'][-1]}, not the {case['gemm_shape']} tile"
+    levels, w_scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], k, 0, n), gs)
+    bias = synth_values_np(BIAS_RANGE, seed, case["stream"] + 2000, n).astype(np.float64) if case["bias"] else 0.0
+    worst = 0.0
+    for run in runs:
+        m = run["rows"]
+        producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
+        assert run["routes"] == [producer, "q4_gemm_dp4a"], \
+            f"{case['name']} rows {m}: attested {run['routes']}, expected the int8 producer and q4_gemm_dp4a"
+        extra = 3 if case.get("norm") else 2
+        out_names, (words_name, stats_name) = run["artifacts"][:-extra], run["artifacts"][-extra:][:2]
+        words, stats = read(words_name), read(stats_name)
+        x = synth_values_np(ACT_RANGE, seed, case["stream"] + 1000, m * k).reshape(m, k)
+        if case.get("norm"):        # x is then the norm's rows: each checked, then quantized by the twin
+            rows_name = run["artifacts"][-1]
+            normed = read(rows_name)
+            x = np.stack([_verify_norm_row(case, seed, x[row], normed[4 * row * k:4 * (row + 1) * k],
+                                           f"{rows_name} row {row}") for row in range(m)])
+        q = np.empty((m, k), np.int64)
+        x_scale = np.empty((m, k // gs))
+        for row in range(m):
+            twin_q, x_scale[row], ambiguous = int8_activations_np(x[row], gs)
+            q[row] = _verify_int8_activations(twin_q, x_scale[row], ambiguous, words[row * k:(row + 1) * k],
+                                              stats[row * k // 4:(row + 1) * k // 4], f"{words_name} row {row}")
+        exact, bound = dp4a_linear_reference(levels, w_scale, q, x_scale, gs)
+        count = k // gs + 8
+        exact, bound = exact + bias, bound + count * 2.0 ** -24 / (1 - count * 2.0 ** -24) * np.abs(bias)
+        got = np.hstack([np.frombuffer(read(name), np.float32).reshape(m, width)
+                         for name, width in zip(out_names, widths)])
+        worst = max(worst, _within_bound(", ".join(out_names), got.tobytes(), exact, bound, "the DP4A bound"))
+    return worst
 
 
 def swiglu_of_bounded(g: np.ndarray, bg: np.ndarray, up: np.ndarray, bu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

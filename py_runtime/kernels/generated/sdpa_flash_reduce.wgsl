@@ -2,15 +2,16 @@
 // FlashDecoding over an f16 KV cache packed two per u32, for one live token (decode) at position
 // ctx - 1, G = Hq / Hkv query heads per KV head, head_dim D a multiple of 8 (rows load as vec4 of
 // pairs) up to 2 * MAXHALF, G <= MAXG and G * D <= MAXGD.
-// Reduce pass: one workgroup per query head combines its splits' partials:
-// M = max m_s, L = sum l_s e^(m_s - M), out = sum o_s e^(m_s - M) / L (the weights e^(m_s - M) / L
-// computed once per split, the splits' outputs read BATCH at a time).
+// Reduce pass (both split passes): one workgroup per query head combines its splits' partials, whose
+// maxima are in base 2: M = max m_s, L = sum l_s 2^(m_s - M), out = sum o_s 2^(m_s - M) / L. Every
+// partial is loaded at once (RWG / (D / 4) invocations per output word, PER splits each: one memory
+// latency for up to 8 RWG / (D / 4) splits), then the sums meet in workgroup memory.
 const WG: u32 = 64u;
 const TILE: u32 = 32u;                // keys per tile: WG / 2
 const MAXG: u32 = 8u;
 const MAXGD: u32 = 512u;              // G * head_dim
 const MAXHALF: u32 = 64u;             // head_dim / 2
-const NEG: f32 = -0x1.fffffep+127f;   // an empty running max: exp(NEG - m) is 0 for any real m
+const NEG: f32 = -0x1.fffffep+127f;   // an empty running max: exp2(NEG - m) is 0 for any real m
 const BATCH: u32 = 8u;                // loads issued before any is used: one memory latency per batch,
                                       // not one per load (a loop that uses each load at once waits
                                       // for every one in turn)
@@ -22,22 +23,24 @@ struct Params {
   ctx: u32,             // keys in the cache: the live position + 1
   chunk: u32,           // keys per split
   splits: u32,
-  scale: f32,
+  scale: f32,          // scale * log2(e): the softmax runs in base 2
 }
 
 @group(0) @binding(0) var<storage, read> part_ml: array<vec2<f32>>;
-@group(0) @binding(1) var<storage, read> part_o: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> part_o: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(3) var<uniform> params: Params;
 
-const MAXSPLITS: u32 = 256u;                  // ops/attention.py MAX_SPLITS: four per invocation
-var<workgroup> weight: array<f32, MAXSPLITS>;  // e^(m_s - M) / L per split
-var<workgroup> partial: array<f32, WG>;
+const RWG: u32 = 128u;                        // the reduce's invocations
+const MAXSPLITS: u32 = 256u;                  // ops/attention.py MAX_SPLITS: two per invocation
+const PER: u32 = 8u;                          // partial output words an invocation loads at once
+var<workgroup> partial: array<f32, RWG>;
+var<workgroup> sums: array<vec4<f32>, RWG>;
 
 fn reduce_all(tid: u32, value: f32, is_sum: bool) -> f32 {
   partial[tid] = value;
   workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+  for (var stride = RWG / 2u; stride > 0u; stride /= 2u) {
     if (tid < stride) {
       partial[tid] = select(max(partial[tid], partial[tid + stride]), partial[tid] + partial[tid + stride], is_sum);
     }
@@ -48,43 +51,60 @@ fn reduce_all(tid: u32, value: f32, is_sum: bool) -> f32 {
   return total;
 }
 
-@compute @workgroup_size(WG)
+@compute @workgroup_size(RWG)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let h = wid.x;
   let tid = lid.x;
-  let dim = params.head_dim;
   let splits = params.splits;
-  var ml: array<vec2<f32>, 4>;
-  var m = NEG;
-  for (var u = 0u; u < 4u; u++) {              // this invocation's splits tid, tid + WG, ... at once
-    let s = tid + u * WG;
+  let quads = params.head_dim / 4u;
+  let groups = RWG / quads;                   // invocations per output word: this one adds up the
+  let quad = tid % quads;                     // splits group, group + groups, ... of word `quad`
+  let group = min(tid / quads, groups - 1u);  // (past groups * quads: a duplicate, dropped at the end)
+  // Every load before any is used: the splits' (m, l), then this invocation's first PER partial words.
+  var ml: array<vec2<f32>, MAXSPLITS / RWG>;
+  for (var u = 0u; u < MAXSPLITS / RWG; u++) {
+    let s = tid + u * RWG;
     ml[u] = select(vec2<f32>(NEG, 0.0), part_ml[h * splits + min(s, splits - 1u)], s < splits);
+  }
+  var words: array<vec4<f32>, PER>;
+  var maxima: array<f32, PER>;
+  for (var u = 0u; u < PER; u++) {
+    let s = min(group + u * groups, splits - 1u);
+    words[u] = part_o[(h * splits + s) * quads + quad];
+    maxima[u] = part_ml[h * splits + s].x;
+  }
+  var m = NEG;
+  for (var u = 0u; u < MAXSPLITS / RWG; u++) {
     m = max(m, ml[u].x);
   }
   m = reduce_all(tid, m, false);
   var l = 0.0;
-  for (var u = 0u; u < 4u; u++) {
-    l += ml[u].y * exp(ml[u].x - m);
+  for (var u = 0u; u < MAXSPLITS / RWG; u++) {
+    l += ml[u].y * exp2(ml[u].x - m);
   }
   l = reduce_all(tid, l, true);
-  for (var u = 0u; u < 4u; u++) {
-    let s = tid + u * WG;
-    if (s < splits) {
-      weight[s] = exp(ml[u].x - m) / l;
+  var acc = vec4<f32>(0.0);
+  for (var base = 0u; base < splits; base += groups * PER) {
+    if (base > 0u) {                          // splits beyond the first PER per invocation
+      for (var u = 0u; u < PER; u++) {
+        let s = min(base + group + u * groups, splits - 1u);
+        words[u] = part_o[(h * splits + s) * quads + quad];
+        maxima[u] = part_ml[h * splits + s].x;
+      }
+    }
+    for (var u = 0u; u < PER; u++) {
+      if (base + group + u * groups < splits) {
+        acc += words[u] * exp2(maxima[u] - m);
+      }
     }
   }
+  sums[tid] = acc;
   workgroupBarrier();
-  for (var d = tid; d < dim; d += WG) {
-    var sum = 0.0;
-    for (var base = 0u; base < splits; base += BATCH) {
-      var loaded: array<f32, BATCH>;
-      for (var u = 0u; u < BATCH; u++) {
-        loaded[u] = part_o[(h * splits + min(base + u, splits - 1u)) * dim + d];
-      }
-      for (var u = 0u; u < BATCH; u++) {
-        sum += select(0.0, weight[min(base + u, MAXSPLITS - 1u)] * loaded[u], base + u < splits);
-      }
+  if (tid < quads) {
+    var total = vec4<f32>(0.0);
+    for (var g = 0u; g < groups; g++) {
+      total += sums[g * quads + tid];
     }
-    out[h * dim + d] = sum;
+    out[h * quads + tid] = total / l;
   }
 }

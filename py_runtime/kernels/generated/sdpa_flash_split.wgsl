@@ -15,7 +15,7 @@ const TILE: u32 = 32u;                // keys per tile: WG / 2
 const MAXG: u32 = 8u;
 const MAXGD: u32 = 512u;              // G * head_dim
 const MAXHALF: u32 = 64u;             // head_dim / 2
-const NEG: f32 = -0x1.fffffep+127f;   // an empty running max: exp(NEG - m) is 0 for any real m
+const NEG: f32 = -0x1.fffffep+127f;   // an empty running max: exp2(NEG - m) is 0 for any real m
 const BATCH: u32 = 8u;                // loads issued before any is used: one memory latency per batch,
                                       // not one per load (a loop that uses each load at once waits
                                       // for every one in turn)
@@ -27,7 +27,7 @@ struct Params {
   ctx: u32,             // keys in the cache: the live position + 1
   chunk: u32,           // keys per split
   splits: u32,
-  scale: f32,
+  scale: f32,          // scale * log2(e): the softmax runs in base 2
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -159,11 +159,11 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       }
       var sum = 0.0;
       for (var jj = 0u; jj < n; jj++) {
-        let p = exp(probs[tid * TILE + jj] - m);
+        let p = exp2(probs[tid * TILE + jj] - m);
         probs[tid * TILE + jj] = p;
         sum += p;
       }
-      let a = exp(run_m[tid] - m);
+      let a = exp2(run_m[tid] - m);
       alpha[tid] = a;
       run_l[tid] = run_l[tid] * a + sum;
       run_m[tid] = m;

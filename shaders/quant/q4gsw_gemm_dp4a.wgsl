@@ -1,0 +1,150 @@
+// Q4 GEMM on int8 activations (the prefill's q4_gemm_dp4a route, M > 1):
+//   out[m, n] = sum over groups g of  s_x[m, g] * s_w[g, n] * sum_{k in g} q_x[m, k] * (nib[n, k] - 8)  (+ bias[n])
+// x comes quantized per row and group from int8_activations.wgsl (its layout: per row, chunks of 32
+// values in two planes of 16 bytes; each u32 the (even, odd) quadruple of a weight word's nibbles).
+//
+// A workgroup of 16 x 16 invocations computes a ${TM} x 64 output tile, ${TM // 16} rows x 4 columns per
+// invocation, walking K in tiles of BK = ${BK} (${BK // 32} chunk(s) of 32). Per tile the int8 activations and
+// the weights, expanded once to signed int8 (nib - 8), are staged k-major in workgroup memory
+// (${BK * TM + BK * 64} bytes): for each packed word of k an invocation reads its rows and its columns as
+// vec4s, the rows' read shared by the 16 invocations of its row of the workgroup, the columns' by
+// neighbours (no bank conflicts), and does ${TM // 16} x 4 dot4I8Packed. A weight word's low nibbles are
+// its even k and its high nibbles its odd k, the activations' (even, odd) order: expanding is a mask, an
+// xor and a sign fill. A group's dot products are exact i32 (|sum| <= 128 x 127 x 8 < 2^17); at the
+// group's last chunk they go into f32, acc += f32(dot) * (s_x * s_w), one term per group.
+//
+// The scales of each chunk's group are staged beside the tile (${BK // 32} x (${TM} + 64) f32). Rows past M
+// read zeros with scale 0, columns past N the zero weight; nothing past M x N is stored. A non-finite
+// activation group has a NaN scale (int8_activations.wgsl): its row's outputs are NaN. Weights in the
+// reference layout (q4gsw_quantize.wgsl), rows n_offset.. of a packed matrix with n_total rows; K is a
+// multiple of the group size, itself a multiple of 32.
+const TM: u32 = ${TM}u;
+const TN: u32 = 64u;
+const BK: u32 = ${BK}u;
+const CHUNKS: u32 = ${BK // 32}u;       // 32-value chunks per K tile
+
+struct Params {
+  m: u32,
+  k: u32,
+  n: u32,
+  n_total: u32,
+  n_offset: u32,
+  group_size: u32,
+  has_bias: u32,
+}
+
+@group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> xstats: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> weights: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> scales: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<uniform> params: Params;
+
+var<workgroup> x_tile: array<vec4<u32>, ${BK // 4 * TM // 4}>;     // [word of k][m / 4]
+var<workgroup> w_tile: array<vec4<u32>, ${BK // 4 * 16}>;         // [word of k][n / 4]
+var<workgroup> x_scale: array<f32, ${BK // 32 * TM}>;             // [chunk][m]
+var<workgroup> w_scale: array<f32, ${BK // 32 * 64}>;             // [chunk][n]
+
+// Nibbles 0..15 in the low half of each byte -> the signed bytes nib - 8: xor 8 gives the 4-bit two's
+// complement, and bytes whose bit 3 is then set (nib < 8) get their high half filled (8 x 30 = 0xF0,
+// no carry between bytes).
+fn signed_bytes(nibbles: u32) -> u32 {
+  let v = nibbles ^ 0x08080808u;
+  return v | ((v & 0x08080808u) * 30u);
+}
+
+fn dots(a: u32, b: vec4<u32>) -> vec4<i32> {
+  return vec4<i32>(dot4I8Packed(a, b.x), dot4I8Packed(a, b.y), dot4I8Packed(a, b.z), dot4I8Packed(a, b.w));
+}
+
+fn store_row(m: u32, first: u32, values: vec4<f32>) {
+  for (var j = 0u; j < 4u; j++) {
+    let n = first + j;
+    if (m < params.m && n < params.n) {
+      out[m * params.n + n] = values[j] + select(0.0, bias[n], params.has_bias != 0u);
+    }
+  }
+}
+
+@compute @workgroup_size(16, 16, 1)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+  let m0 = wid.y * TM;
+  let n0 = wid.x * TN;
+  let t = lid.y * 16u + lid.x;
+  let chunks = params.k / 32u;           // per row
+  let row_vec4s = params.k / 16u;        // a row of xq: plane 0 (vec4 c: chunk c's first 16 values), then plane 1
+  $for r in range(TM // 16):
+    var dot${r} = vec4<i32>(0);
+    var acc${r} = vec4<f32>(0.0);
+  for (var c0 = 0u; c0 < chunks; c0 += CHUNKS) {
+    // Activations: TM rows x CHUNKS chunks x 2 planes, one vec4 (4 words of k) each; consecutive
+    // invocations take one row's vec4s, then the next row's.
+    for (var i = t; i < TM * CHUNKS * 2u; i += 256u) {
+      let r = i / (CHUNKS * 2u);
+      let plane = i % 2u;
+      let c = (i / 2u) % CHUNKS;
+      let m = m0 + r;
+      var v = vec4<u32>(0u);
+      if (m < params.m && c0 + c < chunks) {
+        v = xq[m * row_vec4s + plane * chunks + c0 + c];
+      }
+      let word = c * 8u + plane * 4u;    // its first word of k in the tile
+      for (var j = 0u; j < 4u; j++) {
+        x_tile[(word + j) * (TM / 4u) + r / 4u][r % 4u] = v[j];
+      }
+    }
+    for (var i = t; i < TM * CHUNKS; i += 256u) {
+      let r = i / CHUNKS;
+      let c = i % CHUNKS;
+      let m = m0 + r;
+      var scale = 0.0;
+      if (m < params.m && c0 + c < chunks) {
+        scale = xstats[m * chunks + c0 + c].x;
+      }
+      x_scale[c * TM + r] = scale;
+    }
+    // Weights: TN rows x CHUNKS chunks, one vec4 (32 nibbles) each, expanded to 8 words of signed int8.
+    for (var i = t; i < TN * CHUNKS; i += 256u) {
+      let r = i / CHUNKS;
+      let c = i % CHUNKS;
+      let n = n0 + r;
+      var w = vec4<u32>(0x88888888u);   // the nibble 8 is the value 0: columns past N add nothing
+      var scale = 0.0;
+      if (n < params.n && c0 + c < chunks) {
+        let row = n + params.n_offset;
+        w = weights[row * chunks + c0 + c];
+        scale = scales[((c0 + c) * 32u / params.group_size) * params.n_total + row];
+      }
+      for (var j = 0u; j < 4u; j++) {
+        let word = c * 8u + 2u * j;
+        w_tile[word * 16u + r / 4u][r % 4u] = signed_bytes(w[j] & 0x0F0F0F0Fu);
+        w_tile[(word + 1u) * 16u + r / 4u][r % 4u] = signed_bytes((w[j] >> 4u) & 0x0F0F0F0Fu);
+      }
+      w_scale[c * TN + r] = scale;
+    }
+    workgroupBarrier();
+    for (var c = 0u; c < CHUNKS; c++) {
+      for (var j = 0u; j < 8u; j++) {         // a constant trip count, for the compiler to unroll
+        let word = c * 8u + j;
+        let b = w_tile[word * 16u + lid.x];
+        $for v in range(TM // 64):
+          let a${v} = x_tile[word * (TM / 4u) + lid.y * ${TM // 64}u + ${v}u];
+        $for r in range(TM // 16):
+          dot${r} += dots(a${r // 4}[${r % 4}], b);
+      }
+      // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
+      let next = c0 + c + 1u;
+      if ((next * 32u) % params.group_size == 0u || next == chunks) {
+        let sw = vec4<f32>(w_scale[c * TN + lid.x * 4u], w_scale[c * TN + lid.x * 4u + 1u],
+                           w_scale[c * TN + lid.x * 4u + 2u], w_scale[c * TN + lid.x * 4u + 3u]);
+        $for r in range(TM // 16):
+          acc${r} += vec4<f32>(dot${r}) * (x_scale[c * TM + lid.y * ${TM // 16}u + ${r}u] * sw);
+          dot${r} = vec4<i32>(0);
+      }
+    }
+    workgroupBarrier();
+  }
+  $for r in range(TM // 16):
+    store_row(m0 + lid.y * ${TM // 16}u + ${r}u, n0 + lid.x * 4u, acc${r});
+}
