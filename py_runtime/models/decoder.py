@@ -5,7 +5,8 @@ The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (it
 
   q4_embedding(ids -> h)
   per layer:  rms_norm(h -> xn) | QKV (q4_linear_qkv) | [Qwen3: per-head rms_norm of q and k] |
-              rope(q), rope(k) | kv_cache_write | sdpa | o-proj | h += o |
+              rope_kv_cache_write (RoPE of q and k and the KV cache write in one dispatch; rope, rope,
+              kv_cache_write where head_dim is not a multiple of 4) | sdpa | o-proj | h += o |
               rms_norm(h -> xn) | gate, up, swiglu | down | h += down
   head:       last_row(h) | final rms_norm | lm_head (the tied embedding) | argmax -> ids[0] |
               token_history(ids[0] -> history[pos + tokens])
@@ -32,7 +33,7 @@ from dataclasses import replace
 
 from ..dispatch import IDLE, POS, TOKENS, Op, live_value
 from ..ops.argmax import argmax, argmax_blocks_needed
-from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, sdpa
+from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.norm import rms_norm
 from ..ops.q4 import q4_embedding
@@ -133,7 +134,8 @@ class Decoder:
         xn = await t("xn", (rows, d))
         q, k, v = (await t("q", (rows, c.heads, hd)), await t("k", (rows, c.kv_heads, hd)),
                    await t("v", (rows, c.kv_heads, hd)))
-        q_rot, k_rot = await t("q_rot", (rows, c.heads, hd)), await t("k_rot", (rows, c.kv_heads, hd))
+        q_rot = await t("q_rot", (rows, c.heads, hd))
+        k_rot = await t("k_rot", (rows, c.kv_heads, hd)) if hd % 4 else None
         if c.qk_norm:
             qn, kn = await t("qn", (rows, c.heads, hd)), await t("kn", (rows, c.kv_heads, hd))
         attn = await t("attn", (rows, c.heads, hd))
@@ -184,9 +186,13 @@ class Decoder:
                 await add(rms_norm(x=k, weight=layer("k_norm"), out=kn, heads=c.kv_heads, eps=c.norm_eps,
                                    adapter=adapter))
                 q_src, k_src = qn, kn
-            await add(rope(src=q_src, dst=q_rot, table=table, heads=c.heads, head_dim=hd, layout=c.rope_layout))
-            await add(rope(src=k_src, dst=k_rot, table=table, heads=c.kv_heads, head_dim=hd, layout=c.rope_layout))
-            await add(kv_cache_write(k=k_rot, v=v, cache=caches[i]))
+            if hd % 4 == 0:         # the fused kernel rotates two pairs per invocation
+                await add(rope_kv_cache_write(q=q_src, k=k_src, v=v, q_out=q_rot, table=table, cache=caches[i],
+                                              heads=c.heads, layout=c.rope_layout))
+            else:
+                await add(rope(src=q_src, dst=q_rot, table=table, heads=c.heads, head_dim=hd, layout=c.rope_layout))
+                await add(rope(src=k_src, dst=k_rot, table=table, heads=c.kv_heads, head_dim=hd, layout=c.rope_layout))
+                await add(kv_cache_write(k=k_rot, v=v, cache=caches[i]))
             await add(sdpa(q=q_rot, cache=caches[i], out=attn, scratch=scratch, heads=c.heads, adapter=adapter))
             if int8x:
                 await add(quantize_activations(attn_q))
