@@ -77,8 +77,8 @@ for s in $steps; do
     # dot4I8Packed and fma probes; then the DP4A tiles; and the DP4A route's checks on the GPU.
     native-prefill)  step "$s" 200 bench kernels --backend native --preset prefill ;;
     browser-prefill) step "$s" 200 bench kernels --backend browser --driver plain --preset prefill --timeout 190 ;;
-    native-prefill-tiles)  step "$s" 240 bench kernels --backend native --preset prefill_dp4a --trials 3 ;;
-    browser-prefill-tiles) step "$s" 240 bench kernels --backend browser --driver plain --preset prefill_dp4a --trials 3 --timeout 230 ;;
+    native-prefill-tiles)  step "$s" 300 bench kernels --backend native --preset prefill_dp4a --trials 3 ;;
+    browser-prefill-tiles) step "$s" 300 bench kernels --backend browser --driver plain --preset prefill_dp4a --trials 3 --timeout 290 ;;
     native-check-dp4a)  step "$s" 90 check --suite q4 --preset dp4a --backend native ;;
     browser-check-dp4a) step "$s" 120 check --suite q4 --preset dp4a --backend browser --driver plain ;;
     native-attention)  step "$s" 120 check --suite attention --backend native ;;

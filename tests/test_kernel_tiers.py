@@ -1,5 +1,6 @@
-"""Kernel tiers: the Q4 GEMV variants a route can pick ship; the others are generated (and loadable)
-for benchmark sweeps only. Every other family ships whole."""
+"""Kernel tiers: the variants a route can pick ship; the others (of the Q4 GEMV, DP4A GEMM and
+FlashDecoding subgroup families) are generated (and loadable) for benchmark sweeps only. Every other
+family ships whole."""
 
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ SHIPPED_SHAPES = {
 GEMV_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl")
 # (shipped, sweep) of the families with sweep variants: q4gsw_gemv ships 8 of its 24 shapes, the int8x
 # family 30 of its 62 kind-and-shape pairs; each in two reductions. The DP4A GEMM ships the one tile
-# its route runs (ops/q4_linear.py GEMM_DP4A_SHAPE) of four.
+# its route runs (ops/q4_linear.py GEMM_DP4A_SHAPE) of seven; FlashDecoding's subgroup split pass the 5
+# variants its tuning picks of 15.
 COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (60, 64),
-          "shaders/quant/q4gsw_gemm_dp4a.wgsl": (1, 3)}
+          "shaders/quant/q4gsw_gemm_dp4a.wgsl": (1, 6), "shaders/attention/sdpa_flash_subgroup.wgsl": (5, 10)}
 
 
 def test_the_shipped_q4_gemv_variants_are_exactly_what_the_routes_can_pick():
@@ -40,7 +42,7 @@ def test_the_shipped_q4_gemv_variants_are_exactly_what_the_routes_can_pick():
     assert sorted(shipped) == sorted(expected)
 
 
-def test_only_the_q4_gemv_and_dp4a_gemm_families_have_sweep_variants_and_none_was_dropped():
+def test_only_the_families_listed_have_sweep_variants_and_none_was_dropped():
     counts = Counter((kernel(name).source, kernel(name).tier) for name in kernel_names())
     for source, (shipped, sweep) in COUNTS.items():
         assert (counts[source, "shipped"], counts[source, "sweep"]) == (shipped, sweep), source

@@ -13,6 +13,11 @@
 // xor and a sign fill. A group's dot products are exact i32 (|sum| <= 128 x 127 x 8 < 2^17); at the
 // group's last chunk they go into f32, acc += f32(dot) * (s_x * s_w), one term per group.
 //
+$if PF:
+  // This variant fetches the next K tile before computing on the current one (software pipelining):
+  // each invocation's share of a tile (at most ${(TM * BK + 4095) // 4096} activation vec4(s), one activation scale,
+  // one weight vec4 and its scale) is read into registers by `fetch` and written into workgroup memory
+  // by `stage`, so its loads are in flight during the dot products, not after the barrier.
 // The scales of each chunk's group are staged beside the tile (${BK // 32} x (${TM} + 64) f32). Rows past M
 // read zeros with scale 0, columns past N the zero weight; nothing past M x N is stored. A non-finite
 // activation group has a NaN scale (int8_activations.wgsl): its row's outputs are NaN. Weights in the
@@ -58,6 +63,76 @@ fn dots(a: u32, b: vec4<u32>) -> vec4<i32> {
   return vec4<i32>(dot4I8Packed(a, b.x), dot4I8Packed(a, b.y), dot4I8Packed(a, b.z), dot4I8Packed(a, b.w));
 }
 
+$if PF:
+  const XN: u32 = ${(TM * BK + 4095) // 4096}u;      // activation vec4s per invocation per K tile
+
+  // One invocation's share of a K tile, as read from memory (rows past M and chunks past K: zeros;
+  // columns past N: the zero weight, nibbles 8).
+  struct Share {
+    x: array<vec4<u32>, XN>,
+    x_scale: f32,
+    w: vec4<u32>,
+    w_scale: f32,
+  }
+
+  // The share of invocation t for the tile of chunks c0.. of rows m0.. and columns n0..: activation vec4s
+  // t, t + 256, ... of the tile's TM x CHUNKS x 2 (a row's vec4s, then the next row's), activation scale
+  // t of TM x CHUNKS, weight vec4 and scale t of TN x CHUNKS (a column's chunks, then the next's).
+  fn fetch(t: u32, m0: u32, n0: u32, c0: u32, chunks: u32) -> Share {
+    var share: Share;
+    for (var j = 0u; j < XN; j++) {
+      let i = t + 256u * j;
+      let m = m0 + i / (CHUNKS * 2u);
+      let c = c0 + (i / 2u) % CHUNKS;
+      share.x[j] = vec4<u32>(0u);
+      if (i < TM * CHUNKS * 2u && m < params.m && c < chunks) {
+        share.x[j] = xq[m * (params.k / 16u) + (i % 2u) * chunks + c];     // plane i % 2 of chunk c
+      }
+    }
+    share.x_scale = 0.0;
+    let xm = m0 + t / CHUNKS;
+    if (t < TM * CHUNKS && xm < params.m && c0 + t % CHUNKS < chunks) {
+      share.x_scale = xstats[xm * chunks + c0 + t % CHUNKS].x;
+    }
+    share.w = vec4<u32>(0x88888888u);
+    share.w_scale = 0.0;
+    let n = n0 + t / CHUNKS;
+    let c = c0 + t % CHUNKS;
+    if (t < TN * CHUNKS && n < params.n && c < chunks) {
+      let row = n + params.n_offset;
+      share.w = weights[row * chunks + c];
+      share.w_scale = scales[(c * 32u / params.group_size) * params.n_total + row];
+    }
+    return share;
+  }
+
+  // Invocation t's share into the tiles, k-major; the weights expanded to 8 words of signed int8.
+  fn stage(t: u32, share: Share) {
+    for (var j = 0u; j < XN; j++) {
+      let i = t + 256u * j;
+      if (i < TM * CHUNKS * 2u) {
+        let r = i / (CHUNKS * 2u);
+        let word = ((i / 2u) % CHUNKS) * 8u + (i % 2u) * 4u;      // its first word of k in the tile
+        for (var w = 0u; w < 4u; w++) {
+          x_tile[(word + w) * (TM / 4u) + r / 4u][r % 4u] = share.x[j][w];
+        }
+      }
+    }
+    if (t < TM * CHUNKS) {
+      x_scale[(t % CHUNKS) * TM + t / CHUNKS] = share.x_scale;
+    }
+    if (t < TN * CHUNKS) {
+      let r = t / CHUNKS;
+      let c = t % CHUNKS;
+      for (var j = 0u; j < 4u; j++) {
+        let word = c * 8u + 2u * j;
+        w_tile[word * 16u + r / 4u][r % 4u] = signed_bytes(share.w[j] & 0x0F0F0F0Fu);
+        w_tile[(word + 1u) * 16u + r / 4u][r % 4u] = signed_bytes((share.w[j] >> 4u) & 0x0F0F0F0Fu);
+      }
+      w_scale[c * TN + r] = share.w_scale;
+    }
+  }
+
 fn store_row(m: u32, first: u32, values: vec4<f32>) {
   for (var j = 0u; j < 4u; j++) {
     let n = first + j;
@@ -77,53 +152,62 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   $for r in range(TM // 16):
     var dot${r} = vec4<i32>(0);
     var acc${r} = vec4<f32>(0.0);
+  $if PF:
+    var prefetched = fetch(t, m0, n0, 0u, chunks);
   for (var c0 = 0u; c0 < chunks; c0 += CHUNKS) {
-    // Activations: TM rows x CHUNKS chunks x 2 planes, one vec4 (4 words of k) each; consecutive
-    // invocations take one row's vec4s, then the next row's.
-    for (var i = t; i < TM * CHUNKS * 2u; i += 256u) {
-      let r = i / (CHUNKS * 2u);
-      let plane = i % 2u;
-      let c = (i / 2u) % CHUNKS;
-      let m = m0 + r;
-      var v = vec4<u32>(0u);
-      if (m < params.m && c0 + c < chunks) {
-        v = xq[m * row_vec4s + plane * chunks + c0 + c];
+    $if PF:
+      stage(t, prefetched);
+      workgroupBarrier();
+      if (c0 + CHUNKS < chunks) {
+        prefetched = fetch(t, m0, n0, c0 + CHUNKS, chunks);
       }
-      let word = c * 8u + plane * 4u;    // its first word of k in the tile
-      for (var j = 0u; j < 4u; j++) {
-        x_tile[(word + j) * (TM / 4u) + r / 4u][r % 4u] = v[j];
+    $else:
+      // Activations: TM rows x CHUNKS chunks x 2 planes, one vec4 (4 words of k) each; consecutive
+      // invocations take one row's vec4s, then the next row's.
+      for (var i = t; i < TM * CHUNKS * 2u; i += 256u) {
+        let r = i / (CHUNKS * 2u);
+        let plane = i % 2u;
+        let c = (i / 2u) % CHUNKS;
+        let m = m0 + r;
+        var v = vec4<u32>(0u);
+        if (m < params.m && c0 + c < chunks) {
+          v = xq[m * row_vec4s + plane * chunks + c0 + c];
+        }
+        let word = c * 8u + plane * 4u;    // its first word of k in the tile
+        for (var j = 0u; j < 4u; j++) {
+          x_tile[(word + j) * (TM / 4u) + r / 4u][r % 4u] = v[j];
+        }
       }
-    }
-    for (var i = t; i < TM * CHUNKS; i += 256u) {
-      let r = i / CHUNKS;
-      let c = i % CHUNKS;
-      let m = m0 + r;
-      var scale = 0.0;
-      if (m < params.m && c0 + c < chunks) {
-        scale = xstats[m * chunks + c0 + c].x;
+      for (var i = t; i < TM * CHUNKS; i += 256u) {
+        let r = i / CHUNKS;
+        let c = i % CHUNKS;
+        let m = m0 + r;
+        var scale = 0.0;
+        if (m < params.m && c0 + c < chunks) {
+          scale = xstats[m * chunks + c0 + c].x;
+        }
+        x_scale[c * TM + r] = scale;
       }
-      x_scale[c * TM + r] = scale;
-    }
-    // Weights: TN rows x CHUNKS chunks, one vec4 (32 nibbles) each, expanded to 8 words of signed int8.
-    for (var i = t; i < TN * CHUNKS; i += 256u) {
-      let r = i / CHUNKS;
-      let c = i % CHUNKS;
-      let n = n0 + r;
-      var w = vec4<u32>(0x88888888u);   // the nibble 8 is the value 0: columns past N add nothing
-      var scale = 0.0;
-      if (n < params.n && c0 + c < chunks) {
-        let row = n + params.n_offset;
-        w = weights[row * chunks + c0 + c];
-        scale = scales[((c0 + c) * 32u / params.group_size) * params.n_total + row];
+      // Weights: TN rows x CHUNKS chunks, one vec4 (32 nibbles) each, expanded to 8 words of signed int8.
+      for (var i = t; i < TN * CHUNKS; i += 256u) {
+        let r = i / CHUNKS;
+        let c = i % CHUNKS;
+        let n = n0 + r;
+        var w = vec4<u32>(0x88888888u);   // the nibble 8 is the value 0: columns past N add nothing
+        var scale = 0.0;
+        if (n < params.n && c0 + c < chunks) {
+          let row = n + params.n_offset;
+          w = weights[row * chunks + c0 + c];
+          scale = scales[((c0 + c) * 32u / params.group_size) * params.n_total + row];
+        }
+        for (var j = 0u; j < 4u; j++) {
+          let word = c * 8u + 2u * j;
+          w_tile[word * 16u + r / 4u][r % 4u] = signed_bytes(w[j] & 0x0F0F0F0Fu);
+          w_tile[(word + 1u) * 16u + r / 4u][r % 4u] = signed_bytes((w[j] >> 4u) & 0x0F0F0F0Fu);
+        }
+        w_scale[c * TN + r] = scale;
       }
-      for (var j = 0u; j < 4u; j++) {
-        let word = c * 8u + 2u * j;
-        w_tile[word * 16u + r / 4u][r % 4u] = signed_bytes(w[j] & 0x0F0F0F0Fu);
-        w_tile[(word + 1u) * 16u + r / 4u][r % 4u] = signed_bytes((w[j] >> 4u) & 0x0F0F0F0Fu);
-      }
-      w_scale[c * TN + r] = scale;
-    }
-    workgroupBarrier();
+      workgroupBarrier();
     for (var c = 0u; c < CHUNKS; c++) {
       for (var j = 0u; j < 8u; j++) {         // a constant trip count, for the compiler to unroll
         let word = c * 8u + j;
