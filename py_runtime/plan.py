@@ -9,7 +9,9 @@ Phases, in order:
           submits; `plan.replay()` does the same inside error scopes and waits. `plan.resize(seq=1)`
           between steps recomputes only what follows the live sizes (workgroup counts, pushed to
           the device when they change, and params) through each op's sizing function, so
-          immutable controls an op packs into its params (has_bias, nibble order) are kept.
+          immutable controls an op packs into its params (has_bias, nibble order) are kept. Only
+          the dispatches whose sizing read a live size that changed are sized again (a decode
+          step moving `pos` re-sizes RoPE, the KV cache write and attention, not the linears).
 """
 
 from __future__ import annotations
@@ -76,6 +78,33 @@ class _Entry:
     bind_group: Handle
     slot: ParamSlot | None
     sizing: Sizing = field(default=None)
+    reads: frozenset = frozenset()      # the live sizes its sizing read: a change of any other leaves it as is
+
+
+class _Reads(dict):
+    """The live sizes as one sizing function sees them, noting the ones it reads. Sizing functions are
+    pure, so one whose reads did not change would return the same Sizing."""
+
+    def __init__(self, live: Mapping[str, int]):
+        super().__init__(live)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return super().__contains__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def _sized(call: OpCall, spec: Kernel, live: Mapping[str, int]) -> tuple[Sizing, frozenset]:
+    reads = _Reads(live)
+    return call.sizing(spec, reads), frozenset(reads.read)
 
 
 class Plan:
@@ -104,7 +133,7 @@ class Plan:
     async def _build(self, call: OpCall) -> None:
         runtime = self.runtime
         spec, pipeline = await runtime.pipelines.get(call.kernel, dict(call.constants) if call.constants else None)
-        sizing = call.sizing(spec, self.live)
+        sizing, reads = _sized(call, spec, self.live)
         uniforms = [b["binding"] for b in spec.bindings if b["space"] == "uniform"]
         storage = {b["name"]: b["binding"] for b in spec.bindings if b["space"] == "storage"}
         if set(call.tensors) != set(storage):
@@ -117,7 +146,7 @@ class Plan:
             runtime.params.write(slot, sizing.params)
             buffers[uniforms[0]] = await runtime.params.binding(slot)
         bind_group = await runtime.bind_groups.get(label=call.label, pipeline=pipeline, buffers=buffers)
-        self._entries.append(_Entry(call, spec, pipeline, bind_group, slot, sizing))
+        self._entries.append(_Entry(call, spec, pipeline, bind_group, slot, sizing, reads))
 
     def record(self) -> None:
         if not self._entries:
@@ -139,23 +168,29 @@ class Plan:
         unknown = sorted(set(live) - set(self.live))
         if unknown:
             raise PlanError(f"plan {self.label!r} has no live size(s) {unknown}; it has {sorted(self.live)}")
+        changed = {key for key, value in live.items() if self.live[key] != value}
         new_live = {**self.live, **live}
-        # Size every dispatch first, so a rejected size leaves the plan exactly as it was.
-        sizings = [entry.call.sizing(entry.spec, new_live) for entry in self._entries]
-        for entry, sizing in zip(self._entries, sizings):
+        # Size every affected dispatch first, so a rejected size leaves the plan exactly as it was.
+        stale = [(index, entry) for index, entry in enumerate(self._entries) if entry.reads & changed]
+        sized = [_sized(entry.call, entry.spec, new_live) for _, entry in stale]
+        for (_, entry), (sizing, _) in zip(stale, sized):
             if entry.slot is not None and len(sizing.params) != len(entry.sizing.params):
                 raise PlanError(f"{entry.call.label}: params changed size on resize")
         self.live = new_live
-        for entry, sizing in zip(self._entries, sizings):
+        for (_, entry), (sizing, reads) in zip(stale, sized):
             if entry.slot is not None:
                 self.runtime.params.write(entry.slot, sizing.params)
-            entry.sizing = sizing
-        counts = array("I", [c for s in sizings for c in s.workgroups])
+            entry.sizing, entry.reads = sizing, reads
         if self._recorded is None:
-            self.workgroups = counts
+            self.workgroups = array("I", [c for e in self._entries for c in e.sizing.workgroups])
             return
-        if counts != self.workgroups:       # routes follow the counts (idle or not) and nothing else
-            self.workgroups[:] = counts         # same length: the array object (and views of it) stay
+        moved = False
+        for index, entry in stale:
+            counts = tuple(entry.sizing.workgroups)
+            if tuple(self.workgroups[3 * index:3 * index + 3]) != counts:
+                self.workgroups[3 * index:3 * index + 3] = array("I", counts)     # in place: views of it stay
+                moved = True
+        if moved:                                   # routes follow the counts (idle or not) and nothing else
             self._device.set_workgroups(self._recorded, self.workgroups)
             self._attest()
 

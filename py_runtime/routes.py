@@ -51,6 +51,8 @@ ROUTES = (
     "rope_kv_cache_write",  # RoPE of q and k fused with the KV cache write (one dispatch for three)
     "q4_gemm_dp4a",         # Q4 prefill GEMM on int8 activations of every row (dot4I8Packed), opt-in
     "arith_probe",          # arithmetic ceiling (dot4I8Packed or fma chains, no memory traffic)
+    "last_row",             # the last live row of the hidden state, for the model head
+    "token_history",        # a step's greedy token appended to the sequence's history on the GPU
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup"})

@@ -92,6 +92,18 @@ for s in $steps; do
     browser-flash-sweep) step "$s" 200 bench kernels --backend browser --driver plain --preset attention_flash_sweep --trials 3 --timeout 190 ;;
     native-attn-prefill)  step "$s" 120 bench kernels --backend native --preset attention_prefill ;;
     browser-attn-prefill) step "$s" 120 bench kernels --backend browser --driver plain --preset attention_prefill --timeout 110 ;;
+    # Whole models at full depth (issue 14): prompt 128 and 512, 128 greedy steps, per policy.
+    native-model)    for m in llama qwen3; do for p in f32 int8x; do
+                       step "$s-$m-$p" 150 bench model --backend native --model "$m" --policy "$p" --prompt 128 --decode 128
+                     done; done ;;
+    browser-model)   for m in llama qwen3; do for p in f32 int8x; do
+                       step "$s-$m-$p" 150 bench model --backend browser --driver plain --model "$m" --policy "$p" \
+                         --prompt 128 --decode 128 --timeout 140
+                     done; done ;;
+    browser-model512) for m in llama qwen3; do
+                       step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 512 --decode 128 --timeout 140
+                     done ;;
     *) echo "unknown step $s" ;;
   esac
 done

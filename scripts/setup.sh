@@ -2,6 +2,7 @@
 # Prepares a fresh Debian machine for the lab; idempotent, and offline after its first run.
 #   - Debian's chromium (the browser the e2e tests drive) and mesa's lavapipe (native Vulkan on CPU)
 #   - .venv with the project installed editable, with its host extras (numpy, PyYAML, wgpu, playwright, pytest)
+#     and the oracle extra (CPU torch 2.13.0 and transformers, for the whole-model oracle)
 #   - web/vendor/: Pyodide 314.0.7 from npm, micropip 0.11.1 from PyPI (both pinned and checked),
 #     a pure wheel of py_runtime, and manifest.json (see py_runtime/host/vendor.py)
 set -euo pipefail
@@ -33,7 +34,9 @@ stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   say "installing the project and its host dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[host]'
+  # torch==2.13.0 resolves to the CPU wheel the machines' pip configuration finds (find-links); elsewhere
+  # add --extra-index-url https://download.pytorch.org/whl/cpu, or pip takes PyPI's CUDA build (GBs).
+  .venv/bin/python -m pip install -q -e '.[host,oracle]'
   rm -f .venv/.installed-*; touch "$stamp"
 fi
 

@@ -15,6 +15,8 @@ LAYERS = [
     {"dispatch", "routing"},                            # the vocabulary plans and ops share
     {"plan", "runtime", "oneshot"},
     {"ops"},
+    # A decoder builds its plan from ops; its geometry (models.config) stays plain data at the bottom.
+    {"models.decoder", "models.weights"},
     {"checks"},
     {"workloads"},
     {"app", "page"},

@@ -51,6 +51,18 @@ const RENDERERS = {
     renderElementwise(report);
     return `${report.cases.filter((c) => c.passed).length}/${report.cases.length} elementwise cases`;
   },
+  model: (report) => {
+    renderModel(report);
+    const o = report.options;
+    return `${report.config.name}, ${o.layers} layers, ${o.policy}: prompt ${o.prompt}, ${o.decode} greedy steps ` +
+      "(logits judged by the transformers oracle)";
+  },
+  model_bench: (report) => {
+    renderModelBench(report);
+    const decode = report.decode_tok_s === null ? "-" : report.decode_tok_s.toFixed(1);
+    return `${report.config.name}, ${report.options.layers} layers, ${report.options.policy}: prefill ` +
+      `${report.prefill_tok_s.toFixed(1)} tok/s, decode ${decode} tok/s, TTFT ${report.ttft_ms.toFixed(1)} ms`;
+  },
   decoder_blocks: (report) => {
     renderDecoderBlocks(report);
     const steps = report.models.reduce((n, m) => n + m.steps.length, 0);
@@ -123,6 +135,40 @@ function renderAttention(report) {
     s.tokens, s.pos, s.routes.join(", ")]));
   document.getElementById("cases").replaceChildren(el("h2", {}, "Attention steps (attested routes)"),
     table(["case", "Hq/Hkv", "D", "tokens", "from", "routes"], rows));
+}
+
+// A whole model: its geometry, each step of the one plan (prefill, then greedy decode) with its routes
+// and the token it chose, and whether the free-running pass (no readback per step) chose the same.
+function renderModel(report) {
+  const c = report.config;
+  const same = JSON.stringify(report.free_tokens) === JSON.stringify(report.tokens);
+  document.getElementById("summary").replaceChildren(
+    el("p", {}, `${c.name}: D ${c.hidden}, heads ${c.heads}/${c.kv_heads}×${c.head_dim}, F ${c.intermediate}, ` +
+      `vocab ${c.vocab}, ${report.options.layers} layers; ${report.dispatches.recorded} dispatches recorded; ` +
+      `built in ${report.build_s} s, run in ${report.wall_s} s.`),
+    el("p", {}, `free-running pass (ids read every ${report.options.batch} steps): ` +
+      `${report.free_tokens.join(" ")} — ${same ? "the same tokens" : "DIFFERENT tokens"}; ` +
+      `checked in the page: ${report.checked_in_page}.`));
+  const rows = report.steps.map((s, i) => [i, s.tokens, s.pos, report.tokens[i], s.routes.join(", ")]);
+  document.getElementById("cases").replaceChildren(el("h2", {}, "Steps (one plan, resized; attested routes)"),
+    table(["step", "tokens", "from", "greedy token", "routes"], rows));
+}
+
+// A whole model's speed: the headline figures, then each kernel's share of a profiled prefill and decode step.
+function renderModelBench(report) {
+  const o = report.options, d = report.dispatches;
+  document.getElementById("summary").replaceChildren(
+    el("p", {}, `${report.config.name}, ${o.layers} layers, policy ${o.policy}: prompt ${o.prompt}, ${o.decode} ` +
+      `greedy steps (ids read every ${o.batch}); ${d.prefill} dispatches per prefill, ${d.decode} per decode step.`),
+    table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token"],
+      [[report.prefill_tok_s.toFixed(1), report.ttft_ms.toFixed(1),
+        report.decode_tok_s === null ? "-" : report.decode_tok_s.toFixed(1), report.host_ms_per_token.toFixed(3)]]));
+  const rows = report.kernels.map((r) => [r.phase, r.kernel, r.route, r.dispatches, (r.ns / 1e3).toFixed(1),
+    `${(100 * r.share).toFixed(1)}%`]);
+  document.getElementById("cases").replaceChildren(el("h2", {}, "Per kernel (one profiled prefill and decode step)"),
+    rows.length ? table(["phase", "kernel", "route", "dispatches", "µs", "share"], rows) : el("p", {}, "not profiled"));
+  barChart("Decode step: share of GPU time per kernel", report.kernels.filter((r) => r.phase === "decode")
+    .map((r) => ({ label: r.kernel, value: r.share, text: `${(100 * r.share).toFixed(1)}%` })));
 }
 
 // Kernel bench: per-pass rows, the decode-chain rows (one pass over weight copies larger than L2,

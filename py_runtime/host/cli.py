@@ -181,8 +181,17 @@ def _verify_attention(report, artifacts):
         print(f"{case['name']:<34} worst err/bound {worst[case['name']]:.4f}   {steps}")
 
 
+def _verify_model(report, artifacts):
+    from .oracle import verify_model_report
+
+    judged = verify_model_report(report, artifacts.__getitem__)
+    print(f"{report['config']['name']}, {report['options']['layers']} layers, {report['options']['policy']}: tokens "
+          f"{report['tokens']}; worst logit error {judged['worst_sigma']:.3g} sigma of a "
+          f"{judged['tolerance_sigma']:.3g} sigma tolerance ({len(judged['near_ties'])} near ties)")
+
+
 HOST_ORACLES = {"q4": _verify_q4, "runtime": _verify_runtime, "elementwise": _verify_elementwise,
-                "decoder_blocks": _verify_decoder_blocks, "attention": _verify_attention}
+                "decoder_blocks": _verify_decoder_blocks, "attention": _verify_attention, "model": _verify_model}
 UNARY_CLI_LENGTHS = [1, 63, 64, 65, 4097, 1_000_003]    # wider than the page's default: the CLI has time
 
 
@@ -200,7 +209,7 @@ def _check(args) -> int:
     from .report import format_report
 
     options = {"suite": args.suite, **_given(args, ("ops", "lengths", "seed", "max_workgroups_per_dim", "profile",
-                                                    "preset"))}
+                                                    "preset", "model", "layers", "prompt", "decode", "policy"))}
     if args.suite == "unary":
         options.setdefault("lengths", UNARY_CLI_LENGTHS)
     try:
@@ -229,15 +238,17 @@ def _check(args) -> int:
 BENCH_OUTPUT = {
     "host_cost": ("format_host_cost", "results/bench/host-{backend}.json"),
     "kernel_bench": ("format_kernel_bench", "results/bench/kernels-{preset}-{backend}.json"),
+    "model_bench": ("format_model_bench", "results/bench/model-{model}-{backend}.json"),
 }
 
 
 def _bench(args) -> int:
     from . import report as formats
-    from ..workloads import get
+    from ..workloads import by_kind
 
-    workload = get(args.target)
-    given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only"))
+    workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
+    given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
+                          "decode", "policy", "batch", "profile"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -256,7 +267,8 @@ def _bench(args) -> int:
     formatter, default_json = BENCH_OUTPUT[workload.name]
     print(getattr(formats, formatter)(report))
     preset = options.get("preset", workload.option("preset").default if workload.option("preset") else "")
-    _write_json(report, args.json or default_json.format(backend=args.backend, preset=preset))
+    _write_json(report, args.json or default_json.format(backend=args.backend, preset=preset,
+                                                         model=options.get("model", "")))
     print(f"result: {report['result']}")
     return _exit_code(report["result"])
 
@@ -309,6 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--max-workgroups-per-dim", type=int, help="force 2-D grids at small lengths")
     check.add_argument("--no-profile", dest="profile", action="store_false", default=None,
                        help="skip timestamp queries")
+    check.add_argument("--model", choices=_choices(checks, "model"), help="model: the geometry (default llama)")
+    check.add_argument("--layers", type=int, help="model: decoder layers (default 2)")
+    check.add_argument("--prompt", type=int, help="model: prompt tokens (default 32)")
+    check.add_argument("--decode", type=int, help="model: greedy decode steps (default 8)")
+    check.add_argument("--policy", choices=_choices(checks, "policy"), help="model: activation policy (default f32)")
     check.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     check.add_argument("--json", help="also write the report to this file")
     check.set_defaults(func=_check)
@@ -329,6 +346,14 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--chain-mb", type=float,
                        help="kernels: MiB of weight copies per decode chain, several times the GPU's L2 "
                             "(default 384; 0 skips the chain figures; small values for CPU adapters)")
+    bench.add_argument("--model", choices=_choices(benches, "model"), help="model: the geometry (default llama)")
+    bench.add_argument("--layers", type=int, help="model: decoder layers (default: the model's)")
+    bench.add_argument("--prompt", type=int, help="model: prompt tokens (default 128)")
+    bench.add_argument("--decode", type=int, help="model: greedy decode steps (default 64)")
+    bench.add_argument("--policy", choices=_choices(benches, "policy"), help="model: activation policy (default f32)")
+    bench.add_argument("--batch", type=int, help="model: decode steps between readbacks of the ids (default 16)")
+    bench.add_argument("--no-profile", dest="profile", action="store_false", default=None,
+                       help="model: skip the profiled prefill and decode step")
     bench.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     bench.add_argument("--json", help="where to write the JSON (default results/bench/<target>-<backend>.json)")
     bench.set_defaults(func=_bench)

@@ -161,3 +161,27 @@ def format_kernel_bench(report: dict) -> str:
               f"{r['chain_stream_store_ns'] / 1e3:.2f}", f"{100 * r['chain_ratio_stream_store']:.0f}%"]
              for r in chained]))
     return "\n".join(out)
+
+
+def format_model_bench(report: dict) -> str:
+    o, c, d = report["options"], report["config"], report["dispatches"]
+    rows = [[r["phase"], r["kernel"], r["route"], r["dispatches"], f"{r['ns'] / 1e3:.1f}", f"{100 * r['share']:.1f}%"]
+            for r in report["kernels"]]
+    decode = report["decode_tok_s"]
+    lines = [
+        _adapter_line(report),
+        f"{c['name']}, {o['layers']} layers, policy {o['policy']}: prompt {o['prompt']}, {o['decode']} greedy decode "
+        f"steps (ids read every {o['batch']}); {d['recorded']} dispatches recorded, {d['prefill']} run per prefill, "
+        f"{d['decode']} per decode step",
+        _table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token"],
+               [[f"{report['prefill_tok_s']:.1f}", f"{report['ttft_ms']:.1f}",
+                 f"{decode:.1f}" if decode else "-", f"{report['host_ms_per_token']:.3f}"]]),
+        f"routes: prefill {', '.join(report['routes']['prefill'])}; decode {', '.join(report['routes']['decode'])}",
+    ]
+    if rows:
+        lines += ["per kernel (one profiled prefill and one profiled decode step, one pass per dispatch"
+                  + ("; timestamps look quantized" if report["timestamps_quantized"] else "") + "):",
+                  _table(["phase", "kernel", "route", "dispatches", "us", "share"], rows)]
+    else:
+        lines.append("per kernel: not profiled (no timestamp-query on this adapter, or --no-profile)")
+    return "\n".join(lines)

@@ -19,6 +19,8 @@ from ..checks.attention import run_attention_checks
 from ..checks.decoder_blocks import ALLOWED_LENGTHS, MODELS, DecoderBlocksOptions, run_decoder_blocks
 from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_check
 from ..checks.host_cost import run_host_cost
+from ..checks.model_bench import run_model_bench
+from ..checks.model_run import MODEL_KEYS, POLICIES, ModelRunOptions, run_model_check
 from ..checks.kernel_bench import BENCH_PRESETS, STEP_PRESETS, run_kernel_bench
 from ..checks.q4_linear import PRESETS as Q4_PRESETS
 from ..checks.q4_linear import run_q4_checks
@@ -164,6 +166,50 @@ ATTENTION = _preset_check(
     presets=ATTENTION_PRESETS, run=run_attention_checks, renderer="attention")
 
 
+async def _model(runtime, options, sink, progress):
+    return await run_model_check(runtime, ModelRunOptions(**options), sink, progress)
+
+
+_MODEL = ModelRunOptions()
+MODEL = Workload(
+    name="model", title="A whole model's prefill and greedy decode (logits judged by the transformers oracle)",
+    kind="check",
+    options=(Option(name="model", type="str", default=_MODEL.model, allowed=MODEL_KEYS),
+             Option(name="layers", type="int", default=_MODEL.layers, minimum=1, help="decoder layers (depth)"),
+             Option(name="prompt", type="int", default=_MODEL.prompt, minimum=1, help="prompt tokens"),
+             Option(name="decode", type="int", default=_MODEL.decode, minimum=0, help="greedy decode steps"),
+             Option(name="policy", type="str", default=_MODEL.policy, allowed=POLICIES,
+                    help="activations of the decode linears"),
+             Option(name="seed", type="int", default=_MODEL.seed),
+             Option(name="batch", type="int", default=_MODEL.batch, minimum=1,
+                    help="decode steps between readbacks of the generated ids"),
+             _ARTIFACTS_ON),
+    runner=_model, renderer="model")
+
+
+async def _model_bench(runtime, options, sink, progress):
+    return await run_model_bench(runtime, **options, progress=progress)
+
+
+_MODEL_BENCH = _defaults(run_model_bench)
+MODEL_BENCH = Workload(
+    name="model_bench", title="A whole model: prefill and decode tok/s, time to first token, each kernel's share",
+    kind="bench",
+    options=(Option(name="model", type="str", default=_MODEL_BENCH["model"], allowed=MODEL_KEYS),
+             Option(name="layers", type="int", default=_MODEL_BENCH["layers"], minimum=1,
+                    help="decoder layers (default: the model's)"),
+             Option(name="prompt", type="int", default=_MODEL_BENCH["prompt"], minimum=1, help="prompt tokens"),
+             Option(name="decode", type="int", default=_MODEL_BENCH["decode"], minimum=1, help="greedy decode steps"),
+             Option(name="policy", type="str", default=_MODEL_BENCH["policy"], allowed=POLICIES,
+                    help="activations of the decode linears"),
+             Option(name="seed", type="int", default=_MODEL_BENCH["seed"]),
+             Option(name="batch", type="int", default=_MODEL_BENCH["batch"], minimum=1,
+                    help="decode steps between readbacks of the generated ids"),
+             Option(name="profile", type="bool", default=_MODEL_BENCH["profile"],
+                    help="one profiled prefill and decode step (each kernel's share)")),
+    runner=_model_bench, renderer="model_bench", aliases=("model",))
+
+
 async def _kernel_bench(runtime, options, sink, progress):
     return await run_kernel_bench(runtime, **options, progress=progress)
 
@@ -195,7 +241,8 @@ HOST_COST = Workload(
              Option(name="steps", type="int", default=_HOST["steps"], minimum=1)),
     runner=_host_cost, renderer="host_cost", aliases=("host",))
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS, ATTENTION,
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS, ATTENTION, MODEL,
+                                                      MODEL_BENCH,
                                                       KERNEL_BENCH, HOST_COST)}
 DEFAULT_SUITE = UNARY.name
 

@@ -18,8 +18,13 @@ def _pcg(v: np.ndarray) -> np.ndarray:
     return (word >> np.uint32(22)) ^ word
 
 
+def synth_key_np(seed: int, stream: int) -> np.uint32:
+    """The key synth_hash mixes into every index of (seed, stream)."""
+    return _pcg(np.array([seed & 0xFFFFFFFF], np.uint32) ^ _pcg(np.array([stream & 0xFFFFFFFF], np.uint32)))[0]
+
+
 def synth_hash_np(seed: int, stream: int, index: np.ndarray) -> np.ndarray:
-    key = _pcg(np.array([seed & 0xFFFFFFFF], np.uint32) ^ _pcg(np.array([stream & 0xFFFFFFFF], np.uint32)))
+    key = synth_key_np(seed, stream)
     return _pcg(_pcg(index.astype(np.uint32) + key) ^ key)
 
 

@@ -1,0 +1,109 @@
+"""A whole model's speed: prefill and greedy decode of one Decoder (models/decoder.py), timed unprofiled,
+then one profiled prefill and one profiled decode step for each kernel's share of the step.
+
+  prefill_tok_s   prompt tokens / the prefill's wall time (submit to GPU done, waited)
+  ttft_ms         the prefill plus the readback of the first generated id
+  decode_tok_s    decode steps / their wall time: steps submitted back to back (no readback between
+                  them), the generated ids read every `batch` steps and once at the end
+  host_ms_per_token  host time of a decode step's calls (resize + replay's submit), GPU not waited on
+Everything runs once first (pipelines compiled, the GPU's clocks up). Nothing here is checked: the
+model suite (checks/model_run.py) and its oracle judge the same plan's outputs.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..models.config import model_config
+from ..models.decoder import Decoder
+from ..runtime import Runtime
+from .model_run import prompt_ids
+from .outcome import NOT_CHECKED, no_progress
+
+__all__ = ["run_model_bench"]
+
+
+def _active_dispatches(plan) -> int:
+    counts = plan.workgroups
+    return sum(1 for i in range(0, len(counts), 3) if counts[i] * counts[i + 1] * counts[i + 2])
+
+
+def _kernel_rows(execution, phase: str) -> list[dict]:
+    """One row per kernel of a profiled step: dispatches, GPU ns and share of the step."""
+    by_kernel: dict[tuple[str, str], dict] = {}
+    for row in execution.rows:
+        entry = by_kernel.setdefault((row.kernel, row.route), {"phase": phase, "kernel": row.kernel,
+                                                               "route": row.route, "dispatches": 0, "ns": 0,
+                                                               "bytes": 0})
+        entry["dispatches"] += 1
+        entry["ns"] += row.ns
+        entry["bytes"] += row.bytes_moved
+    total = sum(entry["ns"] for entry in by_kernel.values()) or 1
+    rows = sorted(by_kernel.values(), key=lambda entry: -entry["ns"])
+    for entry in rows:
+        entry["share"] = entry["ns"] / total
+    return rows
+
+
+async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int | None = None, prompt: int = 128,
+                          decode: int = 64, policy: str = "f32", seed: int = 7, batch: int = 16,
+                          profile: bool = True, progress=no_progress) -> dict:
+    config = model_config(model, layers)
+    ids = prompt_ids(config.vocab, seed, prompt)
+    progress("model bench", 0, 4)
+    started = time.perf_counter()
+    decoder = await Decoder.create(runtime, config, seed=seed, max_prompt=prompt, capacity=prompt + decode,
+                                   policy=policy)
+    try:
+        build_s = time.perf_counter() - started
+        progress("model bench", 1, 4)
+        await decoder.generate(ids, min(decode, 4), batch=batch)            # warm-up
+        progress("model bench", 2, 4)
+
+        began = time.perf_counter()
+        prefill = await decoder.prefill(ids)
+        prefill_s = time.perf_counter() - began
+        prefill_dispatches = _active_dispatches(decoder.plan)
+        generated = await decoder.tokens(prompt, prompt + 1)
+        ttft_s = time.perf_counter() - began
+        host_ns, decode_routes = 0, []
+        began = time.perf_counter()
+        for done in range(1, decode + 1):
+            step_began = time.perf_counter_ns()
+            decode_routes = list((await decoder.step()).routes)
+            host_ns += time.perf_counter_ns() - step_began
+            if done % batch == 0 or done == decode:
+                generated += await decoder.tokens(prompt + len(generated), decoder.position + 1)
+        decode_s = time.perf_counter() - began
+        decode_dispatches = _active_dispatches(decoder.plan)
+        progress("model bench", 3, 4)
+
+        kernels, quantized = [], None
+        if profile and "timestamp-query" in runtime.device.adapter.device_features:
+            profiled = await decoder.prefill(ids, profile=True)
+            kernels += _kernel_rows(profiled, "prefill")
+            profiled_step = await decoder.step(profile=True)
+            kernels += _kernel_rows(profiled_step, "decode")
+            quantized = bool(profiled.quantized or profiled_step.quantized)
+        progress("model bench", 4, 4)
+        recorded = len(decoder.plan)
+    finally:
+        decoder.release()
+    return {
+        "suite": "model_bench",
+        "adapter": runtime.device.adapter.to_json(),
+        "config": config.to_json(),
+        "options": {"model": model, "layers": config.layers, "prompt": prompt, "decode": decode, "policy": policy,
+                    "seed": seed, "batch": batch},
+        "build_s": round(build_s, 3),
+        "prefill_tok_s": prompt / prefill_s,
+        "ttft_ms": 1000 * ttft_s,
+        "decode_tok_s": decode / decode_s if decode else None,
+        "host_ms_per_token": host_ns / 1e6 / decode if decode else None,
+        "dispatches": {"prefill": prefill_dispatches, "decode": decode_dispatches, "recorded": recorded},
+        "routes": {"prefill": list(prefill.routes), "decode": decode_routes},
+        "kernels": kernels,
+        "timestamps_quantized": quantized,
+        "generated": generated,
+        "result": NOT_CHECKED,
+    }

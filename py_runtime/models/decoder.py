@@ -1,0 +1,302 @@
+"""A whole decoder (Llama 3, Qwen3) as one plan that serves a prefill of S tokens and then every
+greedy decode step, with the next token chosen and fed back on the GPU.
+
+The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (its first position):
+
+  q4_embedding(ids -> h)
+  per layer:  rms_norm(h -> xn) | QKV (q4_linear_qkv) | [Qwen3: per-head rms_norm of q and k] |
+              rope_kv_cache_write (RoPE of q and k and the KV cache write in one dispatch; rope, rope,
+              kv_cache_write where head_dim is not a multiple of 4) | sdpa | o-proj | h += o |
+              rms_norm(h -> xn) | gate, up, swiglu | down | h += down
+  head:       last_row(h) | final rms_norm | lm_head (the tied embedding) | argmax -> ids[0] |
+              token_history(ids[0] -> history[pos + tokens])
+
+argmax writes the greedy token into ids[0], which the next step's embedding reads, so decode steps
+are submitted back to back with no host round trip; token_history keeps every token on the GPU for
+the host to read in batches. The head always runs on one row (the last position), at a prefill too.
+
+Activation policies (POLICIES):
+  f32    every linear reads f32 activations (GEMVs at a decode step, GEMMs at a prefill)
+  int8x  decode steps quantize each linear's input to int8 per group once (rms_norm_int8x where a
+         norm produces it, quantize_activations otherwise) and run the int8x GEMVs: the fused QKV and
+         the fused gate/up + SwiGLU; prefills run the f32 routes (their f32-only ops idle at decode)
+
+Bad input is refused before anything is dispatched: a prompt longer than the plan's rows or with
+ids outside the vocabulary, a step past the KV cache (the context is full), an unknown policy.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from dataclasses import replace
+
+from ..dispatch import IDLE, POS, TOKENS, Op, live_value
+from ..ops.argmax import argmax, argmax_blocks_needed
+from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa
+from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
+from ..ops.norm import rms_norm
+from ..ops.q4 import q4_embedding
+from ..ops.q4_linear import q4_linear, q4_linear_glu, q4_linear_qkv
+from ..ops.rope import cos_sin_table, inverse_frequencies, rope
+from ..ops.sequence import last_row, token_history
+from ..ops.swiglu import residual_add, swiglu
+from ..plan import Execution, Plan
+from ..tensors import Tensor
+from .config import ModelConfig
+from .weights import GROUP_SIZE, ModelWeights
+
+__all__ = ["POLICIES", "Decoder", "ContextFull"]
+
+POLICIES = ("f32", "int8x")
+
+
+class ContextFull(ValueError):
+    """A step would write past the KV cache."""
+
+
+def _view(tensor: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """The same buffer seen with another shape of as many elements ([S, H, D] as [S, H * D])."""
+    view = Tensor(tensor.name, shape, tensor.dtype, tensor.usage, tensor.buffer)
+    assert view.numel == tensor.numel, (tensor, shape)
+    return view
+
+
+def _prefill_only(op: Op) -> Op:
+    """The op's dispatches idle at one live token (a decode step's fused int8x ops take their place)."""
+    def gated(sizing):
+        def size(spec, live):
+            result = sizing(spec, live)
+            if live_value(TOKENS, live, op.name) > 1:
+                return result
+            return replace(result, workgroups=IDLE, bytes_moved=0, flops=0)
+        return size
+
+    return Op(op.name, tuple(replace(call, sizing=gated(call.sizing), phase="prefill") for call in op.calls),
+              op.decisions)
+
+
+class Decoder:
+    """One model's weights, buffers and step plan. Make one with `await Decoder.create(...)`; run
+    `await prefill(prompt)`, then `await step()` per greedy token; `await tokens()` reads the sequence."""
+
+    def __init__(self, runtime, config: ModelConfig, weights: ModelWeights, *, max_prompt: int, capacity: int,
+                 policy: str):
+        self.runtime, self.config, self.weights = runtime, config, weights
+        self.max_prompt, self.capacity, self.policy = max_prompt, capacity, policy
+        self.position = 0           # positions the KV cache holds; the next step starts here
+        self.ops: list[Op] = []
+        self._owned: list[Tensor] = []
+        self.plan: Plan | None = None
+
+    @classmethod
+    async def create(cls, runtime, config: ModelConfig, *, seed: int, max_prompt: int, capacity: int,
+                     policy: str = "f32") -> "Decoder":
+        """Allocate the synthetic weights and every buffer, record the plan (every op validates its
+        shapes here, before anything runs), then generate the weights on the GPU."""
+        if policy not in POLICIES:
+            raise ValueError(f"unknown activation policy {policy!r}; known: {POLICIES}")
+        if not 1 <= max_prompt <= capacity:
+            raise ValueError(f"{config.name}: max_prompt {max_prompt} must be 1..capacity ({capacity})")
+        weights = await ModelWeights.allocate(runtime, config, seed=seed, scales_rows=policy == "int8x")
+        decoder = cls(runtime, config, weights, max_prompt=max_prompt, capacity=capacity, policy=policy)
+        try:
+            await decoder._record()
+            await weights.generate()
+        except BaseException:
+            decoder.release()
+            raise
+        return decoder
+
+    async def _tensor(self, name: str, shape, dtype: str = "f32") -> Tensor:
+        tensor = await self.runtime.tensors.allocate(f"{self.config.key}.{name}", shape, dtype)
+        self._owned.append(tensor)
+        return tensor
+
+    async def _int8(self, x: Tensor) -> Int8Activations:
+        act = await Int8Activations.allocate(self.runtime, x, GROUP_SIZE)
+        self._owned += act.tensors
+        return act
+
+    async def _add(self, op: Op) -> None:
+        self.ops.append(op)
+        await self.plan.add(op)
+
+    async def _record(self) -> None:
+        c, w, rows, t = self.config, self.weights, self.max_prompt, self._tensor
+        adapter = self.runtime.device.adapter
+        d, hd, f = c.hidden, c.head_dim, c.intermediate
+        int8x = self.policy == "int8x"
+        self.ids = await t("ids", (rows,), "u32")
+        status = await t("status", (rows,), "u32")
+        self.history = await t("history", (self.capacity + 1,), "u32")
+        h = await t("h", (rows, d))
+        xn = await t("xn", (rows, d))
+        q, k, v = (await t("q", (rows, c.heads, hd)), await t("k", (rows, c.kv_heads, hd)),
+                   await t("v", (rows, c.kv_heads, hd)))
+        q_rot = await t("q_rot", (rows, c.heads, hd))
+        k_rot = await t("k_rot", (rows, c.kv_heads, hd)) if hd % 4 else None
+        if c.qk_norm:
+            qn, kn = await t("qn", (rows, c.heads, hd)), await t("kn", (rows, c.kv_heads, hd))
+        attn = await t("attn", (rows, c.heads, hd))
+        attn_rows = _view(attn, (rows, c.q_dim))
+        proj = await t("proj", (rows, d))
+        gate, up, act = await t("gate", (rows, f)), await t("up", (rows, f)), await t("act", (rows, f))
+        last, last_n = await t("last", (1, d)), await t("last_n", (1, d))
+        self.logits = await t("logits", (1, c.vocab))
+        block_keys = await t("argmax_keys", (argmax_blocks_needed(c.vocab),), "u32")
+        block_index = await t("argmax_index", (argmax_blocks_needed(c.vocab),), "u32")
+        table = await t("rope_table", (self.capacity, hd // 2, 2))
+        self.runtime.device.write_buffer(
+            table.buffer, cos_sin_table(inverse_frequencies(hd, c.rope_theta, c.rope_scaling), self.capacity))
+        caches = []
+        for i in range(c.layers):
+            cache = await KVCache.allocate(self.runtime, f"{c.key}.kv{i}", capacity=self.capacity,
+                                           kv_heads=c.kv_heads, head_dim=hd)
+            self._owned += [cache.k, cache.v]
+            caches.append(cache)
+        scratch = await AttentionScratch.allocate(self.runtime, f"{c.key}.attn_scratch", heads=c.heads, head_dim=hd,
+                                                  max_tokens=rows, capacity=self.capacity)
+        self._owned += [scratch.scores, scratch.part_ml, scratch.part_o]
+        if int8x:
+            xn_q, attn_q, act_q, last_q = (await self._int8(xn), await self._int8(attn_rows), await self._int8(act),
+                                           await self._int8(last_n))
+
+        self.plan = Plan(self.runtime, f"{c.key}.decoder", live={TOKENS: rows, POS: 0})
+        add = self._add
+        await add(q4_embedding(ids=self.ids, weight=w["embed"], out=h, status=status))
+
+        async def norm_into_xn(weight: Tensor) -> None:
+            if int8x:
+                await add(_prefill_only(rms_norm(x=h, weight=weight, out=xn, eps=c.norm_eps, adapter=adapter)))
+                await add(rms_norm_int8x(x=h, weight=weight, act=xn_q, eps=c.norm_eps))
+            else:
+                await add(rms_norm(x=h, weight=weight, out=xn, eps=c.norm_eps, adapter=adapter))
+
+        for i in range(c.layers):
+            layer = lambda name: w[f"layers.{i}.{name}"]    # noqa: E731
+            await norm_into_xn(layer("attn_norm"))
+            await add(q4_linear_qkv(x=xn, weight=layer("qkv"), adapter=adapter, int8=xn_q if int8x else None,
+                                    outs=(_view(q, (rows, c.q_dim)), _view(k, (rows, c.kv_dim)),
+                                          _view(v, (rows, c.kv_dim)))))
+            q_src, k_src = q, k
+            if c.qk_norm:
+                await add(rms_norm(x=q, weight=layer("q_norm"), out=qn, heads=c.heads, eps=c.norm_eps,
+                                   adapter=adapter))
+                await add(rms_norm(x=k, weight=layer("k_norm"), out=kn, heads=c.kv_heads, eps=c.norm_eps,
+                                   adapter=adapter))
+                q_src, k_src = qn, kn
+            if hd % 4 == 0:         # the fused kernel rotates two pairs per invocation
+                await add(rope_kv_cache_write(q=q_src, k=k_src, v=v, q_out=q_rot, table=table, cache=caches[i],
+                                              heads=c.heads, layout=c.rope_layout))
+            else:
+                await add(rope(src=q_src, dst=q_rot, table=table, heads=c.heads, head_dim=hd, layout=c.rope_layout))
+                await add(rope(src=k_src, dst=k_rot, table=table, heads=c.kv_heads, head_dim=hd, layout=c.rope_layout))
+                await add(kv_cache_write(k=k_rot, v=v, cache=caches[i]))
+            await add(sdpa(q=q_rot, cache=caches[i], out=attn, scratch=scratch, heads=c.heads, adapter=adapter))
+            if int8x:
+                await add(quantize_activations(attn_q))
+            await add(q4_linear(x=attn_rows, weight=layer("o"), out=proj, adapter=adapter,
+                                int8=attn_q if int8x else False))
+            await add(residual_add(a=h, b=proj))
+            await norm_into_xn(layer("mlp_norm"))
+            gate_up = layer("gate_up")
+            separate = [q4_linear(x=xn, weight=gate_up.rows(0, f), out=gate, adapter=adapter),
+                        q4_linear(x=xn, weight=gate_up.rows(f, f), out=up, adapter=adapter),
+                        swiglu(gate=gate, up=up, out=act)]
+            for op in separate:
+                await add(_prefill_only(op) if int8x else op)
+            if int8x:
+                await add(q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter))
+                await add(quantize_activations(act_q))
+            await add(q4_linear(x=act, weight=layer("down"), out=proj, adapter=adapter,
+                                int8=act_q if int8x else False))
+            await add(residual_add(a=h, b=proj))
+
+        # The head reads one row at every step: its sizes are fixed, not the live TOKENS.
+        await add(last_row(x=h, out=last))
+        if int8x:
+            await add(rms_norm_int8x(x=last, weight=w["final_norm"], act=last_q, eps=c.norm_eps, tokens=1))
+        else:
+            await add(rms_norm(x=last, weight=w["final_norm"], out=last_n, eps=c.norm_eps, adapter=adapter, tokens=1))
+        await add(q4_linear(x=last_n, weight=w.lm_head, out=self.logits, adapter=adapter, tokens=1,
+                            int8=last_q if int8x else False))
+        await add(argmax(values=self.logits, block_keys=block_keys, block_index=block_index, result=self.ids))
+        await add(token_history(next_id=self.ids, history=self.history))
+        self.plan.record()
+
+    def _check_step(self, tokens: int) -> None:
+        if self.position + tokens > self.capacity:
+            raise ContextFull(f"{self.config.name}: {tokens} token(s) at position {self.position} do not fit the "
+                              f"{self.capacity}-position KV cache (the context is full)")
+
+    async def prefill(self, prompt: list[int], *, wait: bool = True, profile: bool | str = False) -> Execution:
+        """Start a sequence: the prompt's tokens at positions 0..S-1, then the first greedy token
+        (history[S], and ids[0] for the next step)."""
+        s, vocab = len(prompt), self.config.vocab
+        if not 1 <= s <= self.max_prompt:
+            raise ValueError(f"{self.config.name}: a prompt of {s} tokens; this plan takes 1..{self.max_prompt}")
+        bad = [token for token in prompt if not 0 <= token < vocab]
+        if bad:
+            raise ValueError(f"{self.config.name}: prompt ids {bad[:5]} are outside the vocabulary of {vocab}")
+        self.position = 0
+        self._check_step(s)
+        words = array("I", prompt).tobytes()
+        self.runtime.device.write_buffer(self.ids.buffer, words)
+        self.runtime.device.write_buffer(self.history.buffer, words)
+        self.plan.resize(tokens=s, pos=0)
+        execution = await self.plan.replay(wait=wait, profile=profile)
+        self.position = s
+        return execution
+
+    async def step(self, *, wait: bool = False, profile: bool | str = False) -> Execution:
+        """One greedy decode step of the token at the current position (on the GPU, from ids[0])."""
+        if self.position == 0:
+            raise ValueError(f"{self.config.name}: no sequence; prefill a prompt first")
+        self._check_step(1)
+        self.plan.resize(tokens=1, pos=self.position)
+        execution = await self.plan.replay(wait=wait, profile=profile)
+        self.position += 1
+        return execution
+
+    async def tokens(self, start: int = 0, end: int | None = None) -> list[int]:
+        """The sequence's tokens [start, end) from the GPU's history (default: all so far, the prompt, each
+        generated token, and the one chosen by the last step)."""
+        end = self.position + 1 if end is None else end
+        if not 0 <= start <= end <= self.position + 1:
+            raise ValueError(f"tokens [{start}, {end}) outside the sequence's {self.position + 1}")
+        words = array("I")
+        words.frombytes(await self.runtime.device.read_buffer(self.history.buffer, 4 * (end - start), 4 * start))
+        return list(words)
+
+    async def read_logits(self) -> bytes:
+        """The last step's logits (f32, the vocabulary's length)."""
+        return await self.runtime.device.read_buffer(self.logits.buffer, 4 * self.config.vocab)
+
+    async def generate(self, prompt: list[int], steps: int, *, batch: int = 16) -> dict:
+        """Prefill, then `steps` greedy decode steps submitted back to back; the generated ids are read
+        every `batch` steps (the only host round trips). Returns the ids and the host-side timings."""
+        if steps < 0 or batch < 1:
+            raise ValueError(f"steps {steps} and batch {batch} must be >= 0 and >= 1")
+        if len(prompt) + steps > self.capacity:
+            raise ContextFull(f"{self.config.name}: a prompt of {len(prompt)} and {steps} steps need "
+                              f"{len(prompt) + steps} positions; the KV cache holds {self.capacity}")
+        started = time.perf_counter()
+        await self.prefill(prompt)
+        first = await self.tokens(len(prompt), len(prompt) + 1)
+        prefill_s = time.perf_counter() - started
+        generated = list(first)
+        decode_started = time.perf_counter()
+        for done in range(1, steps + 1):
+            await self.step()
+            if done % batch == 0 or done == steps:
+                generated += await self.tokens(len(prompt) + len(generated), self.position + 1)
+        return {"ids": generated, "prefill_s": prefill_s, "decode_s": time.perf_counter() - decode_started}
+
+    def release(self) -> None:
+        if self.plan is not None:
+            self.plan.release()
+        for tensor in self._owned:
+            self.runtime.tensors.release(tensor.name)
+        self._owned = []
+        self.weights.release()

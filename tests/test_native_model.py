@@ -1,0 +1,161 @@
+"""Whole models through the native backend against HF transformers (float64): Llama-3.2-1B and Qwen3-0.6B
+at full width and 2 layers on the f32 policy, Llama's int8x policy, the made-up awkward geometry (Meta's
+interleaved RoPE, so the oracle's per-head q/k permutation is exercised, and an untied head); a verifier
+proven to fail; bad input refused before anything is dispatched. Full depth is opt-in (-m full)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from py_runtime.app import run
+from py_runtime.host.oracle.model import model_weights_np, q4_dequantized_np, run_oracle, verify_model_report
+from py_runtime.host.oracle.q4 import q4_levels_np
+from py_runtime.host.oracle.synth import synth_rows_np, synth_values_np
+from py_runtime.models.config import TINY, model_config
+from py_runtime.models.decoder import ContextFull, Decoder
+from py_runtime.models.weights import GROUP_SIZE, MatrixSpec, weight_specs
+from py_runtime.runtime import Runtime
+
+# Short runs that fit CI on a CPU adapter: a 16-token prompt (the prefill GEMMs, one-pass attention and
+# the fused QKV prefill) and 4 greedy steps (the decode GEMVs and FlashDecoding), each run twice.
+CI = {"layers": 2, "prompt": 16, "decode": 4}
+
+
+def _run(options):
+    artifacts = {}
+
+    async def sink(name, data):
+        artifacts[name] = bytes(data)
+
+    return asyncio.run(run("native", {"suite": "model", **options}, sink)), artifacts
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return _run({"model": "llama", **CI})
+
+
+def _routes(report, step):
+    return set(report["steps"][step]["routes"])
+
+
+def test_llama_matches_transformers_on_the_f32_policy(llama):
+    report, artifacts = llama
+    assert report["result"] == "not checked"            # the free pass agreed; the oracle judges the rest
+    judged = verify_model_report(report, artifacts.__getitem__)
+    assert judged["worst_of_tolerance"] <= 1, judged
+    assert {"q4_qkv_fused_bk64", "q4_gemm_bk64", "sdpa_k16", "rope_kv_cache_write"} <= _routes(report, 0)
+    assert _routes(report, 1) & {"sdpa_flash_decode", "sdpa_flash_subgroup"} and "q4_gemm_bk64" not in _routes(report, 1)
+    assert len(set(report["tokens"])) > 1, "greedy decoding repeated one token: the synthetic model is degenerate"
+
+
+def test_qwen3_matches_transformers_on_the_f32_policy():
+    report, artifacts = _run({"model": "qwen3", **CI})
+    judged = verify_model_report(report, artifacts.__getitem__)
+    assert judged["worst_of_tolerance"] <= 1, judged
+    assert {"sdpa_q16", "rms_norm_subgroup" if "subgroups" in report["adapter"]["device_features"] else "rms_norm"} \
+        <= _routes(report, 0)
+
+
+def test_llama_int8x_policy_is_within_its_own_bound():
+    report, artifacts = _run({"model": "llama", "policy": "int8x", **CI})
+    judged = verify_model_report(report, artifacts.__getitem__)
+    assert judged["worst_of_tolerance"] <= 1, judged
+    decode = _routes(report, 1)
+    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu", "q4_gemv_int8x", "int8_activations"} <= decode
+    assert "q4_gemv_int8x" in _routes(report, 0)        # the head runs one row, quantized, at a prefill too
+
+
+def test_interleaved_rope_and_an_untied_head_match_through_the_per_head_permutation():
+    report, artifacts = _run({"model": "awkward", "layers": 2, "prompt": 9, "decode": 3})
+    assert report["config"]["rope_layout"] == "interleaved" and not report["config"]["tied_embeddings"]
+    judged = verify_model_report(report, artifacts.__getitem__)
+    assert judged["worst_of_tolerance"] <= 1, judged
+    # The permutation is what makes them match: an oracle given the weights unpermuted (as if the kernel
+    # rotated HF's pairs) is far off.
+    unpermuted = replace(model_config("awkward", 2), rope_layout="half")
+    wrong = run_oracle(unpermuted, report["options"]["seed"], tuple(report["prompt_ids"]), tuple(report["tokens"][:-1]))
+    with pytest.raises(AssertionError, match="logits off by"):
+        verify_model_report(report, artifacts.__getitem__, wrong)
+
+
+def test_the_verifier_catches_wrong_logits_tokens_and_oracles(llama):
+    report, artifacts = llama
+    config = model_config("llama", CI["layers"])
+    exact = run_oracle(config, report["options"]["seed"], tuple(report["prompt_ids"]), tuple(report["tokens"][:-1]))
+    judged = verify_model_report(report, artifacts.__getitem__, exact)
+    broken = dict(artifacts)                            # one logit just over the tolerance
+    logits = np.frombuffer(broken["logits_2.f32"], np.float32).copy()
+    logits[1000] += 1.5 * judged["tolerance_sigma"] * judged["steps"][2]["sigma"]
+    broken["logits_2.f32"] = logits.tobytes()
+    with pytest.raises(AssertionError, match="step 2: logits off by"):
+        verify_model_report(report, broken.__getitem__, exact)
+    other = copy.deepcopy(report)                       # a token the GPU's logits do not pick
+    other["tokens"][1] = other["free_tokens"][1] = (report["tokens"][1] + 1) % config.vocab
+    with pytest.raises(AssertionError, match="step 1: token"):
+        verify_model_report(other, artifacts.__getitem__, exact)
+    with pytest.raises(AssertionError, match="logits off by"):   # the oracle one position late
+        verify_model_report(report, artifacts.__getitem__, exact[1:] + exact[:1])
+    diverged = copy.deepcopy(report)                    # the free-running pass disagreeing
+    diverged["free_tokens"][-1] += 1
+    with pytest.raises(AssertionError, match="free-running pass"):
+        verify_model_report(diverged, artifacts.__getitem__, exact)
+
+
+def test_the_fast_q4_twin_is_the_reference_twin_bit_for_bit():
+    config = model_config("qwen3", 1)
+    for spec in weight_specs(config):
+        if not isinstance(spec, MatrixSpec):
+            continue
+        rows = 80
+        levels, scale = q4_levels_np(synth_rows_np(spec.value_range, 3, spec.stream, spec.cols, 0, rows), GROUP_SIZE)
+        reference = (levels.astype(np.float64) - 8) * np.repeat(scale.astype(np.float64), GROUP_SIZE, axis=1)
+        fast = q4_dequantized_np(MatrixSpec(spec.name, rows, spec.cols, spec.value_range, spec.stream), 3)
+        assert np.array_equal(fast, reference), spec.name
+    norms = model_weights_np(TINY, 3)
+    spec = next(s for s in weight_specs(TINY) if s.name == "final_norm")
+    assert np.array_equal(norms["final_norm"], synth_values_np(spec.value_range, 3, spec.stream, spec.length))
+
+
+def test_bad_input_and_a_full_context_are_refused_before_dispatch():
+    async def main():
+        runtime = await Runtime.create("native")
+        with pytest.raises(ValueError, match="unknown activation policy 'int4'"):
+            await Decoder.create(runtime, TINY, seed=1, max_prompt=4, capacity=8, policy="int4")
+        with pytest.raises(ValueError, match="max_prompt 9 must be 1..capacity"):
+            await Decoder.create(runtime, TINY, seed=1, max_prompt=9, capacity=8)
+        with pytest.raises(ValueError, match=r"K a multiple of the group size 64: embed \(K 96\)"):
+            await Decoder.create(runtime, replace(TINY, hidden=96), seed=1, max_prompt=4, capacity=8)
+        assert "tiny.w.embed.packed" not in runtime.tensors, "a refused model allocated its weights"
+        decoder = await Decoder.create(runtime, TINY, seed=1, max_prompt=4, capacity=6)
+        with pytest.raises(ValueError, match="no sequence; prefill a prompt first"):
+            await decoder.step()
+        with pytest.raises(ValueError, match="a prompt of 5 tokens; this plan takes 1..4"):
+            await decoder.prefill([1, 2, 3, 4, 5])
+        with pytest.raises(ValueError, match=r"prompt ids \[512\] are outside the vocabulary of 512"):
+            await decoder.prefill([1, 512])
+        with pytest.raises(ContextFull, match="need 9 positions; the KV cache holds 6"):
+            await decoder.generate([1, 2, 3], 6)
+        await decoder.prefill([1, 2, 3, 4])
+        await decoder.step()
+        await decoder.step()
+        with pytest.raises(ContextFull, match="at position 6 do not fit the 6-position KV cache"):
+            await decoder.step()
+        generated = await decoder.tokens()
+        assert len(generated) == 7 and generated[:4] == [1, 2, 3, 4]
+        decoder.release()
+
+    asyncio.run(main())
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("model", ["llama", "qwen3"])
+def test_full_depth_with_a_long_prompt(model):
+    report, artifacts = _run({"model": model, "layers": model_config(model).layers, "prompt": 128, "decode": 16})
+    judged = verify_model_report(report, artifacts.__getitem__)
+    assert judged["worst_of_tolerance"] <= 1, judged
