@@ -69,6 +69,9 @@ def test_llama_int8x_policy_is_within_its_own_bound():
     decode = _routes(report, 1)
     assert {"rms_norm_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu", "q4_gemv_int8x", "int8_activations"} <= decode
     assert "q4_gemv_int8x" in _routes(report, 0)        # the head runs one row, quantized, at a prefill too
+    prefill = _routes(report, 0)                        # the prefill's linears on the DP4A GEMM, none in f32
+    assert "q4_gemm_dp4a" in prefill and not prefill & {"q4_gemm_bk64", "q4_gemm_tiled", "q4_qkv_fused_bk64"}
+    assert "q4_gemm_dp4a" not in decode
 
 
 def test_interleaved_rope_and_an_untied_head_match_through_the_per_head_permutation():

@@ -17,9 +17,10 @@ the host to read in batches. The head always runs on one row (the last position)
 
 Activation policies (POLICIES):
   f32    every linear reads f32 activations (GEMVs at a decode step, GEMMs at a prefill)
-  int8x  decode steps quantize each linear's input to int8 per group once (rms_norm_int8x where a
-         norm produces it, quantize_activations otherwise) and run the int8x GEMVs: the fused QKV and
-         the fused gate/up + SwiGLU; prefills run the f32 routes (their f32-only ops idle at decode)
+  int8x  every step quantizes each linear's input to int8 per group once, every row (rms_norm_int8x
+         where a norm produces it, quantize_activations otherwise): decode steps run the int8x GEMVs
+         (the fused QKV and the fused gate/up + SwiGLU), prefills the DP4A GEMMs (gate and up apart,
+         then swiglu: those idle at decode)
 
 Bad input is refused before anything is dispatched: a prompt longer than the plan's rows or with
 ids outside the vocabulary, a step past the KV cache (the context is full), an unknown policy.
@@ -113,8 +114,8 @@ class Decoder:
         self._owned.append(tensor)
         return tensor
 
-    async def _int8(self, x: Tensor) -> Int8Activations:
-        act = await Int8Activations.allocate(self.runtime, x, GROUP_SIZE)
+    async def _int8(self, x: Tensor, rows: int = 1) -> Int8Activations:
+        act = await Int8Activations.allocate(self.runtime, x, GROUP_SIZE, rows=rows)
         self._owned += act.tensors
         return act
 
@@ -159,8 +160,9 @@ class Decoder:
                                                   max_tokens=rows, capacity=self.capacity)
         self._owned += [scratch.scores, scratch.part_ml, scratch.part_o]
         if int8x:
-            xn_q, attn_q, act_q, last_q = (await self._int8(xn), await self._int8(attn_rows), await self._int8(act),
-                                           await self._int8(last_n))
+            # every row quantized: the prefill's linears take the DP4A GEMMs (the head reads one row)
+            xn_q, attn_q, act_q = [await self._int8(x, rows) for x in (xn, attn_rows, act)]
+            last_q = await self._int8(last_n)
 
         self.plan = Plan(self.runtime, f"{c.key}.decoder", live={TOKENS: rows, POS: 0})
         add = self._add
@@ -168,7 +170,6 @@ class Decoder:
 
         async def norm_into_xn(weight: Tensor) -> None:
             if int8x:
-                await add(_prefill_only(rms_norm(x=h, weight=weight, out=xn, eps=c.norm_eps, adapter=adapter)))
                 await add(rms_norm_int8x(x=h, weight=weight, act=xn_q, eps=c.norm_eps))
             else:
                 await add(rms_norm(x=h, weight=weight, out=xn, eps=c.norm_eps, adapter=adapter))
@@ -201,8 +202,8 @@ class Decoder:
             await add(residual_add(a=h, b=proj))
             await norm_into_xn(layer("mlp_norm"))
             gate_up = layer("gate_up")
-            separate = [q4_linear(x=xn, weight=gate_up.rows(0, f), out=gate, adapter=adapter),
-                        q4_linear(x=xn, weight=gate_up.rows(f, f), out=up, adapter=adapter),
+            separate = [q4_linear(x=xn, weight=gate_up.rows(0, f), out=gate, adapter=adapter, int8=xn_q if int8x else False),
+                        q4_linear(x=xn, weight=gate_up.rows(f, f), out=up, adapter=adapter, int8=xn_q if int8x else False),
                         swiglu(gate=gate, up=up, out=act)]
             for op in separate:
                 await add(_prefill_only(op) if int8x else op)

@@ -28,10 +28,11 @@ about e sigma each, whose maximum over V logits is about sqrt(2 ln V) e sigma. S
          own keys and values to f16, but a GPU value a few f32 ULPs away from the oracle's can round
          to the neighbouring f16 value, so K and V are budgeted as if rounded independently:
          e = 2^-11 / sqrt(3) (f16's unit roundoff, uniform) for each of the 2 L cached tensors
-  int8x  on top, each decode linear's input is rounded to int8 per group: an error uniform in
-         +-scale/2, scale = max|x_group| / 127, about 0.4% of the input's RMS for uniform values (the
-         measured figure in ops/q4_linear.py), taken as 4x that for heavier-tailed activations:
-         e = 0.016 for each of the 4 L + 1 quantized inputs (a prefill runs the f32 routes)
+  int8x  on top, each linear's input is rounded to int8 per group (decode and prefill alike): an error
+         uniform in +-scale/2, scale = max|x_group| / 127, about 0.4% of the input's RMS for uniform
+         values (the measured figure in ops/q4_linear.py), taken as 4x that for heavier-tailed
+         activations: e = 0.016 for each of the step's 4 L + 1 quantized inputs, and as much again for
+         the 4 L that made the keys and values it attends to (the prompt's among them)
   SAFETY = 4: the first-order model's constants are estimates; a real bug (a wrong position, layout,
          weight or cache row) moves logits by O(sigma), far above either tolerance
 Greedy tokens must be identical except where the oracle's own top choice and the GPU's choice are
@@ -270,7 +271,7 @@ def tolerance_sigmas(config: ModelConfig, policy: str) -> float:
     k_max = max(config.hidden, config.intermediate, config.q_dim)
     variance = (12 * config.layers + 2) * (math.sqrt(k_max) * U) ** 2 + 2 * config.layers * F16_STORAGE_ERROR ** 2
     if policy == "int8x":
-        variance += (4 * config.layers + 1) * INT8_INPUT_ERROR ** 2
+        variance += (8 * config.layers + 1) * INT8_INPUT_ERROR ** 2
     elif policy != "f32":
         raise ValueError(f"no tolerance for policy {policy!r}")
     return SAFETY * math.sqrt(2 * math.log(config.vocab)) * math.sqrt(variance)
