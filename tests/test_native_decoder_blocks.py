@@ -19,7 +19,7 @@ from py_runtime.ops.norm import rms_norm
 from py_runtime.ops.rope import rope
 from py_runtime.host.oracle import rope_cos_sin_reference, verify_decoder_blocks_report
 from py_runtime.models.config import LLAMA3_SCALING
-from py_runtime.ops.rope import cos_sin_table, inverse_frequencies
+from py_runtime.ops.rope import cos_sin_table, cos_sin_table_gpu, inverse_frequencies
 from py_runtime.runtime import Runtime
 from py_runtime.tensors import Tensor
 from py_runtime.workloads import get
@@ -60,7 +60,7 @@ def test_the_verifier_catches_wrong_outputs(native_run):
     report, artifacts = native_run
     step = next(i for i, (s, _) in enumerate(steps_for(report["options"]["lengths"])) if s == 7)
     for name, flip in (("llama_%d_xn.f32" % step, 1 << 12), ("qwen3_%d_qn_sg.f32" % step, 1 << 12),
-                       ("qwen3_%d_q_rot.f32" % step, 1 << 2), ("llama_%d_act.f32" % step, 1 << 8),
+                       ("qwen3_%d_q_rot.f32" % step, 1 << 5), ("llama_%d_act.f32" % step, 1 << 8),
                        ("awkward_%d_res_out.f32" % step, 1), ("llama_%d_emb.f32" % step, 1)):
         corrupted = bytearray(artifacts[name])
         word = struct.unpack_from("<I", corrupted, 4 * 5)[0] ^ flip
@@ -78,6 +78,24 @@ def test_the_verifier_catches_wrong_outputs(native_run):
     tie["index"] = max(i for i, _ in tie["plants"])     # a highest-index tie-break
     with pytest.raises(AssertionError, match="argmax ties n=151936"):
         verify_decoder_blocks_report(wrong_argmax, artifacts)
+
+
+def test_the_gpu_rope_table_is_within_4u_of_float64_at_every_position():
+    """cos_sin_table_gpu (coarse x fine by angle addition) against numpy's float64 cos/sin, absolutely
+    within 4u (rope_table.wgsl) plus the float64 angles' own disagreement, at a length that is not a
+    square (a partial last block) and for every model's frequencies."""
+    async def main(model, positions):
+        runtime = await Runtime.create("native")
+        table = await runtime.tensors.allocate("t", (positions, model.head_dim // 2, 2))
+        await cos_sin_table_gpu(runtime, table, inverse_frequencies(model.head_dim, model.theta, model.scaling))
+        return np.frombuffer(await runtime.device.read_buffer(table.buffer), np.float32).reshape(positions, -1, 2)
+
+    for model in MODELS.values():
+        positions = 1000
+        got = asyncio.run(main(model, positions)).astype(np.float64)
+        cos, sin = rope_cos_sin_reference(model.head_dim, model.theta, model.scaling is not None, np.arange(positions))
+        allowed = 4.001 * 2.0 ** -24 + (np.arange(positions)[:, None] + 1) * 2.0 ** -48
+        assert np.all(np.abs(got[..., 0] - cos) <= allowed) and np.all(np.abs(got[..., 1] - sin) <= allowed)
 
 
 def test_host_rope_table_matches_numpy_frequencies_and_llama3_scaling():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..dispatch import POS, TOKENS
 from ..models.config import AWKWARD, LLAMA_3_2_1B, QWEN3_0_6B, ModelConfig
 from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa
-from ..ops.rope import cos_sin_table, inverse_frequencies
+from ..ops.rope import cos_sin_table_gpu, inverse_frequencies
 from ..ops.synth import UniformRange, fill_uniform
 from ..oneshot import run_op
 from ..plan import Plan
@@ -104,8 +104,7 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
         table = await tensors.allocate(f"{prefix}.rope_table", (case.capacity, dim // 2, 2))
         q_rot = await tensors.allocate(f"{prefix}.q_rot", (case.tokens, heads, dim))
         owned += [table, q_rot]
-        device.write_buffer(table.buffer, cos_sin_table(inverse_frequencies(dim, config.rope_theta, config.rope_scaling),
-                                                        case.capacity))
+        await cos_sin_table_gpu(runtime, table, inverse_frequencies(dim, config.rope_theta, config.rope_scaling))
         await plan.add(rope_kv_cache_write(q=q, k=k, v=v, q_out=q_rot, table=table, cache=cache, heads=heads,
                                            layout=config.rope_layout))
     else:

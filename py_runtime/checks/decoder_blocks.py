@@ -27,7 +27,7 @@ from ..models.config import LLAMA3_SCALING, LLAMA_3_2_1B, QWEN3_0_6B, Llama3Scal
 from ..ops.argmax import argmax, argmax_blocks_needed
 from ..ops.embedding import embedding_f32
 from ..ops.norm import rms_norm, rms_norm_kernel
-from ..ops.rope import cos_sin_table, inverse_frequencies, rope
+from ..ops.rope import cos_sin_table_gpu, inverse_frequencies, rope
 from ..ops.swiglu import residual_add, swiglu
 from ..ops.synth import UniformRange, fill_uniform, synth_hash, synth_value
 from ..plan import Plan
@@ -263,8 +263,7 @@ class _Model:
         status = await t("status", (cap + 1,), "u32")
         ids = await t("ids", (cap,), "u32")
         table = await t("rope_table", (ROPE_POSITIONS, hd // 2, 2))
-        self.runtime.device.write_buffer(
-            table.buffer, cos_sin_table(inverse_frequencies(hd, m.theta, m.scaling), ROPE_POSITIONS))
+        await cos_sin_table_gpu(self.runtime, table, inverse_frequencies(hd, m.theta, m.scaling))
         self.outputs = {name: tensor.numel // (cap + 1) for name, tensor in out.items()}
 
         adapter = self.runtime.device.adapter

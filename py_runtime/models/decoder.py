@@ -39,7 +39,7 @@ from ..ops.int8_activations import Int8Activations, quantize_activations, rms_no
 from ..ops.norm import rms_norm
 from ..ops.q4 import q4_embedding
 from ..ops.q4_linear import q4_linear, q4_linear_glu, q4_linear_qkv
-from ..ops.rope import cos_sin_table, inverse_frequencies, rope
+from ..ops.rope import cos_sin_table_gpu, inverse_frequencies, rope
 from ..ops.sequence import last_row, token_history
 from ..ops.swiglu import residual_add, swiglu
 from ..plan import Execution, Plan
@@ -148,8 +148,7 @@ class Decoder:
         block_keys = await t("argmax_keys", (argmax_blocks_needed(c.vocab),), "u32")
         block_index = await t("argmax_index", (argmax_blocks_needed(c.vocab),), "u32")
         table = await t("rope_table", (self.capacity, hd // 2, 2))
-        self.runtime.device.write_buffer(
-            table.buffer, cos_sin_table(inverse_frequencies(hd, c.rope_theta, c.rope_scaling), self.capacity))
+        await cos_sin_table_gpu(self.runtime, table, inverse_frequencies(hd, c.rope_theta, c.rope_scaling))
         caches = []
         for i in range(c.layers):
             cache = await KVCache.allocate(self.runtime, f"{c.key}.kv{i}", capacity=self.capacity,

@@ -61,11 +61,12 @@ def rope_cos_sin_reference(head_dim: int, theta: float, llama3: bool, positions:
 def rope_reference(src: np.ndarray, cos: np.ndarray, sin: np.ndarray, layout: str,
                    positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """float64 RoPE of src [S, H, D] (cos/sin [S, D/2] at `positions`) and the kernel's error bound."""
-    # The kernel reads cos and sin rounded once to f32 from a float64 table (u relative each),
+    # The kernel reads cos and sin from a table whose entries are within 4u of exact, absolutely
+    # (ops/rope.py: built on the GPU by the angle addition formulas; a host-made table is closer still),
     # multiplies (u each) and adds (u; an FMA only removes a rounding): for the pair (a, b),
-    # |out - exact| <= 3u (|a cos| + |b sin|) + O(u^2), at any position. On top, the table (Python's
-    # math in the page) and this reference (numpy) evaluate position * f in float64 separately, and
-    # may differ by a few float64 ULPs of position * f <= position: (|a| + |b|) (position + 1) 2^-48.
+    # |out - exact| <= 4u (|a| + |b|) + 2u (|a cos| + |b sin|) + O(u^2), at any position. On top, the
+    # table (Python's math) and this reference (numpy) evaluate the angle in float64 separately, and may
+    # differ by a few float64 ULPs of position * f <= position: (|a| + |b|) (position + 1) 2^-48.
     x = src.astype(np.float64)
     half = x.shape[-1] // 2
     if layout == "interleaved":
@@ -75,8 +76,9 @@ def rope_reference(src: np.ndarray, cos: np.ndarray, sin: np.ndarray, layout: st
     c, s = cos[:, None, :], sin[:, None, :]
     first, second = a * c - b * s, a * s + b * c
     slack = (np.abs(a) + np.abs(b)) * 2.0 ** -48 * (positions.astype(np.float64)[:, None, None] + 1)
-    bound = 3.001 * _U * (np.abs(a * c) + np.abs(b * s)) + slack
-    bound_second = 3.001 * _U * (np.abs(a * s) + np.abs(b * c)) + slack
+    table = 4.001 * _U * (np.abs(a) + np.abs(b))
+    bound = table + 2.001 * _U * (np.abs(a * c) + np.abs(b * s)) + slack
+    bound_second = table + 2.001 * _U * (np.abs(a * s) + np.abs(b * c)) + slack
     out, allowed = np.empty_like(x), np.empty_like(x)
     if layout == "interleaved":
         out[..., 0::2], out[..., 1::2] = first, second
