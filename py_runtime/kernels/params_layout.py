@@ -12,6 +12,7 @@ import operator
 import re
 import struct
 from dataclasses import dataclass
+from functools import cached_property
 
 __all__ = ["ParamsError", "ParamsField", "ParamsLayout"]
 
@@ -87,10 +88,38 @@ class ParamsLayout:
     def names(self) -> list[str]:
         return [field.name for field in self.fields]
 
+    @cached_property
+    def _whole(self) -> tuple[struct.Struct, tuple[tuple[str, int], ...]]:
+        """The whole struct as one struct.Struct (fields in offset order, padding as pad bytes) and the
+        (name, width) of each field, for the per-token path: a decode step re-packs dozens of params."""
+        fmt, at = "<", 0
+        for field in sorted(self.fields, key=lambda f: f.offset):
+            fmt += "x" * (field.offset - at) + _FORMAT[field.scalar] * field.width
+            at = field.offset + 4 * field.width
+        return struct.Struct(fmt + "x" * (self.size - at)), tuple((f.name, f.width) for f in
+                                                                   sorted(self.fields, key=lambda f: f.offset))
+
     def pack(self, values: dict, *, kernel: str) -> bytes:
         """The struct's bytes (little-endian, padding zeroed) from one value per field, by name: an int
         for u32 (a bool as 0/1) and i32, a real number for f32 (rounded as struct.pack('<f') rounds), a
         sequence of N of those for vecN. Raises ParamsError naming the kernel and every bad field."""
+        whole, order = self._whole
+        # Fast path: every field given, no bool (struct would take one anywhere) and struct accepts
+        # every value (it refuses what the checks below refuse: wrong types, out of range); otherwise
+        # the field-by-field path packs or names what is wrong.
+        if len(values) == len(order) and not any(type(value) is bool for value in values.values()):
+            try:
+                flat = []
+                for name, width in order:
+                    if width == 1:
+                        flat.append(values[name])
+                    elif any(type(component) is bool for component in values[name]):
+                        raise TypeError("a bool component")
+                    else:
+                        flat.extend(values[name])
+                return whole.pack(*flat)
+            except (KeyError, TypeError, OverflowError, struct.error):
+                pass
         missing = [name for name in self.names if name not in values]
         unknown = sorted(set(values) - set(self.names))
         bad = []
