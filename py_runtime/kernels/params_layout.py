@@ -93,11 +93,11 @@ class ParamsLayout:
         """The whole struct as one struct.Struct (fields in offset order, padding as pad bytes) and the
         (name, width) of each field, for the per-token path: a decode step re-packs dozens of params."""
         fmt, at = "<", 0
-        for field in sorted(self.fields, key=lambda f: f.offset):
+        ordered = sorted(self.fields, key=lambda f: f.offset)
+        for field in ordered:
             fmt += "x" * (field.offset - at) + _FORMAT[field.scalar] * field.width
             at = field.offset + 4 * field.width
-        return struct.Struct(fmt + "x" * (self.size - at)), tuple((f.name, f.width) for f in
-                                                                   sorted(self.fields, key=lambda f: f.offset))
+        return struct.Struct(fmt + "x" * (self.size - at)), tuple((f.name, f.width) for f in ordered)
 
     def pack(self, values: dict, *, kernel: str) -> bytes:
         """The struct's bytes (little-endian, padding zeroed) from one value per field, by name: an int

@@ -41,13 +41,14 @@ from ..tensors import Tensor
 from .tuning import tuning_table
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
-           "TILED_ROUTES", "flash_splits", "subgroup_flash_splits", "subgroup_flash_split", "tiled_workgroup_bytes"]
+           "TILED_ROUTES", "flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys", "tiled_workgroup_bytes"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
 FLASH_MAX_HEAD_DIM = 128        # ... 2 * MAXHALF
 MAX_SPLITS = 256                # the scratch's splits per query head
 _TARGET_WORKGROUPS = 2048       # split-pass workgroups wanted: latency-bound, they need many in flight per SM
+_WORKGROUP_TILE = 32            # sdpa_flash_decode.wgsl TILE: keys the workgroup-memory split pass stages at once
 _LANES_PER_KEY = 4              # sdpa_flash_subgroup.wgsl LANES: WebGPU's narrowest subgroup
 LOG2_E = 1.0 / math.log(2.0)    # both split passes keep the softmax in base 2: scores carry scale * log2(e)
 
@@ -129,7 +130,7 @@ def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table
                         layout: str, tokens: int | str = TOKENS, pos: int | str = POS) -> Op:
     """q_out = RoPE(q); cache[pos:pos + tokens] = f16(RoPE(k)), f16(v): ops.rope.rope on q and on k and
     kv_cache_write in one dispatch, for q [>= tokens, heads, D] and k, v [>= tokens, Hkv, D] f32, with
-    head_dim a multiple of 4 and a cos/sin table from ops.rope.cos_sin_table."""
+    head_dim a multiple of 4 and a cos/sin table from ops.rope (cos_sin_table_gpu or cos_sin_table)."""
     dim, kv_heads = cache.head_dim, cache.kv_heads
     problems = []
     if layout not in LAYOUTS:
@@ -140,7 +141,7 @@ def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table
         if t.dtype != "f32" or len(t.shape) != 3 or t.shape[1:] != (h, dim):
             problems.append(f"{name} {t!r} must be f32 [tokens, {h}, {dim}]")
     if table.dtype != "f32" or len(table.shape) != 3 or table.shape[1:] != (dim // 2, 2):
-        problems.append(f"table {table!r} must be f32 [positions, {dim // 2}, 2] (ops.rope.cos_sin_table)")
+        problems.append(f"table {table!r} must be f32 [positions, {dim // 2}, 2] (ops.rope.cos_sin_table_gpu)")
     if q_out.name == q.name:
         problems.append("q_out must be another tensor than q (a buffer is read-only or writable in one dispatch)")
     if problems:
@@ -186,12 +187,16 @@ class _Attention:
         return self.heads // self.cache.kv_heads
 
 
-def flash_splits(ctx: int, kv_heads: int) -> tuple[int, int]:
-    """(splits, keys per split) for a context of ctx keys: enough workgroups to fill the GPU
-    (_TARGET_WORKGROUPS over the KV heads) but at least 32 keys each, and no split empty."""
-    wanted = max(1, min(MAX_SPLITS, -(-ctx // 32), -(-_TARGET_WORKGROUPS // kv_heads)))
+def flash_splits(ctx: int, kv_heads: int, keys_per_step: int = _WORKGROUP_TILE,
+                 workgroups: int = _TARGET_WORKGROUPS) -> tuple[int, int, int]:
+    """(splits, keys per split, steps) of a split pass that covers keys_per_step keys per workgroup and
+    step: splits of one step each until there are `workgroups` over the KV heads (at most MAX_SPLITS
+    per head), then longer splits; no split empty. The defaults are the workgroup-memory pass's (its
+    32-key tiles, _TARGET_WORKGROUPS); the subgroup pass passes its variant's step and the adapter's
+    tuning."""
+    wanted = max(1, min(MAX_SPLITS, -(-ctx // keys_per_step), -(-workgroups // kv_heads)))
     chunk = -(-ctx // wanted)
-    return -(-ctx // chunk), chunk
+    return -(-ctx // chunk), chunk, -(-chunk // keys_per_step)
 
 
 def subgroup_flash_split(group: int, head_dim: int, adapter_info: dict) -> tuple[str, int] | None:
@@ -200,8 +205,8 @@ def subgroup_flash_split(group: int, head_dim: int, adapter_info: dict) -> tuple
     W vec4 words, 8 dims each, cover a row); None where no shipped variant fits."""
     prefix = "sdpa_flash_split_sg_"
     shipped = kernel_names("shipped")
-    widths = [kernel(name).template_values["W"] for name in shipped if name.startswith(prefix)
-              and kernel(name).template_values["G"] == group and 32 * kernel(name).template_values["W"] >= head_dim]
+    variants = [kernel(name).template_values for name in shipped if name.startswith(prefix)]
+    widths = [values["W"] for values in variants if values["G"] == group and 32 * values["W"] >= head_dim]
     if not widths:
         return None
     words = min(widths)
@@ -217,15 +222,6 @@ def subgroup_flash_step_keys(split_spec) -> int:
     """Keys a workgroup of the subgroup split pass covers per step: a key per HS slots of four lanes, U each."""
     values = split_spec.template_values
     return split_spec.invocations // _LANES_PER_KEY // values["HS"] * values["U"]
-
-
-def subgroup_flash_splits(ctx: int, kv_heads: int, keys_per_step: int, workgroups: int) -> tuple[int, int, int]:
-    """(splits, keys per split, steps) for the subgroup split pass: a workgroup covers keys_per_step keys
-    a step (every load of a step in flight at once), so splits of one step each up to `workgroups` (the
-    adapter's tuning) over the KV heads, then longer splits; no split empty."""
-    wanted = max(1, min(MAX_SPLITS, -(-ctx // keys_per_step), -(-workgroups // kv_heads)))
-    chunk = -(-ctx // wanted)
-    return -(-ctx // chunk), chunk, -(-chunk // keys_per_step)
 
 
 def _params(spec, req: _Attention, t: int, p: int) -> bytes:
@@ -280,25 +276,20 @@ def _flash(subgroup: bool):
 
     def build(req: _Attention) -> list[OpCall]:
         cache, dim, g = req.cache, req.cache.head_dim, req.group
-        if subgroup:
+        if subgroup:               # (decided once here: the sizings below run at every decode step)
             split_kernel, workgroups = req.flash_split or subgroup_flash_split(g, dim, req.adapter.info)
+            step_keys = subgroup_flash_step_keys(kernel(split_kernel))
         else:
-            split_kernel = "sdpa_flash_split"
+            split_kernel, workgroups, step_keys = "sdpa_flash_split", _TARGET_WORKGROUPS, _WORKGROUP_TILE
         route = "sdpa_flash_subgroup" if subgroup else "sdpa_flash_decode"
 
         def plan(live) -> tuple[bool, int, dict]:
             t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
             ctx = p + 1
-            if subgroup:
-                split_spec = kernel(split_kernel)
-                step_keys = subgroup_flash_step_keys(split_spec)
-                splits, chunk, steps = subgroup_flash_splits(ctx, cache.kv_heads, step_keys, workgroups)
-                extra = {"steps": steps}
-            else:
-                (splits, chunk), extra = flash_splits(ctx, cache.kv_heads), {}
+            splits, chunk, steps = flash_splits(ctx, cache.kv_heads, step_keys, workgroups)
             fields = dict(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=ctx, chunk=chunk, splits=splits,
                           scale=req.scale * LOG2_E)
-            return t == 1, splits, fields | extra
+            return t == 1, splits, fields | ({"steps": steps} if subgroup else {})
 
         def split(spec, live):
             active, splits, fields = plan(live)

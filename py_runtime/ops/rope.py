@@ -43,14 +43,8 @@ def inverse_frequencies(head_dim: int, theta: float, scaling: Llama3Scaling | No
 
 def cos_sin_table(freqs: list[float], positions: int) -> bytes:
     """f32 (cos, sin) of p * f_i, p < positions, row-major [positions, len(freqs), 2]; float64 until
-    the single rounding to f32."""
-    values = array("f")
-    for p in range(positions):
-        for f in freqs:
-            angle = p * f
-            values.append(math.cos(angle))
-            values.append(math.sin(angle))
-    return values.tobytes()
+    the single rounding to f32 (the whole table on the host: cos_sin_table_gpu needs ~sqrt of this)."""
+    return _angles_table(freqs, range(positions))
 
 
 def _angles_table(freqs: list[float], starts) -> bytes:
@@ -58,8 +52,9 @@ def _angles_table(freqs: list[float], starts) -> bytes:
     values = array("f")
     for p in starts:
         for f in freqs:
-            values.append(math.cos(p * f))
-            values.append(math.sin(p * f))
+            angle = p * f
+            values.append(math.cos(angle))
+            values.append(math.sin(angle))
     return values.tobytes()
 
 

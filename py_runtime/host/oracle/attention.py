@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels import kernel
-from ...ops.attention import flash_splits, subgroup_flash_split, subgroup_flash_splits, subgroup_flash_step_keys
+from ...ops.attention import flash_splits, subgroup_flash_split, subgroup_flash_step_keys
 from .elementwise import f16_allowed
 from .synth import synth_values_np
 
@@ -80,11 +80,11 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|
         if route == "sdpa_flash_subgroup":
             name, workgroups = flash_split or subgroup_flash_split(group, dim, adapter_info)
-            splits, _, steps = subgroup_flash_splits(ctx, kv_heads, subgroup_flash_step_keys(kernel(name)), workgroups)
+            splits, _, steps = flash_splits(ctx, kv_heads, subgroup_flash_step_keys(kernel(name)), workgroups)
             n_exp, spread = steps + 2, spread / np.log(2)
         elif route == "sdpa_flash_decode":
-            splits, chunk = flash_splits(ctx, kv_heads)
-            n_exp, spread = -(-chunk // 32) + 2, spread / np.log(2)
+            splits, _, tiles = flash_splits(ctx, kv_heads)                   # its 32-key tiles, one rescale each
+            n_exp, spread = tiles + 2, spread / np.log(2)
         else:
             splits, tile = 1, 16 if route in ("sdpa_k16", "sdpa_q16", "sdpa_q32") else 32
             n_exp = -(-ctx // tile) + 2
