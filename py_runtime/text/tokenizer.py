@@ -26,11 +26,14 @@ from dataclasses import dataclass
 
 from .bpe import BPE
 from .bytelevel import to_byte_chars, token_bytes
-from .pretokenize import GPT2, SplitPattern, split_pattern
+from .pretokenize import GPT2, WHITESPACE, SplitPattern, split_pattern
 
 __all__ = ["Tokenizer", "AddedToken", "TokenizerError"]
 
 _NORMAL_FORMS = ("NFC", "NFD", "NFKC", "NFKD")
+# What an added token's lstrip/rstrip absorbs: char::is_whitespace in `tokenizers` (White_Space), not
+# Python's \s (str.isspace, which also takes U+001C..U+001F).
+_STRIPPED = "[" + "".join(sorted(re.escape(c) for c in WHITESPACE)) + "]*"
 
 
 class TokenizerError(ValueError):
@@ -182,9 +185,7 @@ class Tokenizer:
         parts = []
         for token in sorted(tokens, key=lambda t: len(t.content), reverse=True):
             core = re.escape(token.content)
-            # \s in Python's re is str.isspace; `tokenizers` strips char::is_whitespace: close enough for
-            # the strip flags, which neither Llama 3 nor Qwen3 sets.
-            parts.append(("\\s*" if token.lstrip else "") + f"({core})" + ("\\s*" if token.rstrip else ""))
+            parts.append((_STRIPPED if token.lstrip else "") + f"({core})" + (_STRIPPED if token.rstrip else ""))
         return re.compile("|".join(parts))
 
     # -- the public surface ------------------------------------------------------------------------
