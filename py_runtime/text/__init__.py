@@ -4,7 +4,9 @@ Plain data-level code in pure Python (standard library only), so the page runs i
 as the host does; nothing here knows about the GPU.
 """
 
+from .chat import CHAT_TEMPLATES, ChatTemplateError, encode_chat, llama3, qwen3, template_for
 from .pretokenize import UnsupportedPattern
 from .tokenizer import AddedToken, Tokenizer, TokenizerError
 
-__all__ = ["Tokenizer", "AddedToken", "TokenizerError", "UnsupportedPattern"]
+__all__ = ["Tokenizer", "AddedToken", "TokenizerError", "UnsupportedPattern", "CHAT_TEMPLATES", "ChatTemplateError",
+           "encode_chat", "llama3", "qwen3", "template_for"]
