@@ -20,20 +20,17 @@ loads is one that encodes as `tokenizers` does.
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 from dataclasses import dataclass
 
+from .added import AddedToken, AddedTokenMatcher
 from .bpe import BPE
 from .bytelevel import to_byte_chars, token_bytes
-from .pretokenize import GPT2, WHITESPACE, SplitPattern, split_pattern
+from .pretokenize import GPT2, SplitPattern, split_pattern
 
 __all__ = ["Tokenizer", "AddedToken", "TokenizerError"]
 
 _NORMAL_FORMS = ("NFC", "NFD", "NFKC", "NFKD")
-# What an added token's lstrip/rstrip absorbs: char::is_whitespace in `tokenizers` (White_Space), not
-# Python's \s (str.isspace, which also takes U+001C..U+001F).
-_STRIPPED = "[" + "".join(sorted(re.escape(c) for c in WHITESPACE)) + "]*"
 
 
 class TokenizerError(ValueError):
@@ -43,16 +40,6 @@ class TokenizerError(ValueError):
 def _refuse(field: str, kind, supported) -> TokenizerError:
     message = f"tokenizer.json {field} {kind!r} is not supported (supported: {', '.join(supported)})"
     return TokenizerError(message)
-
-
-@dataclass(frozen=True, kw_only=True)
-class AddedToken:
-    id: int
-    content: str
-    special: bool
-    normalized: bool        # matched in the normalized text (False: in the raw text, before normalizing)
-    lstrip: bool = False    # the match takes the whitespace on its left
-    rstrip: bool = False    # ... and on its right
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,8 +143,8 @@ class Tokenizer:
         self._id_to_token.update({t.id: t.content for t in self.added_tokens})
         self._added_by_content = {t.content: t for t in self.added_tokens}
         self._special_ids = frozenset(t.id for t in self.added_tokens if t.special)
-        self._raw_matcher = self._matcher([t for t in self.added_tokens if not t.normalized])
-        self._normalized_matcher = self._matcher([t for t in self.added_tokens if t.normalized])
+        self._raw_matcher = AddedTokenMatcher([t for t in self.added_tokens if not t.normalized])
+        self._normalized_matcher = AddedTokenMatcher([t for t in self.added_tokens if t.normalized])
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Tokenizer":
@@ -175,18 +162,6 @@ class Tokenizer:
         return AddedToken(id=spec["id"], content=spec["content"], special=spec.get("special", False),
                           normalized=spec.get("normalized", True), lstrip=spec.get("lstrip", False),
                           rstrip=spec.get("rstrip", False))
-
-    @staticmethod
-    def _matcher(tokens: list[AddedToken]):
-        """One regex over the added tokens: an alternation tried longest first matches the longest token
-        at the leftmost position (what `tokenizers` does with Aho-Corasick, leftmost-longest)."""
-        if not tokens:
-            return None
-        parts = []
-        for token in sorted(tokens, key=lambda t: len(t.content), reverse=True):
-            core = re.escape(token.content)
-            parts.append((_STRIPPED if token.lstrip else "") + f"({core})" + (_STRIPPED if token.rstrip else ""))
-        return re.compile("|".join(parts))
 
     # -- the public surface ------------------------------------------------------------------------
 
@@ -208,13 +183,13 @@ class Tokenizer:
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         """The ids of `text`; with add_special_tokens, wrapped by the post-processor's template."""
         ids: list[int] = []
-        for piece, added in self._split_added(text, self._raw_matcher):
+        for piece, added in self._raw_matcher.split(text):
             if added is not None:
                 ids.append(added)
                 continue
             for form in self.normal_forms:
                 piece = unicodedata.normalize(form, piece)
-            for inner, inner_added in self._split_added(piece, self._normalized_matcher):
+            for inner, inner_added in self._normalized_matcher.split(piece):
                 if inner_added is not None:
                     ids.append(inner_added)
                 else:
@@ -257,19 +232,3 @@ class Tokenizer:
                 pieces = [part for piece in pieces for part in GPT2.split(piece)]
             pieces = [to_byte_chars(p) for p in pieces]
         return pieces
-
-    def _split_added(self, text: str, matcher):
-        """(text, None) and ("", id) pairs: the text between added-token matches, and each match."""
-        if matcher is None:
-            if text:
-                yield text, None
-            return
-        start = 0
-        for match in matcher.finditer(text):
-            if match.start() > start:
-                yield text[start:match.start()], None
-            content = next(group for group in match.groups() if group is not None)
-            yield "", self._added_by_content[content].id
-            start = match.end()
-        if start < len(text):
-            yield text[start:], None
