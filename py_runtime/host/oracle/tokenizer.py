@@ -163,8 +163,9 @@ def parity(ours, reference, strings, *, normal_form: str | None = None, round_tr
 
 
 def verify_tokenizer_report(report: dict, tokenizer_json: dict[str, Path]) -> list[ParityReport]:
-    """The page's tokenizer suite: the ids it encoded in Pyodide against `tokenizers` on the host
-    (tokenizer_json: vocabulary name -> its tokenizer.json). Raises AssertionError on any difference."""
+    """The tokenizer suite's report (from the page or a native run): its ids and decodes, and its
+    rendered chat's ids, against `tokenizers` on the host (tokenizer_json: vocabulary name -> its
+    tokenizer.json). Raises AssertionError on any difference."""
     reports = []
     for case in report["cases"]:
         reference = reference_tokenizer(tokenizer_json[case["vocabulary"]])
@@ -180,6 +181,12 @@ def verify_tokenizer_report(report: dict, tokenizer_json: dict[str, Path]) -> li
             want_text = reference.decode(ids, skip_special_tokens=True)
             if text != want_text:
                 checked.mismatches.append(f"{case['vocabulary']}: decode({ids}): {text!r} != {want_text!r}")
+        chat = case["chat"]
+        want = reference.encode(chat["text"], add_special_tokens=False).ids
+        checked.strings += 1
+        checked.tokens += len(want)
+        if chat["ids"] != want:
+            checked.mismatches.append(f"{case['vocabulary']}: chat {chat['text']!r}: {chat['ids']} != {want}")
         assert checked.equal, "\n".join(checked.mismatches[:20])
         reports.append(checked)
     return reports
