@@ -11,7 +11,7 @@ refused by name: a guessed split would mis-tokenize silently.
 Character classes, as `tokenizers` (Oniguruma) reads them: \\p{L} is general category L*, \\p{N} is N*,
 \\s is the Unicode White_Space property (not str.isspace, which also takes U+001C..U+001F). Categories
 come from the running Python's unicodedata, so code points assigned after its Unicode version read as
-"other" (CPython 3.11 has Unicode 14, Pyodide's 3.13+ has 15.1 or later).
+"other" (the host's CPython 3.11 has Unicode 14.0, Pyodide 314's Python 3.14 has 16.0).
 """
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ class UnsupportedPattern(ValueError):
     pass
 
 
-def _kind(char: str, _cache: dict[str, str] = {}) -> str:
-    kind = _cache.get(char)
+_KINDS: dict[str, str] = {}     # character -> its class, filled as characters are met
+
+
+def _kind(char: str) -> str:
+    kind = _KINDS.get(char)
     if kind is None:
         if char == "\r" or char == "\n":
             kind = _NEWLINE
@@ -41,7 +44,7 @@ def _kind(char: str, _cache: dict[str, str] = {}) -> str:
         else:
             major = unicodedata.category(char)[0]
             kind = _LETTER if major == "L" else _NUMBER if major == "N" else _OTHER
-        _cache[char] = kind
+        _KINDS[char] = kind
     return kind
 
 
@@ -58,7 +61,8 @@ class SplitPattern:
     def split(self, text: str) -> list[str]:
         """The pieces the pattern's matches cut `text` into (every position matches one alternative,
         so there are no gaps)."""
-        kinds = [_kind(c) for c in text]
+        known = _KINDS.get
+        kinds = [known(c) or _kind(c) for c in text]
         pieces, start, length = [], 0, len(text)
         while start < length:
             end = self._match_at(text, kinds, start, length)
