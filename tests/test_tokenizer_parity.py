@@ -14,7 +14,7 @@ import json
 import pytest
 
 from py_runtime.host.oracle.tokenizer import corpus_strings, fuzz_strings, parity
-from py_runtime.text import Tokenizer, TokenizerError, UnsupportedPattern
+from py_runtime.text import DecodeStream, Tokenizer, TokenizerError, UnsupportedPattern
 from py_runtime.text.bytelevel import BYTE_TO_CHAR
 
 VOCABULARIES = {"llama3_2": None, "qwen3": "NFC"}      # name -> the normal form its normalizer applies
@@ -168,3 +168,17 @@ def test_decoding_an_id_outside_the_vocabulary_is_an_error(vendored_tokenizers):
         qwen.decode([9707, 999999])
     # The first byte of 'é' (0xC3, 'Ã' in the byte-level alphabet) alone is half a character: U+FFFD.
     assert qwen.decode([qwen.token_to_id("Ã"), qwen.token_to_id("x")]) == "\ufffdx"
+
+
+@pytest.mark.parametrize("name", VOCABULARIES)
+def test_a_decode_stream_joins_to_the_decode_and_never_splits_a_character(vendored_tokenizers, name):
+    ours = vendored_tokenizers.ours(name)
+    for text in corpus_strings(name) + fuzz_strings(100, seed=3):
+        ids = ours.encode(text)
+        stream = DecodeStream(ours, skip_special_tokens=True)
+        chunks = [stream.step(i) for i in ids]
+        assert "".join(chunks) + stream.finish() == ours.decode(ids, skip_special_tokens=True), text
+        assert not any("\ufffd" in chunk for chunk in chunks), (text, chunks)
+    stream = DecodeStream(ours)
+    assert [stream.step(ours.token_to_id(t)) for t in ("æ", "Ŀ", "±")] == ["", "", "東"]   # 東 is e6 9d b1
+    assert stream.step(ours.token_to_id("æ")) == "" and stream.finish() == "\ufffd"

@@ -6,7 +6,7 @@ as the host does; nothing here knows about the GPU.
 
 from .chat import CHAT_TEMPLATES, ChatTemplateError, encode_chat, llama3, qwen3, template_for
 from .pretokenize import UnsupportedPattern
-from .tokenizer import AddedToken, Tokenizer, TokenizerError
+from .tokenizer import AddedToken, DecodeStream, Tokenizer, TokenizerError
 
-__all__ = ["Tokenizer", "AddedToken", "TokenizerError", "UnsupportedPattern", "CHAT_TEMPLATES", "ChatTemplateError",
+__all__ = ["Tokenizer", "AddedToken", "TokenizerError", "DecodeStream", "UnsupportedPattern", "CHAT_TEMPLATES", "ChatTemplateError",
            "encode_chat", "llama3", "qwen3", "template_for"]

@@ -19,6 +19,7 @@ loads is one that encodes as `tokenizers` does.
 
 from __future__ import annotations
 
+import codecs
 import json
 import unicodedata
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from .bpe import BPE
 from .bytelevel import to_byte_chars, token_bytes
 from .pretokenize import GPT2, SplitPattern, split_pattern
 
-__all__ = ["Tokenizer", "AddedToken", "TokenizerError"]
+__all__ = ["Tokenizer", "AddedToken", "TokenizerError", "DecodeStream"]
 
 _NORMAL_FORMS = ("NFC", "NFD", "NFKC", "NFKD")
 
@@ -208,15 +209,16 @@ class Tokenizer:
     def decode(self, ids, *, skip_special_tokens: bool = False) -> str:
         """The text of `ids`: bytes joined first, so a character split across tokens comes back whole;
         an incomplete UTF-8 sequence reads U+FFFD. An id outside the vocabulary is an error."""
-        chunks = []
-        for token_id in ids:
-            token = self._id_to_token.get(token_id)
-            if token is None:
-                raise TokenizerError(f"decode: id {token_id} is not in the vocabulary ({self.vocab_size} ids)")
-            if skip_special_tokens and token_id in self._special_ids:
-                continue
-            chunks.append(token_bytes(token))
-        return b"".join(chunks).decode("utf-8", "replace")
+        return b"".join(self.id_bytes(i, skip_special_tokens=skip_special_tokens) for i in ids).decode("utf-8", "replace")
+
+    def id_bytes(self, token_id: int, *, skip_special_tokens: bool = False) -> bytes:
+        """The bytes one id stands for (none for a special token skipped)."""
+        token = self._id_to_token.get(token_id)
+        if token is None:
+            raise TokenizerError(f"decode: id {token_id} is not in the vocabulary ({self.vocab_size} ids)")
+        if skip_special_tokens and token_id in self._special_ids:
+            return b""
+        return token_bytes(token)
 
     def pre_tokenize(self, text: str) -> list[str]:
         """`text` (one normalized segment between added tokens) cut into pre-tokens in the byte-level
@@ -232,3 +234,20 @@ class Tokenizer:
                 pieces = [part for piece in pieces for part in GPT2.split(piece)]
             pieces = [to_byte_chars(p) for p in pieces]
         return pieces
+
+
+class DecodeStream:
+    """Text as ids arrive, for streaming generated tokens into the page: `step(id)` returns the characters
+    that id completes ("" while a character split across tokens waits for its other bytes), `finish()`
+    flushes what is left (U+FFFD for an incomplete character). The steps joined equal decode(ids)."""
+
+    def __init__(self, tokenizer: Tokenizer, *, skip_special_tokens: bool = False):
+        self._tokenizer = tokenizer
+        self._skip = skip_special_tokens
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def step(self, token_id: int) -> str:
+        return self._utf8.decode(self._tokenizer.id_bytes(token_id, skip_special_tokens=self._skip))
+
+    def finish(self) -> str:
+        return self._utf8.decode(b"", final=True)
