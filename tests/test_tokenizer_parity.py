@@ -16,6 +16,7 @@ import pytest
 from py_runtime.host.oracle.tokenizer import corpus_strings, fuzz_strings, parity
 from py_runtime.text import DecodeStream, Tokenizer, TokenizerError, UnsupportedPattern
 from py_runtime.text.bytelevel import BYTE_TO_CHAR
+from py_runtime.text.pretokenize import LLAMA3
 
 VOCABULARIES = {"llama3_2": None, "qwen3": "NFC"}      # name -> the normal form its normalizer applies
 
@@ -76,8 +77,7 @@ def _variants(spec: dict) -> dict[str, tuple[dict, bool]]:
     prefixed["pre_tokenizer"] = {**byte_level, "add_prefix_space": True}
     variants["gpt2 split, prefix space"] = (prefixed, False)
     llama_split = copy.deepcopy(spec)
-    llama_split["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = (
-        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+    llama_split["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = LLAMA3.regex
     llama_split["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = True
     variants["llama3 split, prefix space per piece"] = (llama_split, False)
     normalized = copy.deepcopy(spec)

@@ -52,7 +52,8 @@ def bench_tokenizer(root: Path, name: str, *, repeat: int = 3) -> dict:
     long_ids = ours.encode(long_word, add_special_tokens=False)
     long_s = time.perf_counter() - started
     return {"vocabulary": name, "load_s": load_s, "characters": len(text), "tokens": len(ids),
-            "equal": ids == want, "cold_tok_s": len(ids) / passes[0], "warm_tok_s": len(ids) / min(passes[1:] or passes),
+            "equal": ids == want, "cold_tok_s": len(ids) / passes[0],
+            "warm_tok_s": len(ids) / min(passes[1:] or passes),
             "reference_tok_s": len(want) / min(reference_passes), "long_word_chars": len(long_word),
             "long_word_tokens": len(long_ids), "long_word_s": long_s,
             "long_word_equal": long_ids == reference.encode(long_word, add_special_tokens=False).ids}

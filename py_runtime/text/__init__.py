@@ -8,5 +8,5 @@ from .chat import CHAT_TEMPLATES, ChatTemplateError, encode_chat, llama3, qwen3,
 from .pretokenize import UnsupportedPattern
 from .tokenizer import AddedToken, DecodeStream, Tokenizer, TokenizerError
 
-__all__ = ["Tokenizer", "AddedToken", "TokenizerError", "DecodeStream", "UnsupportedPattern", "CHAT_TEMPLATES", "ChatTemplateError",
-           "encode_chat", "llama3", "qwen3", "template_for"]
+__all__ = ["Tokenizer", "AddedToken", "TokenizerError", "DecodeStream", "UnsupportedPattern", "CHAT_TEMPLATES",
+           "ChatTemplateError", "encode_chat", "llama3", "qwen3", "template_for"]

@@ -128,11 +128,13 @@ GPT2 = SplitPattern(
     contractions_ignore_case=False, letter_prefix_any=False, digits_max=None, newline_runs=False)
 LLAMA3 = SplitPattern(
     name="llama3",
-    regex=r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    regex=(r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),
     contractions_ignore_case=True, letter_prefix_any=True, digits_max=3, newline_runs=True)
 QWEN2 = SplitPattern(
     name="qwen2",
-    regex=r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    regex=(r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),
     contractions_ignore_case=True, letter_prefix_any=True, digits_max=1, newline_runs=True)
 KNOWN_PATTERNS: dict[str, SplitPattern] = {p.regex: p for p in (GPT2, LLAMA3, QWEN2)}
 

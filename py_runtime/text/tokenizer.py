@@ -209,7 +209,8 @@ class Tokenizer:
     def decode(self, ids, *, skip_special_tokens: bool = False) -> str:
         """The text of `ids`: bytes joined first, so a character split across tokens comes back whole;
         an incomplete UTF-8 sequence reads U+FFFD. An id outside the vocabulary is an error."""
-        return b"".join(self.id_bytes(i, skip_special_tokens=skip_special_tokens) for i in ids).decode("utf-8", "replace")
+        data = b"".join(self.id_bytes(i, skip_special_tokens=skip_special_tokens) for i in ids)
+        return data.decode("utf-8", "replace")
 
     def id_bytes(self, token_id: int, *, skip_special_tokens: bool = False) -> bytes:
         """The bytes one id stands for (none for a special token skipped)."""

@@ -10,7 +10,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CORPUS", "corpus_strings", "fuzz_strings", "ParityReport", "parity", "reference_tokenizer", "verify_tokenizer_report"]
+__all__ = ["CORPUS", "corpus_strings", "fuzz_strings", "ParityReport", "parity", "reference_tokenizer",
+           "verify_tokenizer_report"]
 
 # category -> strings. Each category names what it covers; special tokens are listed per vocabulary.
 CORPUS: dict[str, tuple[str, ...]] = {
@@ -152,7 +153,8 @@ def parity(ours, reference, strings, *, normal_form: str | None = None, round_tr
                 report.mismatches.append(f"encode({text!r}, add_special_tokens={add_special}): {got} != {want}")
         ids = reference.encode(text, add_special_tokens=False).ids
         for skip in (False, True):
-            want_text, got_text = reference.decode(ids, skip_special_tokens=skip), ours.decode(ids, skip_special_tokens=skip)
+            want_text = reference.decode(ids, skip_special_tokens=skip)
+            got_text = ours.decode(ids, skip_special_tokens=skip)
             report.decoded += 1
             if got_text != want_text:
                 report.mismatches.append(f"decode({ids}, skip_special_tokens={skip}): {got_text!r} != {want_text!r}")
