@@ -6,6 +6,11 @@ then one profiled prefill and one profiled decode step for each kernel's share o
   decode_tok_s    decode steps / their wall time: steps submitted back to back (no readback between
                   them), the generated ids read every `batch` steps and once at the end
   host_ms_per_token  host time of a decode step's calls (resize + replay's submit), GPU not waited on
+  context         decode measured at a long context: after the prompt, unmeasured steps run until the
+                  measured `decode` steps end at position `context`
+  position        where the sequence's position lives between decode steps: "gpu" (nothing re-sized per
+                  step), "host" (the position's dispatches re-sized before each step), "auto" (the GPU
+                  wherever the plan allows; the report's position_on_gpu says which ran)
 Everything runs once first (pipelines compiled, the GPU's clocks up). Nothing here is checked: the
 model suite (checks/model_run.py) and its oracle judge the same plan's outputs.
 """
@@ -20,7 +25,9 @@ from ..runtime import Runtime
 from .model_run import prompt_ids
 from .outcome import NOT_CHECKED, no_progress
 
-__all__ = ["run_model_bench"]
+__all__ = ["run_model_bench", "POSITIONS"]
+
+POSITIONS = {"auto": None, "gpu": True, "host": False}
 
 
 def _active_dispatches(plan) -> int:
@@ -47,13 +54,19 @@ def _kernel_rows(execution, phase: str) -> list[dict]:
 
 async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int | None = None, prompt: int = 128,
                           decode: int = 64, policy: str = "f32", seed: int = 7, batch: int = 16,
-                          profile: bool = True, progress=no_progress) -> dict:
+                          profile: bool = True, context: int = 0, position: str = "auto",
+                          progress=no_progress) -> dict:
     config = model_config(model, layers)
+    if position not in POSITIONS:
+        raise ValueError(f"position {position!r}: one of {list(POSITIONS)}")
+    if context and context < prompt + decode:
+        raise ValueError(f"context {context} must hold the prompt ({prompt}) and the measured steps ({decode})")
+    fill = context - prompt - decode if context else 0          # unmeasured steps before the measured ones
     ids = prompt_ids(config.vocab, seed, prompt)
     progress("model bench", 0, 4)
     started = time.perf_counter()
-    decoder = await Decoder.create(runtime, config, seed=seed, max_prompt=prompt, capacity=prompt + decode,
-                                   policy=policy)
+    decoder = await Decoder.create(runtime, config, seed=seed, max_prompt=prompt, capacity=prompt + fill + decode,
+                                   policy=policy, gpu_position=POSITIONS[position])
     try:
         build_s = time.perf_counter() - started
         progress("model bench", 1, 4)
@@ -66,6 +79,10 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         prefill_dispatches = _active_dispatches(decoder.plan)
         generated = await decoder.tokens(prompt, prompt + 1)
         ttft_s = time.perf_counter() - began
+        for done in range(1, fill + 1):
+            await decoder.step()
+            if done % batch == 0 or done == fill:       # bounds the queue as the measured loop does
+                generated += await decoder.tokens(prompt + len(generated), decoder.position + 1)
         host_ns, decode_routes = 0, []
         began = time.perf_counter()
         for done in range(1, decode + 1):
@@ -86,7 +103,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
             kernels += _kernel_rows(profiled_step, "decode")
             quantized = bool(profiled.quantized or profiled_step.quantized)
         progress("model bench", 4, 4)
-        recorded = len(decoder.plan)
+        recorded, position_on_gpu = len(decoder.plan), decoder.position_on_gpu
     finally:
         decoder.release()
     return {
@@ -94,7 +111,8 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         "adapter": runtime.device.adapter.to_json(),
         "config": config.to_json(),
         "options": {"model": model, "layers": config.layers, "prompt": prompt, "decode": decode, "policy": policy,
-                    "seed": seed, "batch": batch},
+                    "seed": seed, "batch": batch, "context": prompt + fill + decode, "position": position},
+        "position_on_gpu": position_on_gpu,
         "build_s": round(build_s, 3),
         "prefill_tok_s": prompt / prefill_s,
         "ttft_ms": 1000 * ttft_s,

@@ -260,7 +260,7 @@ def _bench(args) -> int:
 
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
-                          "decode", "policy", "batch", "profile"))
+                          "decode", "policy", "batch", "profile", "context", "position"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -364,6 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--decode", type=int, help="model: greedy decode steps (default 64)")
     bench.add_argument("--policy", choices=_choices(benches, "policy"), help="model: activation policy (default f32)")
     bench.add_argument("--batch", type=int, help="model: decode steps between readbacks of the ids (default 16)")
+    bench.add_argument("--context", type=int, help="model: measure the decode steps ending at this position "
+                                                   "(unmeasured steps fill the cache first; default: after the prompt)")
+    bench.add_argument("--position", choices=_choices(benches, "position"),
+                       help="model: where the position lives between decode steps (default auto: the GPU where "
+                            "the plan allows)")
     bench.add_argument("--no-profile", dest="profile", action="store_false", default=None,
                        help="model: skip the profiled prefill and decode step")
     bench.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")

@@ -171,8 +171,9 @@ def format_model_bench(report: dict) -> str:
     lines = [
         _adapter_line(report),
         f"{c['name']}, {o['layers']} layers, policy {o['policy']}: prompt {o['prompt']}, {o['decode']} greedy decode "
-        f"steps (ids read every {o['batch']}); {d['recorded']} dispatches recorded, {d['prefill']} run per prefill, "
-        f"{d['decode']} per decode step",
+        f"steps ending at position {o['context']} (ids read every {o['batch']}); position on the "
+        f"{'GPU' if report['position_on_gpu'] else 'host'}; {d['recorded']} dispatches recorded, {d['prefill']} run "
+        f"per prefill, {d['decode']} per decode step",
         _table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token"],
                [[f"{report['prefill_tok_s']:.1f}", f"{report['ttft_ms']:.1f}",
                  f"{decode:.1f}" if decode else "-", f"{report['host_ms_per_token']:.3f}"]]),
