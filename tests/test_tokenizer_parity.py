@@ -1,7 +1,7 @@
 """The pure-Python tokenizer (py_runtime/text) gives the ids and text of the `tokenizers` package on the
 same tokenizer.json: Llama 3.2's and Qwen3's over the oracle's corpus and seeded fuzz strings, and
 variants that reach the other supported branches (GPT-2's split, a prefix space, "a b" merges, normalizer
-sequences, added-token flags). The parity check itself is shown to fail when a merge is dropped, and
+sequences, added-token flags, Digits). The parity check itself is shown to fail when a merge is dropped, and
 what the tokenizer does not implement is refused by name.
 
 The parity figures are printed (pytest -s shows them)."""
@@ -50,10 +50,10 @@ def test_the_vocabularies_are_the_ones_the_issue_names(vendored_tokenizers):
 
 
 def _small_spec(spec: dict, merges: int) -> dict:
-    """A consistent cut of a byte-level vocabulary without a post-processor template: the 256 byte
-    tokens and the first `merges` merges (with what they make), renumbered densely in the original
-    order, the added tokens after them (where `tokenizers` puts added tokens the model lacks). Loads in
-    milliseconds, so variants are cheap."""
+    """A consistent cut of a byte-level vocabulary: the 256 byte tokens and the first `merges` merges
+    (with what they make), renumbered densely in the original order, the added tokens after them (where
+    `tokenizers` puts added tokens the model lacks), no post-processor. Loads in milliseconds, so
+    variants are cheap."""
     kept = [list(m) for m in spec["model"]["merges"][:merges]]
     tokens = set(BYTE_TO_CHAR) | {part for m in kept for part in (m[0], m[1], m[0] + m[1])}
     order = sorted((i, t) for t, i in spec["model"]["vocab"].items() if t in tokens)
@@ -62,6 +62,7 @@ def _small_spec(spec: dict, merges: int) -> dict:
                       "vocab": {t: new for new, (_, t) in enumerate(order)}, "merges": kept}
     for offset, token in enumerate(small["added_tokens"]):
         token["id"] = len(order) + offset
+    small["post_processor"] = None
     return small
 
 
@@ -107,6 +108,27 @@ def test_variants_reach_every_supported_branch_and_match_tokenizers(vendored_tok
         assert report.equal, f"{name}:\n" + "\n".join(report.mismatches[:20])
 
 
+def test_digit_splits_match_tokenizers_on_a_vocabulary_with_multi_digit_tokens(vendored_tokenizers):
+    """Digits (SmolLM2 runs it before GPT-2's split, one digit at a time) on a cut of Llama 3.2's
+    vocabulary, whose merges make multi-digit tokens, so the two Digits modes give different ids."""
+    import tokenizers
+
+    small = _small_spec(vendored_tokenizers.spec("llama3_2"), merges=6000)
+    strings = corpus_strings("llama3_2") + fuzz_strings(300, seed=7)
+    counts = {}
+    for individual in (True, False):
+        spec = copy.deepcopy(small)
+        spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Digits", "individual_digits": individual},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+        text = json.dumps(spec)
+        report = parity(Tokenizer.from_json(text), tokenizers.Tokenizer.from_str(text), strings)
+        print(f"\n[parity] variant digits (individual {individual}) then gpt2 split: {report.summary()}")
+        assert report.equal, "\n".join(report.mismatches[:20])
+        counts[individual] = report.tokens
+    assert counts[True] > counts[False]
+
+
 def test_the_parity_check_fails_when_a_merge_is_dropped(vendored_tokenizers):
     """Llama 3.2 skips merges for pre-tokens already in the vocabulary (ignore_merges): drop the merges
     that make a piece of a word that is not, and the check must see different ids."""
@@ -149,6 +171,8 @@ def test_an_unknown_split_pattern_is_refused_by_name(small_qwen):
     (("normalizer",), {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Strip"}]},
      "normalizer 'Strip' is not supported"),
     (("pre_tokenizer",), {"type": "Metaspace"}, "pre_tokenizer 'Metaspace' is not supported"),
+    (("pre_tokenizer",), {"type": "Sequence", "pretokenizers": [{"type": "Punctuation"}, {"type": "ByteLevel"}]},
+     "pre_tokenizer 'Punctuation' is not supported"),
     (("pre_tokenizer", "pretokenizers", 0, "behavior"), "Removed", "Split with pattern"),
     (("pre_tokenizer",), {"type": "Sequence", "pretokenizers": []}, "no ByteLevel step"),
     (("decoder",), {"type": "WordPiece"}, "decoder 'WordPiece' is not supported"),

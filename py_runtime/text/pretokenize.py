@@ -19,7 +19,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["SplitPattern", "KNOWN_PATTERNS", "UnsupportedPattern", "split_pattern", "WHITESPACE"]
+__all__ = ["SplitPattern", "DigitSplit", "KNOWN_PATTERNS", "UnsupportedPattern", "split_pattern", "WHITESPACE"]
 
 # The White_Space property (PropList.txt); stable since Unicode 6.3 moved U+180E out of it.
 WHITESPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
@@ -115,6 +115,26 @@ class SplitPattern:
         if end == n or end - i == 1:
             return end
         return end - 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class DigitSplit:
+    """The Digits pre-tokenizer (SmolLM2 puts it before GPT-2's split): numbers (char::is_numeric, the
+    N* categories) cut out of the text, each on its own (individual) or in runs, the rest kept whole."""
+    individual: bool
+
+    def split(self, text: str) -> list[str]:
+        known = _KINDS.get
+        pieces, start, n = [], 0, len(text)
+        while start < n:
+            numeric = (known(text[start]) or _kind(text[start])) == _NUMBER
+            end = start + 1
+            if not (numeric and self.individual):
+                while end < n and ((known(text[end]) or _kind(text[end])) == _NUMBER) == numeric:
+                    end += 1
+            pieces.append(text[start:end])
+            start = end
+        return pieces
 
 
 def _run(kinds: list[str], i: int, n: int, kind: str) -> int:

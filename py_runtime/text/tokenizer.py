@@ -5,8 +5,8 @@ Encoding follows the `tokenizers` pipeline, step for step, so ids agree with it:
   1. added tokens (special or not) are cut out of the raw text first, longest match at the leftmost
      position; their ids are taken as they are;
   2. each remaining segment is normalized (NFC/NFD/NFKC/NFKD, or a Sequence of them);
-  3. pre-tokenized: a Split by one of the known patterns (pretokenize.py), then ByteLevel (optionally a
-     prefix space, optionally GPT-2's own split, then every byte as one alphabet character);
+  3. pre-tokenized: a Split by one of the known patterns (pretokenize.py) or Digits, then ByteLevel
+     (optionally a prefix space, optionally GPT-2's own split, then every byte as one alphabet character);
   4. each pre-token is BPE-merged (bpe.py);
   5. with add_special_tokens, the post-processor's template wraps the ids (Llama 3's BOS 128000).
 Decoding maps ids back to tokens (added tokens included, special ones skipped on request) and the
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from .added import AddedToken, AddedTokenMatcher
 from .bpe import BPE
 from .bytelevel import to_byte_chars, token_bytes
-from .pretokenize import GPT2, SplitPattern, split_pattern
+from .pretokenize import GPT2, DigitSplit, SplitPattern, split_pattern
 
 __all__ = ["Tokenizer", "AddedToken", "TokenizerError", "DecodeStream"]
 
@@ -68,6 +68,8 @@ def _pre_tokenizers(spec) -> tuple:
         return tuple(step for part in spec["pretokenizers"] for step in _pre_tokenizers(part))
     if kind == "ByteLevel":
         return (_ByteLevel(add_prefix_space=spec.get("add_prefix_space", True), use_regex=spec.get("use_regex", True)),)
+    if kind == "Digits":
+        return (DigitSplit(individual=spec.get("individual_digits", False)),)
     if kind == "Split":
         pattern, behavior, invert = spec.get("pattern", {}), spec.get("behavior"), spec.get("invert", False)
         if "Regex" not in pattern or behavior != "Isolated" or invert:
@@ -75,7 +77,7 @@ def _pre_tokenizers(spec) -> tuple:
                        f"invert {invert!r} is not supported (supported: a Regex, Isolated, not inverted)")
             raise TokenizerError(message)
         return (split_pattern(pattern["Regex"]),)
-    raise _refuse("pre_tokenizer", kind, ("Sequence", "Split", "ByteLevel"))
+    raise _refuse("pre_tokenizer", kind, ("Sequence", "Split", "Digits", "ByteLevel"))
 
 
 def _template(spec) -> tuple | None:
@@ -226,7 +228,7 @@ class Tokenizer:
         alphabet, ready for BPE."""
         pieces = [text] if text else []
         for step in self.pre_tokenizers:
-            if isinstance(step, SplitPattern):
+            if isinstance(step, (SplitPattern, DigitSplit)):
                 pieces = [part for piece in pieces for part in step.split(piece)]
                 continue
             if step.add_prefix_space:
