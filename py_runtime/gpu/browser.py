@@ -20,7 +20,7 @@ from pyodide.ffi import JsException, create_proxy, to_js
 from .device import (WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, Device, DeviceLost,
                      GpuOutOfMemory, GpuValidationError, Handle, KernelCompileError)
 
-__all__ = ["BrowserDevice", "request_browser_device", "post_bytes"]
+__all__ = ["BrowserDevice", "request_browser_device", "post_bytes", "fetch_bytes"]
 
 _INFO_FIELDS = ("vendor", "architecture", "device", "description", "subgroupMinSize", "subgroupMaxSize",
                 "isFallbackAdapter")
@@ -54,6 +54,15 @@ async def post_bytes(url: str, data: bytes | memoryview) -> None:
     """Our addition: POST bytes to the page's server (result uploads for headless runs)."""
     with _HeapView(data) as view:
         await _js_bridge().postBytes(url, view)
+
+
+async def fetch_bytes(url: str) -> bytes:
+    """Our addition: GET a file the page's server serves (vendored assets such as a tokenizer.json),
+    relative to the page."""
+    response = await js.fetch(url)
+    if not response.ok:
+        raise FileNotFoundError(f"GET {url}: HTTP {response.status} (vendored assets come from scripts/setup.sh)")
+    return (await response.arrayBuffer()).to_bytes()
 
 
 async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevice":

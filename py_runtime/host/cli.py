@@ -190,8 +190,20 @@ def _verify_model(report, artifacts):
           f"{judged['tolerance_sigma']:.3g} sigma tolerance ({len(judged['near_ties'])} near ties)")
 
 
+def _verify_tokenizer(report, artifacts):
+    from .codegen import repo_root
+    from .oracle.tokenizer import verify_tokenizer_report
+    from .vendor import tokenizer_dir
+
+    files = {c["vocabulary"]: tokenizer_dir(repo_root(), c["vocabulary"]) / "tokenizer.json" for c in report["cases"]}
+    for case, judged in zip(report["cases"], verify_tokenizer_report(report, files)):
+        print(f"{case['vocabulary']}: {judged.summary()} (against tokenizers); load {case['load_ms']:.0f} ms, "
+              f"encode {case['cold_tok_s']:,.0f} tok/s cold, {case['warm_tok_s']:,.0f} tok/s with every word cached")
+
+
 HOST_ORACLES = {"q4": _verify_q4, "runtime": _verify_runtime, "elementwise": _verify_elementwise,
-                "decoder_blocks": _verify_decoder_blocks, "attention": _verify_attention, "model": _verify_model}
+                "decoder_blocks": _verify_decoder_blocks, "attention": _verify_attention, "model": _verify_model,
+                "tokenizer": _verify_tokenizer}
 UNARY_CLI_LENGTHS = [1, 63, 64, 65, 4097, 1_000_003]    # wider than the page's default: the CLI has time
 
 

@@ -25,6 +25,7 @@ from ..checks.kernel_bench import BENCH_PRESETS, STEP_PRESETS, run_kernel_bench
 from ..checks.q4_linear import PRESETS as Q4_PRESETS
 from ..checks.q4_linear import run_q4_checks
 from ..checks.runtime_core import run_runtime_checks
+from ..checks.tokenizer import VOCABULARIES, run_tokenizer_check
 from ..checks.unary import CheckOptions, run_unary_check
 from ..ops.unary import UNARY_OPS
 from .schema import Option, validate
@@ -245,8 +246,20 @@ HOST_COST = Workload(
              Option(name="steps", type="int", default=_HOST["steps"], minimum=1)),
     runner=_host_cost, renderer="host_cost", aliases=("host",))
 
+
+
+async def _tokenizer(runtime, options, sink, progress):
+    return await run_tokenizer_check(runtime, **options, progress=progress)
+
+
+TOKENIZER = Workload(
+    name="tokenizer", title="The pure-Python BPE tokenizer on the vendored vocabularies (ids judged against tokenizers)",
+    kind="check",
+    options=(Option(name="vocabularies", type="str list", default=VOCABULARIES, allowed=VOCABULARIES),),
+    runner=_tokenizer, renderer="tokenizer")
+
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS, ATTENTION, MODEL,
-                                                      MODEL_BENCH,
+                                                      TOKENIZER, MODEL_BENCH,
                                                       KERNEL_BENCH, HOST_COST)}
 DEFAULT_SUITE = UNARY.name
 
