@@ -6,6 +6,8 @@ then one profiled prefill and one profiled decode step for each kernel's share o
   decode_tok_s    decode steps / their wall time: steps submitted back to back (no readback between
                   them), the generated ids read every `batch` steps and once at the end
   host_ms_per_token  host time of a decode step's calls (resize + replay's submit), GPU not waited on
+  decode_span_us  GPU time of one decode step's single pass (two timestamps around it; median of 5),
+                  where the adapter has timestamp queries: the step's GPU cost without the submits
   context         decode measured at a long context: after the prompt, unmeasured steps run until the
                   measured `decode` steps end at position `context`
   position        where the sequence's position lives between decode steps: "gpu" (nothing re-sized per
@@ -95,12 +97,15 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         decode_dispatches = _active_dispatches(decoder.plan)
         progress("model bench", 3, 4)
 
-        kernels, quantized = [], None
+        kernels, quantized, decode_span_us = [], None, None
         if profile and "timestamp-query" in runtime.device.adapter.device_features:
             profiled = await decoder.prefill(ids, profile=True)
             kernels += _kernel_rows(profiled, "prefill")
             profiled_step = await decoder.step(profile=True)
             kernels += _kernel_rows(profiled_step, "decode")
+            room = min(5, fill + decode - 1)             # the steps the cache has left after the profiled one
+            spans = sorted([(await decoder.step(profile="span")).span_ns for _ in range(room)])
+            decode_span_us = spans[len(spans) // 2] / 1e3 if spans else None
             quantized = bool(profiled.quantized or profiled_step.quantized)
         progress("model bench", 4, 4)
         recorded, position_on_gpu = len(decoder.plan), decoder.position_on_gpu
@@ -118,6 +123,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         "ttft_ms": 1000 * ttft_s,
         "decode_tok_s": decode / decode_s if decode else None,
         "host_ms_per_token": host_ns / 1e6 / decode if decode else None,
+        "decode_span_us": decode_span_us,
         "dispatches": {"prefill": prefill_dispatches, "decode": decode_dispatches, "recorded": recorded},
         "routes": {"prefill": list(prefill.routes), "decode": decode_routes},
         "kernels": kernels,
