@@ -109,11 +109,6 @@ for s in $steps; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --context 4096 --timeout 140
                      done ;;
-    # a submit per decode step (the batch's steps not in one command buffer), for the comparison
-    browser-model-step) for m in llama qwen3; do
-                       step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
-                         --prompt 128 --decode 128 --submit step --timeout 140
-                     done ;;
     # the same decode with the position kept on the host (every step re-sized), for the comparison
     browser-model-hostpos) for m in llama qwen3; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
