@@ -204,15 +204,11 @@ class Plan:
         """Routes of the dispatches that run at the current sizes (idle alternatives excluded)."""
         return tuple(dict.fromkeys(e.call.route for e in self._entries if runs_at(e.sizing.workgroups)))
 
-    async def replay(self, *, profile: bool | str = False, wait: bool = True, repeat: int = 1) -> Execution:
-        """One step. wait=False returns once the work is submitted (host cost only); profiling waits.
-        `repeat` (with wait=False) submits that many steps at once, in one command buffer: for steps
-        that need nothing from the host between them (a decoder whose position lives on the GPU)."""
+    async def replay(self, *, profile: bool | str = False, wait: bool = True) -> Execution:
+        """One step. wait=False returns once the work is submitted (host cost only); profiling waits."""
         step = self._step
         if step is None:
             raise PlanError(f"plan {self.label!r} is not recorded; call record() after the last add()")
-        if repeat != 1 and (wait or profile or repeat < 1):
-            raise PlanError(f"plan {self.label!r}: repeat={repeat} needs wait=False, no profiling and repeat >= 1")
         if wait or profile:
             return await self._replay_waited(profile)
         # The per-token path: one device call; nothing here allocates beyond the Execution.
@@ -220,7 +216,7 @@ class Plan:
         lo, hi = arena.take_range()
         started = time.perf_counter_ns()
         try:
-            step(lo, hi, repeat)
+            step(lo, hi)
         except BaseException:
             arena.mark_dirty(lo, hi)        # the upload may not have happened: the next step retries it
             raise

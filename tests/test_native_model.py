@@ -128,9 +128,8 @@ def test_the_fast_q4_twin_is_the_reference_twin_bit_for_bit():
 @pytest.mark.parametrize("model", ["tiny", "awkward"])
 def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(model):
     """The GPU-side position (token_history advancing the caches' offset; RoPE, the cache write and
-    FlashDecoding adding it), with 20 steps per submit, against the host re-sizing every step:
-    identical tokens and logits over enough steps that the split pass's layout changes several times,
-    and nothing re-sized per step."""
+    FlashDecoding adding it) against the host re-sizing every step: identical tokens and logits over
+    enough steps that the split pass's layout changes several times, and nothing re-sized per step."""
     config = model_config(model, 1)
 
     async def decode(runtime, gpu_position):
@@ -142,12 +141,8 @@ def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(mod
         write = arena.write
         arena.write = lambda *args: writes.append(args[0]) or write(*args)     # params packed per step
         try:
-            if gpu_position:                # three submits of 20 steps, each one command buffer
-                for _ in range(3):
-                    await decoder.steps(20)
-            else:
-                for _ in range(60):
-                    await decoder.step()
+            for _ in range(60):
+                await decoder.step()
         finally:
             del arena.write
         tokens, logits = await decoder.tokens(), await decoder.read_logits()

@@ -3,10 +3,8 @@ then one profiled prefill and one profiled decode step for each kernel's share o
 
   prefill_tok_s   prompt tokens / the prefill's wall time (submit to GPU done, waited)
   ttft_ms         the prefill plus the readback of the first generated id
-  decode_tok_s    decode steps / their wall time: `batch` steps submitted at a time (no readback between
-                  them), the generated ids read after each batch; submit "batch" puts a batch in one
-                  command buffer (Decoder.steps, where the position lives on the GPU), "step" submits
-                  each step on its own
+  decode_tok_s    decode steps / their wall time: steps submitted back to back (no readback between
+                  them), the generated ids read every `batch` steps and once at the end
   host_ms_per_token  host time of a decode step's calls (resize + replay's submit), GPU not waited on
   decode_span_us  GPU time of one decode step's single pass (two timestamps around it; median of 5),
                   where the adapter has timestamp queries: the step's GPU cost without the submits
@@ -29,19 +27,9 @@ from ..runtime import Runtime
 from .model_run import prompt_ids
 from .outcome import NOT_CHECKED, no_progress
 
-__all__ = ["run_model_bench", "POSITIONS", "SUBMITS"]
+__all__ = ["run_model_bench", "POSITIONS"]
 
 POSITIONS = {"auto": None, "gpu": True, "host": False}
-SUBMITS = ("batch", "step")
-
-
-async def _decode(decoder, count: int, submit: str):
-    """`count` steps, one submit for them all or one each; the last step's execution."""
-    if submit == "batch":
-        return await decoder.steps(count)
-    for _ in range(count):
-        execution = await decoder.step()
-    return execution
 
 
 def _active_dispatches(plan) -> int:
@@ -68,13 +56,11 @@ def _kernel_rows(execution, phase: str) -> list[dict]:
 
 async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int | None = None, prompt: int = 128,
                           decode: int = 64, policy: str = "f32", seed: int = 7, batch: int = 16,
-                          profile: bool = True, context: int = 0, position: str = "auto", submit: str = "batch",
+                          profile: bool = True, context: int = 0, position: str = "auto",
                           progress=no_progress) -> dict:
     config = model_config(model, layers)
     if position not in POSITIONS:
         raise ValueError(f"position {position!r}: one of {list(POSITIONS)}")
-    if submit not in SUBMITS:
-        raise ValueError(f"submit {submit!r}: one of {list(SUBMITS)}")
     if context and context < prompt + decode:
         raise ValueError(f"context {context} must hold the prompt ({prompt}) and the measured steps ({decode})")
     fill = context - prompt - decode if context else 0          # unmeasured steps before the measured ones
@@ -95,16 +81,18 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         prefill_dispatches = _active_dispatches(decoder.plan)
         generated = await decoder.tokens(prompt, prompt + 1)
         ttft_s = time.perf_counter() - began
-        for done in range(0, fill, batch):                   # read back per batch as the measured loop does
-            await _decode(decoder, min(batch, fill - done), submit)
-            generated += await decoder.tokens(prompt + len(generated), decoder.position + 1)
+        for done in range(1, fill + 1):
+            await decoder.step()
+            if done % batch == 0 or done == fill:       # bounds the queue as the measured loop does
+                generated += await decoder.tokens(prompt + len(generated), decoder.position + 1)
         host_ns, decode_routes = 0, []
         began = time.perf_counter()
-        for done in range(0, decode, batch):
+        for done in range(1, decode + 1):
             step_began = time.perf_counter_ns()
-            decode_routes = list((await _decode(decoder, min(batch, decode - done), submit)).routes)
+            decode_routes = list((await decoder.step()).routes)
             host_ns += time.perf_counter_ns() - step_began
-            generated += await decoder.tokens(prompt + len(generated), decoder.position + 1)
+            if done % batch == 0 or done == decode:
+                generated += await decoder.tokens(prompt + len(generated), decoder.position + 1)
         decode_s = time.perf_counter() - began
         decode_dispatches = _active_dispatches(decoder.plan)
         progress("model bench", 3, 4)
@@ -128,8 +116,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         "adapter": runtime.device.adapter.to_json(),
         "config": config.to_json(),
         "options": {"model": model, "layers": config.layers, "prompt": prompt, "decode": decode, "policy": policy,
-                    "seed": seed, "batch": batch, "context": prompt + fill + decode, "position": position,
-                    "submit": submit},
+                    "seed": seed, "batch": batch, "context": prompt + fill + decode, "position": position},
         "position_on_gpu": position_on_gpu,
         "build_s": round(build_s, 3),
         "prefill_tok_s": prompt / prefill_s,

@@ -222,9 +222,9 @@ class BrowserDevice(Device):
         js_step = plan.raw.step     # a handle on the JS closure itself: no attribute lookup per step
         raise_problems, label = self._raise_problems, plan.label
 
-        def step(lo, hi, repeat=1):
+        def step(lo, hi):
             try:
-                problems = js_step(lo, hi, repeat)
+                problems = js_step(lo, hi)
             except JsException as error:        # e.g. a range writeBuffer refuses: loud, and named
                 raise GpuValidationError(f"replay({label})", str(error)) from None
             if problems:

@@ -274,18 +274,17 @@ return {
       step: null,
     };
     const queue = device.queue;
-    // Upload params bytes [lo, hi) when hi > lo, encode every dispatch into one pass (`repeat` such
-    // passes back to back: steps that need nothing from the host between them), submit once. No
+    // Upload params bytes [lo, hi) when hi > lo, encode every dispatch into one pass, submit. No
     // error scope (its pop is a round trip to the GPU process, longer than encoding 230 dispatches):
     // errors arrive as uncaptured errors. Returns state.problems; nonzero makes Python raise, and
     // a step that finds it nonzero does nothing (Python hands its upload range back to the arena).
-    plan.step = (lo, hi, repeat) => {
+    plan.step = (lo, hi) => {
       if (state.problems) return state.problems;
       const t0 = performance.now();
       if (hi > lo) uploadParams(device, state, lo, hi);
       const t1 = performance.now();
       const encoder = device.createCommandEncoder();
-      for (let r = 0; r < repeat; r++) encodeInto(encoder, plan.pairs, plan.counts, null);
+      encodeInto(encoder, plan.pairs, plan.counts, null);
       const t2 = performance.now();
       const commands = encoder.finish();
       const t3 = performance.now();
@@ -295,7 +294,7 @@ return {
       encodeMs += t2 - t1;
       finishMs += t3 - t2;
       submitMs += t4 - t3;
-      steps += repeat;
+      steps += 1;
       return state.problems;
     };
     return plan;

@@ -254,14 +254,14 @@ class NativeDevice(Device):
     def stepper(self, plan):
         recorded, what, stats = plan.raw, f"replay({plan.label})", self._stats
 
-        def step(lo, hi, repeat=1):
-            self._step(recorded, what, lo, hi, stats, repeat)
+        def step(lo, hi):
+            self._step(recorded, what, lo, hi, stats)
 
         return step
 
-    def _step(self, recorded, what, lo, hi, stats, repeat=1):
-        """Upload [lo, hi) of the params shadow, encode the plan's program into one pass (`repeat`
-        passes), finish, submit once; adds ns per phase to `stats` when given. Encoder-level calls go through wgpu-py's
+    def _step(self, recorded, what, lo, hi, stats):
+        """Upload [lo, hi) of the params shadow, encode the plan's program into one pass, finish,
+        submit; adds ns per phase to `stats` when given. Encoder-level calls go through wgpu-py's
         error-capturing wrappers (validation errors raise here, named); the per-dispatch calls are
         raw: wgpu-core defers their errors to the pass end or the finish, both checked."""
         if self._lost:
@@ -279,18 +279,17 @@ class NativeDevice(Device):
             uploaded = clock()
             encoder = checked.wgpuDeviceCreateCommandEncoder(self._device._internal, null)
             try:
-                for _ in range(repeat):         # (the program sets its first pipeline and bind group)
-                    compute_pass = checked.wgpuCommandEncoderBeginComputePass(encoder, null)
-                    try:
-                        for pipeline, bind_group, x, y, z in recorded.program:
-                            if pipeline is not None:
-                                set_pipeline(compute_pass, pipeline)
-                            if bind_group is not None:
-                                set_bind_group(compute_pass, 0, bind_group, 0, null)
-                            dispatch(compute_pass, x, y, z)
-                        checked.wgpuComputePassEncoderEnd(compute_pass)
-                    finally:
-                        raw.wgpuComputePassEncoderRelease(compute_pass)
+                compute_pass = checked.wgpuCommandEncoderBeginComputePass(encoder, null)
+                try:
+                    for pipeline, bind_group, x, y, z in recorded.program:
+                        if pipeline is not None:
+                            set_pipeline(compute_pass, pipeline)
+                        if bind_group is not None:
+                            set_bind_group(compute_pass, 0, bind_group, 0, null)
+                        dispatch(compute_pass, x, y, z)
+                    checked.wgpuComputePassEncoderEnd(compute_pass)
+                finally:
+                    raw.wgpuComputePassEncoderRelease(compute_pass)
                 encoded = clock()
                 commands = checked.wgpuCommandEncoderFinish(encoder, null)
             finally:
@@ -311,7 +310,7 @@ class NativeDevice(Device):
             stats[1] += encoded - uploaded
             stats[2] += finished - encoded
             stats[3] += submitted - finished
-            stats[4] += repeat
+            stats[4] += 1
 
     async def replay(self, plan, *, timestamps=False, upload=(0, 0)):
         recorded, what = plan.raw, f"replay({plan.label})"

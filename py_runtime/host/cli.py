@@ -260,7 +260,7 @@ def _bench(args) -> int:
 
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
-                          "decode", "policy", "batch", "profile", "context", "position", "submit"))
+                          "decode", "policy", "batch", "profile", "context", "position"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -366,8 +366,6 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--batch", type=int, help="model: decode steps between readbacks of the ids (default 16)")
     bench.add_argument("--context", type=int, help="model: measure the decode steps ending at this position "
                                                    "(unmeasured steps fill the cache first; default: after the prompt)")
-    bench.add_argument("--submit", choices=_choices(benches, "submit"),
-                       help="model: a batch of decode steps in one command buffer (default) or a submit per step")
     bench.add_argument("--position", choices=_choices(benches, "position"),
                        help="model: where the position lives between decode steps (default auto: the GPU where "
                             "the plan allows)")

@@ -171,8 +171,7 @@ def format_model_bench(report: dict) -> str:
     lines = [
         _adapter_line(report),
         f"{c['name']}, {o['layers']} layers, policy {o['policy']}: prompt {o['prompt']}, {o['decode']} greedy decode "
-        f"steps ending at position {o['context']} (ids read every {o['batch']}, "
-        f"{'a submit per step' if o['submit'] == 'step' else 'each batch in one submit'}); position on the "
+        f"steps ending at position {o['context']} (ids read every {o['batch']}); position on the "
         f"{'GPU' if report['position_on_gpu'] else 'host'}; {d['recorded']} dispatches recorded, {d['prefill']} run "
         f"per prefill, {d['decode']} per decode step",
         _table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token", "GPU us/step (one pass)"],

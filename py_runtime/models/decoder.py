@@ -272,27 +272,15 @@ class Decoder:
 
     async def step(self, *, wait: bool = False, profile: bool | str = False) -> Execution:
         """One greedy decode step of the token at the current position (on the GPU, from ids[0])."""
-        return await self.steps(1, wait=wait, profile=profile)
-
-    async def steps(self, count: int, *, wait: bool = False, profile: bool | str = False) -> Execution:
-        """`count` greedy decode steps. With the position on the GPU they are submitted at once, in one
-        command buffer (the steps need nothing from the host between them); elsewhere one by one, each
-        re-sized first. wait/profile take one step."""
         if self.position == 0:
             raise ValueError(f"{self.config.name}: no sequence; prefill a prompt first")
-        if count < 1 or (count > 1 and (wait or profile)):
-            raise ValueError(f"{self.config.name}: {count} steps; waiting or profiling takes one")
-        self._check_step(count)
-        if self.position_on_gpu:
-            if self.plan.live[TOKENS] != 1:     # the first step after a prefill; later ones re-size nothing
-                self.plan.resize(tokens=1)
-            execution = await self.plan.replay(wait=wait, profile=profile, repeat=count)
-            self.position += count
-            return execution
-        for _ in range(count):
+        self._check_step(1)
+        if not self.position_on_gpu:
             self.plan.resize(tokens=1, pos=self.position)
-            execution = await self.plan.replay(wait=wait, profile=profile)
-            self.position += 1
+        elif self.plan.live[TOKENS] != 1:       # the first step after a prefill; later ones re-size nothing
+            self.plan.resize(tokens=1)
+        execution = await self.plan.replay(wait=wait, profile=profile)
+        self.position += 1
         return execution
 
     async def tokens(self, start: int = 0, end: int | None = None) -> list[int]:
@@ -310,9 +298,8 @@ class Decoder:
         return await self.runtime.device.read_buffer(self.logits.buffer, 4 * self.config.vocab)
 
     async def generate(self, prompt: list[int], steps: int, *, batch: int = 16) -> dict:
-        """Prefill, then `steps` greedy decode steps submitted `batch` at a time (steps()); the generated
-        ids are read after each batch (the only host round trips). Returns the ids and the host-side
-        timings."""
+        """Prefill, then `steps` greedy decode steps submitted back to back; the generated ids are read
+        every `batch` steps (the only host round trips). Returns the ids and the host-side timings."""
         if steps < 0 or batch < 1:
             raise ValueError(f"steps {steps} and batch {batch} must be >= 0 and >= 1")
         if len(prompt) + steps > self.capacity:
@@ -324,9 +311,10 @@ class Decoder:
         prefill_s = time.perf_counter() - started
         generated = list(first)
         decode_started = time.perf_counter()
-        for done in range(0, steps, batch):
-            await self.steps(min(batch, steps - done))
-            generated += await self.tokens(len(prompt) + len(generated), self.position + 1)
+        for done in range(1, steps + 1):
+            await self.step()
+            if done % batch == 0 or done == steps:
+                generated += await self.tokens(len(prompt) + len(generated), self.position + 1)
         return {"ids": generated, "prefill_s": prefill_s, "decode_s": time.perf_counter() - decode_started}
 
     def release(self) -> None:

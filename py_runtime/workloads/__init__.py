@@ -19,7 +19,7 @@ from ..checks.attention import run_attention_checks
 from ..checks.decoder_blocks import ALLOWED_LENGTHS, MODELS, DecoderBlocksOptions, run_decoder_blocks
 from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_check
 from ..checks.host_cost import run_host_cost
-from ..checks.model_bench import POSITIONS, SUBMITS, run_model_bench
+from ..checks.model_bench import POSITIONS, run_model_bench
 from ..checks.model_run import MODEL_KEYS, POLICIES, ModelRunOptions, run_model_check
 from ..checks.kernel_bench import BENCH_PRESETS, STEP_PRESETS, run_kernel_bench
 from ..checks.q4_linear import PRESETS as Q4_PRESETS
@@ -211,9 +211,7 @@ MODEL_BENCH = Workload(
              Option(name="context", type="int", default=_MODEL_BENCH["context"], minimum=0,
                     help="measure the decode steps ending at this position (0: right after the prompt)"),
              Option(name="position", type="str", default=_MODEL_BENCH["position"], allowed=tuple(POSITIONS),
-                    help="where the sequence's position lives between decode steps"),
-             Option(name="submit", type="str", default=_MODEL_BENCH["submit"], allowed=SUBMITS,
-                    help="a batch of decode steps in one command buffer, or a submit per step")),
+                    help="where the sequence's position lives between decode steps")),
     runner=_model_bench, renderer="model_bench", aliases=("model",))
 
 
