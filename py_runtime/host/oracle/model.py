@@ -44,6 +44,7 @@ from __future__ import annotations
 import functools
 import math
 import types
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,8 +53,8 @@ from ...models.weights import GROUP_SIZE, MatrixSpec, weight_specs
 from .decoder_blocks import rope_cos_sin_reference
 from .synth import synth_key_np, synth_values_np
 
-__all__ = ["q4_dequantized_np", "model_weights_np", "hf_model", "OracleRun", "run_oracle", "tolerance_sigmas",
-           "verify_model_report"]
+__all__ = ["q4_dequantized_np", "q4_levels_np", "HfTensor", "hf_layout", "hf_config", "model_weights_np", "hf_model", "OracleRun", "run_oracle", "tolerance_sigmas",
+           "verify_model_report", "judge_logits"]
 
 U = 2.0 ** -24
 SAFETY = 4.0
@@ -91,14 +92,13 @@ def _levels(w: np.ndarray, s: np.ndarray) -> np.ndarray:
     return level
 
 
-def q4_dequantized_np(spec: MatrixSpec, seed: int, *, chunk: int = 1 << 18) -> np.ndarray:
-    """The GPU's quantized synthetic matrix [rows, cols], dequantized in float64: the generator's and
-    the quantizer's twins (bit for bit with synth_rows_np and q4_levels_np, which the tests check),
-    worked in cache-sized chunks (whole groups) with in-place arithmetic (a few ns per element)."""
+def _q4_chunks(spec: MatrixSpec, seed: int, chunk: int):
+    """The GPU's quantized synthetic matrix in chunks of whole groups: (start element, f32 levels 0..15
+    [G, gs], f32 scales [G, 1]); the generator's and the quantizer's twins, bit for bit with synth_rows_np
+    and q4_levels_np (which the tests check), with in-place arithmetic (a few ns per element)."""
     total = spec.rows * spec.cols
     step, offset = np.float32(2.0 ** spec.value_range.scale_log2), np.float32(spec.value_range.offset)
     seed_key = synth_key_np(seed, spec.stream)
-    out = np.empty(total, np.float64)
     v, scratch = np.empty(chunk, np.uint32), np.empty(chunk, np.uint32)
     for start in range(0, total, chunk):
         n = min(chunk, total - start)
@@ -110,8 +110,26 @@ def q4_dequantized_np(spec: MatrixSpec, seed: int, *, chunk: int = 1 << 18) -> n
         _pcg_in_place(h, tmp)
         w = ((h >> np.uint32(8)).astype(np.float32) * step + offset).reshape(-1, GROUP_SIZE)
         s = np.maximum(np.max(np.abs(w), axis=1, keepdims=True) * _TWO_FIFTEENTHS, _MIN_SCALE)
-        out[start:start + n] = ((_levels(w, s) - np.float32(8)).astype(np.float64) * s).reshape(-1)
+        yield start, _levels(w, s), s
+
+
+def q4_dequantized_np(spec: MatrixSpec, seed: int, *, chunk: int = 1 << 18) -> np.ndarray:
+    """The GPU's quantized synthetic matrix [rows, cols], dequantized in float64: (level - 8) * scale."""
+    out = np.empty(spec.rows * spec.cols, np.float64)
+    for start, levels, s in _q4_chunks(spec, seed, chunk):
+        out[start:start + levels.size] = ((levels - np.float32(8)).astype(np.float64) * s).reshape(-1)
     return out.reshape(spec.rows, spec.cols)
+
+
+def q4_levels_np(spec: MatrixSpec, seed: int, *, chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """The GPU's quantized synthetic matrix as stored: levels 0..15 (uint8 [rows, cols], the value is
+    (level - 8) * scale) and the f32 scales [rows, cols / GROUP_SIZE] of its groups along a row."""
+    levels = np.empty(spec.rows * spec.cols, np.uint8)
+    scales = np.empty(spec.rows * spec.cols // GROUP_SIZE, np.float32)
+    for start, chunk_levels, s in _q4_chunks(spec, seed, chunk):
+        levels[start:start + chunk_levels.size] = chunk_levels.reshape(-1)
+        scales[start // GROUP_SIZE:start // GROUP_SIZE + s.size] = s.reshape(-1)
+    return levels.reshape(spec.rows, spec.cols), scales.reshape(spec.rows, spec.cols // GROUP_SIZE)
 
 
 def model_weights_np(config: ModelConfig, seed: int) -> dict[str, np.ndarray]:
@@ -130,41 +148,57 @@ def _rotate_half_order(head_dim: int) -> np.ndarray:
     return np.concatenate([np.arange(0, head_dim, 2), np.arange(1, head_dim, 2)])
 
 
+@dataclass(frozen=True)
+class HfTensor:
+    """Where an HF checkpoint tensor comes from: rows [lo, hi) of our weight `spec` (all rows: hi None),
+    with rows (or a norm weight's elements) reordered per head of `head_dim` by `order` where RoPE's
+    pairs are interleaved (`order` None: as stored)."""
+
+    name: str
+    spec: str
+    lo: int = 0
+    hi: int | None = None
+    order: tuple[int, ...] | None = None
+
+    def take(self, array: np.ndarray) -> np.ndarray:
+        """This tensor from our weight (a matrix [N, K] or a vector), or any row-aligned array of it (levels,
+        scales)."""
+        part = array[self.lo:self.hi]
+        if self.order is None:
+            return part
+        hd = len(self.order)
+        return part.reshape(-1, hd, *part.shape[1:])[:, list(self.order)].reshape(part.shape)
+
+
+def hf_layout(config: ModelConfig) -> list[HfTensor]:
+    """Every tensor of the HF checkpoint (LlamaForCausalLM, Qwen3ForCausalLM) and where it comes from."""
+    interleaved = config.rope_layout == "interleaved"
+    order = tuple(int(i) for i in _rotate_half_order(config.head_dim)) if interleaved else None
+    layout = [HfTensor("model.embed_tokens.weight", "embed"), HfTensor("model.norm.weight", "final_norm")]
+    if not config.tied_embeddings:
+        layout.append(HfTensor("lm_head.weight", "lm_head"))
+    q_rows, kv_rows, f = config.q_dim, config.kv_dim, config.intermediate
+    for i in range(config.layers):
+        p, w = f"model.layers.{i}.", f"layers.{i}."
+        layout += [HfTensor(p + "self_attn.q_proj.weight", w + "qkv", 0, q_rows, order),
+                   HfTensor(p + "self_attn.k_proj.weight", w + "qkv", q_rows, q_rows + kv_rows, order),
+                   HfTensor(p + "self_attn.v_proj.weight", w + "qkv", q_rows + kv_rows, None),
+                   HfTensor(p + "self_attn.o_proj.weight", w + "o")]
+        if config.qk_norm:
+            layout += [HfTensor(p + "self_attn.q_norm.weight", w + "q_norm", order=order),
+                       HfTensor(p + "self_attn.k_norm.weight", w + "k_norm", order=order)]
+        layout += [HfTensor(p + "input_layernorm.weight", w + "attn_norm"),
+                   HfTensor(p + "post_attention_layernorm.weight", w + "mlp_norm"),
+                   HfTensor(p + "mlp.gate_proj.weight", w + "gate_up", 0, f),
+                   HfTensor(p + "mlp.up_proj.weight", w + "gate_up", f, None),
+                   HfTensor(p + "mlp.down_proj.weight", w + "down")]
+    return layout
+
+
 def _hf_state(config: ModelConfig, weights: dict[str, np.ndarray]) -> dict:
     import torch
 
-    hd, interleaved = config.head_dim, config.rope_layout == "interleaved"
-    order = _rotate_half_order(hd)
-
-    def heads_permuted(matrix: np.ndarray, heads: int) -> np.ndarray:
-        if not interleaved:
-            return matrix
-        return matrix.reshape(heads, hd, -1)[:, order, :].reshape(heads * hd, -1)
-
-    def t(array: np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(array))
-
-    state = {"model.embed_tokens.weight": t(weights["embed"]), "model.norm.weight": t(weights["final_norm"])}
-    if not config.tied_embeddings:
-        state["lm_head.weight"] = t(weights["lm_head"])
-    q_rows, kv_rows = config.q_dim, config.kv_dim
-    for i in range(config.layers):
-        w, p = (lambda name: weights[f"layers.{i}.{name}"]), f"model.layers.{i}."     # noqa: E731
-        qkv = w("qkv")
-        state[p + "self_attn.q_proj.weight"] = t(heads_permuted(qkv[:q_rows], config.heads))
-        state[p + "self_attn.k_proj.weight"] = t(heads_permuted(qkv[q_rows:q_rows + kv_rows], config.kv_heads))
-        state[p + "self_attn.v_proj.weight"] = t(qkv[q_rows + kv_rows:])
-        state[p + "self_attn.o_proj.weight"] = t(w("o"))
-        if config.qk_norm:
-            state[p + "self_attn.q_norm.weight"] = t(w("q_norm")[order] if interleaved else w("q_norm"))
-            state[p + "self_attn.k_norm.weight"] = t(w("k_norm")[order] if interleaved else w("k_norm"))
-        state[p + "input_layernorm.weight"] = t(w("attn_norm"))
-        state[p + "post_attention_layernorm.weight"] = t(w("mlp_norm"))
-        gate_up, f = w("gate_up"), config.intermediate
-        state[p + "mlp.gate_proj.weight"] = t(gate_up[:f])
-        state[p + "mlp.up_proj.weight"] = t(gate_up[f:])
-        state[p + "mlp.down_proj.weight"] = t(w("down"))
-    return state
+    return {t.name: torch.from_numpy(np.ascontiguousarray(t.take(weights[t.spec]))) for t in hf_layout(config)}
 
 
 def _rms_norm_f64(self, x):
@@ -190,11 +224,10 @@ def _rotary_f64(config: ModelConfig):
     return forward
 
 
-def hf_model(config: ModelConfig, weights: dict[str, np.ndarray], capacity: int):
-    """The transformers model of `config` in float64 with these weights (built on the meta device, no
-    random init, the weights assigned, the head tied)."""
+def hf_config(config: ModelConfig, capacity: int, dtype: str = "float64"):
+    """The transformers config (LlamaConfig or Qwen3Config) of `config`, positions up to `capacity`."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+    from transformers import LlamaConfig, Qwen3Config
 
     rope = {"rope_type": "default", "rope_theta": config.rope_theta}
     if config.rope_scaling is not None:
@@ -205,14 +238,21 @@ def hf_model(config: ModelConfig, weights: dict[str, np.ndarray], capacity: int)
     common = dict(vocab_size=config.vocab, hidden_size=config.hidden, intermediate_size=config.intermediate,
                   num_hidden_layers=config.layers, num_attention_heads=config.heads,
                   num_key_value_heads=config.kv_heads, head_dim=config.head_dim, rms_norm_eps=config.norm_eps,
-                  max_position_embeddings=max(capacity, 2 * (config.rope_scaling or LLAMA3_SCALING).original_context),
-                  tie_word_embeddings=config.tied_embeddings, rope_parameters=rope, attention_bias=False,
-                  hidden_act="silu", dtype=torch.float64)
-    family = (Qwen3Config, Qwen3ForCausalLM) if config.qk_norm else (LlamaConfig, LlamaForCausalLM)
-    hf_config = family[0](**common)
-    hf_config._attn_implementation = "eager"
+                  max_position_embeddings=capacity, tie_word_embeddings=config.tied_embeddings,
+                  rope_parameters=rope, attention_bias=False, hidden_act="silu", dtype=getattr(torch, dtype))
+    return (Qwen3Config if config.qk_norm else LlamaConfig)(**common)
+
+
+def hf_model(config: ModelConfig, weights: dict[str, np.ndarray], capacity: int):
+    """The transformers model of `config` in float64 with these weights (built on the meta device, no
+    random init, the weights assigned, the head tied)."""
+    import torch
+    from transformers import LlamaForCausalLM, Qwen3ForCausalLM
+
+    hf = hf_config(config, max(capacity, 2 * (config.rope_scaling or LLAMA3_SCALING).original_context))
+    hf._attn_implementation = "eager"
     with torch.device("meta"):
-        model = family[1](hf_config)
+        model = (Qwen3ForCausalLM if config.qk_norm else LlamaForCausalLM)(hf)
     missing, unexpected = model.load_state_dict(_hf_state(config, weights), strict=False, assign=True)
     allowed_missing = {"lm_head.weight"} if config.tied_embeddings else set()
     if set(missing) != allowed_missing or unexpected:
@@ -288,25 +328,34 @@ def verify_model_report(report: dict, read, oracle_logits: list[np.ndarray] | No
         f"the free-running pass chose {report['free_tokens']}, the checked pass {report['tokens']}"
     tokens = report["tokens"]
     assert len(tokens) == options["decode"] + 1 == len(report["logits_artifacts"])
+    logits = [np.frombuffer(read(name), np.float32).astype(np.float64) for name in report["logits_artifacts"]]
+    return judge_logits(config, options["seed"], report["prompt_ids"], tokens, logits,
+                        tolerance_sigmas(config, options["policy"]), options["policy"], oracle_logits)
+
+
+def judge_logits(config: ModelConfig, seed: int, prompt: list[int], tokens: list[int], logits: list[np.ndarray],
+                 tolerance: float, label: str, oracle_logits: list[np.ndarray] | None = None) -> dict:
+    """Judge an engine's logits (the prompt's last position, then each decode step fed the engine's own
+    previous token) and its greedy tokens against the oracle, with `tolerance` in sigmas (see verify_model_report)."""
+    assert len(tokens) == len(logits), f"{len(tokens)} tokens for {len(logits)} logits rows"
     if oracle_logits is None:
-        oracle_logits = run_oracle(config, options["seed"], tuple(report["prompt_ids"]), tuple(tokens[:-1]))
-    tolerance = tolerance_sigmas(config, options["policy"])
+        oracle_logits = run_oracle(config, seed, tuple(prompt), tuple(tokens[:-1]))
     worst, near_ties, rows = 0.0, [], []
-    for index, (name, exact) in enumerate(zip(report["logits_artifacts"], oracle_logits)):
-        gpu = np.frombuffer(read(name), np.float32).astype(np.float64)
+    for index, (gpu, exact) in enumerate(zip(logits, oracle_logits)):
+        gpu = np.asarray(gpu, np.float64)
         assert gpu.shape == exact.shape, f"step {index}: {gpu.size} logits, the oracle has {exact.size}"
         assert np.all(np.isfinite(gpu)), f"step {index}: non-finite logits"
-        # The GPU's argmax kernel chose exactly numpy's argmax of the logits it wrote.
+        # The engine's greedy choice is exactly numpy's argmax of the logits it wrote.
         assert tokens[index] == int(np.argmax(gpu)), f"step {index}: token {tokens[index]}, argmax {np.argmax(gpu)}"
         sigma = float(np.sqrt(np.mean(exact ** 2)))
         error = float(np.max(np.abs(gpu - exact))) / sigma
         assert error <= tolerance, (f"step {index}: logits off by {error:.3g} sigma (sigma {sigma:.4g}), over the "
-                                    f"{options['policy']} tolerance {tolerance:.3g}; worst at "
+                                    f"{label} tolerance {tolerance:.3g}; worst at "
                                     f"{int(np.argmax(np.abs(gpu - exact)))}")
         best = int(np.argmax(exact))
         gap = float(exact[best] - exact[tokens[index]]) / sigma
         if tokens[index] != best:
-            assert gap <= 2 * tolerance, (f"step {index}: the GPU chose {tokens[index]}, the oracle {best}, "
+            assert gap <= 2 * tolerance, (f"step {index}: the engine chose {tokens[index]}, the oracle {best}, "
                                           f"{gap:.3g} sigma apart (over 2 x {tolerance:.3g})")
             near_ties.append({"step": index, "gpu": tokens[index], "oracle": best, "gap_sigma": gap})
         worst = max(worst, error)
