@@ -174,7 +174,8 @@ function renderPeerBench(report) {
   document.getElementById("summary").replaceChildren(
     el("p", {}, `${report.config.name}, ${o.layers} layers, seed ${o.seed}: prompt ${o.prompt}, ${o.decode} greedy ` +
       `steps, ${o.trials} alternating rounds (medians). Peer: ONNX Runtime Web ${report.peer_info.ortVersion || ""} ` +
-      `(${o.flavour}, ${o.share_device ? "our GPUDevice" : "its own device, no subgroups"}), build ${b.key} ` +
+      `(${o.flavour}, ${o.share_device ? "our GPUDevice" : "its own device, no subgroups"}, peer_device ` +
+      `${o.peer_device}), build ${b.key} ` +
       `(int4, block ${b.block_size}, ${b.io_dtype} I/O). ${report.measured}.`),
     table(["engine", "prefill tok/s", "decode tok/s", "prefill ms", "decode ms"],
       [["ours (" + o.policy + ")", fmt(e.ours.prefill_tok_s), fmt(e.ours.decode_tok_s),

@@ -29,11 +29,26 @@ from ..runtime import Runtime
 from .model_run import prompt_ids
 from .outcome import NOT_CHECKED, no_progress
 
-__all__ = ["run_peer_bench", "PEERS", "FLAVOURS"]
+__all__ = ["run_peer_bench", "PEERS", "FLAVOURS", "PEER_DEVICES", "peer_shares_device"]
 
 PEERS = ("ort-web",)
+# Where the peer runs: on our GPUDevice, on one of its own without the subgroups feature, or "auto": ours
+# unless the adapter's subgroups are narrower than MIN_SUBGROUP. On SwiftShader (subgroups of 4) ORT-web's
+# subgroup kernels gave prefill logits 1.25 sigma off transformers at a 128-token prompt (tiny, 2 layers;
+# right at 16 tokens), and right ones on a device without subgroups.
+PEER_DEVICES = ("auto", "shared", "own")
+MIN_SUBGROUP = 8
 FLAVOURS = ("asyncify", "jspi")         # ORT-web's wasm builds (web/vendor/ort/<flavour>/)
 _ENTRY = {"asyncify": "ort.webgpu.mjs", "jspi": "ort.jspi.mjs"}
+
+
+def peer_shares_device(adapter, peer_device: str) -> bool:
+    if peer_device not in PEER_DEVICES:
+        raise ValueError(f"peer_device {peer_device!r}: one of {list(PEER_DEVICES)}")
+    if peer_device != "auto":
+        return peer_device == "shared"
+    narrowest = adapter.info.get("subgroupMinSize")
+    return "subgroups" not in adapter.device_features or narrowest is None or narrowest >= MIN_SUBGROUP
 
 
 async def _fetch_json(url: str) -> dict:
@@ -53,13 +68,14 @@ def _medians(rounds: list[dict], prompt: int, decode: int) -> dict:
 async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = "", model: str = "llama",
                          layers: int | None = 2, prompt: int = 32, decode: int = 8, policy: str = "f32",
                          seed: int = 7, batch: int = 16, trials: int = 3, flavour: str = "jspi",
-                         share_device: bool = True, artifacts: bool = True, sink=None,
+                         peer_device: str = "auto", artifacts: bool = True, sink=None,
                          progress=no_progress) -> dict:
     if peer not in PEERS:
         raise ValueError(f"peer {peer!r}: one of {list(PEERS)}")
     if runtime.device.adapter.backend != "browser":
         raise ValueError("the peer engine (ONNX Runtime Web) runs in the page only: use --backend browser")
     config = model_config(model, layers)
+    share_device = peer_shares_device(runtime.device.adapter, peer_device)
     if not key:
         raise ValueError("key: the peer build's folder under vendor/peer/ (`webgpu-llm-lab peer build` prints it)")
     folder = f"vendor/peer/{key}/"
@@ -137,7 +153,7 @@ async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = 
         "config": config.to_json(),
         "options": {"peer": peer, "key": key, "model": config.key, "layers": config.layers, "prompt": prompt,
                     "decode": decode, "policy": policy, "seed": seed, "batch": batch, "trials": trials,
-                    "flavour": flavour, "share_device": share_device},
+                    "flavour": flavour, "peer_device": peer_device, "share_device": share_device},
         "prompt_ids": ids,
         "peer_build": build,
         "peer_info": peer_info,

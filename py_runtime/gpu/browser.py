@@ -92,13 +92,12 @@ async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevic
             info[name] = value
     report = AdapterReport(backend="browser", info=info, features=features, limits=limits,
                            device_features=tuple(wanted))
-    return BrowserDevice(device, report, adapter_object=adapter)
+    return BrowserDevice(device, report)
 
 
 class BrowserDevice(Device):
-    def __init__(self, device, adapter: AdapterReport, *, adapter_object=None):
+    def __init__(self, device, adapter: AdapterReport):
         self._device = device
-        self._adapter_object = adapter_object
         self._bridge = _js_bridge()
         self._state = self._bridge.trackDevice(device)
         self.adapter = adapter
@@ -262,16 +261,17 @@ class BrowserDevice(Device):
 
     async def create_peer(self, *, module_url: str, options: dict, share_device: bool = True) -> Handle:
         """Our addition: the peer engine (web/peer/ort_web.mjs: ONNX Runtime Web) on this GPUDevice, or with
-        share_device False on a device of its own from the same adapter without the subgroups feature (its
-        other features and limits as ours). `options` are createPeer's, as plain JSON."""
+        share_device False on a device of its own without the subgroups feature (from a new adapter: ours is
+        consumed; its other features and limits as ours). `options` are createPeer's, as plain JSON."""
         url = str(js.URL.new(module_url, js.location.href).href)
         module = await run_js(f"import({json.dumps(url)})")
         device = self._device
         if not share_device:
-            if self._adapter_object is None:
-                raise RuntimeError("this device was not made by request_browser_device: no adapter for the peer")
+            adapter = await js.navigator.gpu.requestAdapter(to_js({"powerPreference": "high-performance"}))
+            if not adapter:
+                raise AdapterUnavailable("requestAdapter() returned null for the peer's own device")
             features = [f for f in self.adapter.device_features if f != "subgroups"]
-            device = await self._adapter_object.requestDevice(
+            device = await adapter.requestDevice(
                 to_js({"requiredFeatures": features, "requiredLimits": dict(self.adapter.limits)}))
         peer = await module.createPeer(to_js({**options, "device": device}, dict_converter=js.Object.fromEntries))
         info = peer.info.to_py()

@@ -303,7 +303,7 @@ def _bench(args) -> int:
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
                           "decode", "policy", "batch", "profile", "context", "position", "peer", "flavour",
-                          "share_device", "seed"))
+                          "peer_device", "seed"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -420,8 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--peer", choices=_choices(benches, "peer"), help="compare: the peer engine (default ort-web)")
     bench.add_argument("--flavour", choices=_choices(benches, "flavour"),
                        help="compare: ORT-web's wasm build (default jspi)")
-    bench.add_argument("--own-device", dest="share_device", action="store_false", default=None,
-                       help="compare: the peer on a GPUDevice of its own without subgroups (default: ours)")
+    bench.add_argument("--peer-device", choices=_choices(benches, "peer_device"),
+                       help="compare: the peer on our GPUDevice (shared), its own without subgroups (own), or auto "
+                            "(default: ours unless the adapter's subgroups are narrower than 8, as SwiftShader's)")
     bench.add_argument("--seed", type=int, help="model, compare: the weights' and prompt's seed")
     bench.add_argument("--no-profile", dest="profile", action="store_false", default=None,
                        help="model: skip the profiled prefill and decode step")

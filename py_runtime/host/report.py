@@ -208,7 +208,8 @@ def format_peer_bench(report: dict) -> str:
            f"{report['config']['name']}, {o['layers']} layers, seed {o['seed']}: prompt {o['prompt']}, {o['decode']} "
            f"greedy steps, {o['trials']} alternating rounds (medians); {report['measured']}",
            f"peer: {o['peer']} {report['peer_info'].get('ortVersion') or ''} ({o['flavour']}, "
-           f"{'our GPUDevice' if o['share_device'] else 'its own device without subgroups'}), build {build['key']} "
+           f"{'our GPUDevice' if o['share_device'] else 'its own device without subgroups'}, peer_device "
+           f"{o['peer_device']}), build {build['key']} "
            f"(int4 block {build['block_size']}, {build['io_dtype']} I/O, our exact levels and scales)",
            _table(["engine", "prefill tok/s", "decode tok/s", "prefill ms", "decode ms", "oracle"],
                   [[f"ours ({o['policy']})", fmt(e["ours"]["prefill_tok_s"]), fmt(e["ours"]["decode_tok_s"]),

@@ -20,7 +20,7 @@ from ..checks.decoder_blocks import ALLOWED_LENGTHS, MODELS, DecoderBlocksOption
 from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_check
 from ..checks.host_cost import run_host_cost
 from ..checks.model_bench import POSITIONS, run_model_bench
-from ..checks.peer_bench import FLAVOURS, PEERS, run_peer_bench
+from ..checks.peer_bench import FLAVOURS, PEER_DEVICES, PEERS, run_peer_bench
 from ..checks.model_run import MODEL_KEYS, POLICIES, ModelRunOptions, run_model_check
 from ..checks.kernel_bench import BENCH_PRESETS, STEP_PRESETS, run_kernel_bench
 from ..checks.q4_linear import PRESETS as Q4_PRESETS
@@ -240,8 +240,9 @@ PEER_BENCH = Workload(
                     help="timed rounds per engine (medians)"),
              Option(name="flavour", type="str", default=_PEER_BENCH["flavour"], allowed=FLAVOURS,
                     help="ORT-web's wasm build"),
-             Option(name="share_device", type="bool", default=_PEER_BENCH["share_device"],
-                    help="the peer on our GPUDevice (else its own, without subgroups)"),
+             Option(name="peer_device", type="str", default=_PEER_BENCH["peer_device"], allowed=PEER_DEVICES,
+                    help="the peer on our GPUDevice (shared), its own without subgroups (own), or auto: ours unless "
+                         "the adapter's subgroups are narrower than 8"),
              _ARTIFACTS_ON),
     runner=_peer_bench, renderer="peer_bench", aliases=("compare",))
 

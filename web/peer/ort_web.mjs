@@ -18,7 +18,8 @@ export async function createPeer({ ortUrl, modelUrl, dataUrl, device, layers, kv
   const page = (url) => new URL(url, location.href).href;     // URLs relative to the page
   const ort = await import(page(ortUrl));
   ort.env.wasm.numThreads = 1;               // no cross-origin isolation here: no wasm threads
-  ort.env.logLevel = logLevel || "warning";
+  // "error": its warning that shape ops run on the CPU (by design) would read as a console error
+  ort.env.logLevel = logLevel || "error";
   const outputs = { logits: "gpu-buffer" };
   for (let i = 0; i < layers; i++) {
     outputs[`present.${i}.key`] = "gpu-buffer";
@@ -30,6 +31,7 @@ export async function createPeer({ ortUrl, modelUrl, dataUrl, device, layers, kv
     externalData: [{ path: "model.onnx.data", data: page(dataUrl) }],
     preferredOutputLocation: outputs,
     graphOptimizationLevel: "all",
+    logSeverityLevel: 3,
   });
   const loadMs = performance.now() - began;
   const rowBytes = vocab * 4;
