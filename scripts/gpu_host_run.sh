@@ -114,6 +114,17 @@ for s in $steps; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --position host --timeout 140
                      done ;;
+    # The peer (issue 16): ONNX Runtime Web beside our engine in one page, full depth, same weights. Needs
+    # web/vendor/ort/<flavour> and the peer builds carried in .gpu-peer/ (made here with `peer build --model M
+    # --export .gpu-peer`); bench compare writes each model.onnx.data from its recipe (numpy) on first use.
+    # No transformers there: each JSON's .artifacts/ holds both engines' logits for `peer judge` on a CPU
+    # machine (the first 4 decode steps judged; all 128 timed). Peer device: auto (ours: 32-wide subgroups).
+    browser-peer)    mkdir -p web/vendor/peer && cp -r .gpu-peer/. web/vendor/peer/
+                     for m in ${PEER_MODELS:-llama qwen3}; do for p in ${PEER_PROMPTS:-128 512}; do
+                       step "$s-$m-$p" 400 bench compare --peer ort-web --backend browser --driver plain --model "$m" \
+                         --policy int8x --prompt "$p" --decode 128 --trials 3 --checked 4 --flavour "${PEER_FLAVOUR:-jspi}" \
+                         --timeout 390
+                     done; done ;;
     *) echo "unknown step $s" ;;
   esac
 done

@@ -17,7 +17,7 @@ pytest.importorskip("onnxruntime_genai", reason="the peer extra (scripts/setup.s
 
 from py_runtime.checks.model_run import prompt_ids  # noqa: E402
 from py_runtime.host.codegen import repo_root  # noqa: E402
-from py_runtime.host.oracle.model import (PEER_POLICY, judge_logits, q4_dequantized_np, q4_levels_np,  # noqa: E402
+from py_runtime.host.oracle.model import (PEER_POLICY, judge_logits, q4_dequantized_np, q4_matrix_np,  # noqa: E402
                                           tolerance_sigmas)
 from py_runtime.host.peer import build_peer, materialize, run_ort_cpu  # noqa: E402
 from py_runtime.models.config import model_config  # noqa: E402
@@ -33,7 +33,7 @@ def tiny_peer():
 
 def test_levels_twin_is_the_dequantized_twin():
     spec = next(s for s in weight_specs(model_config("tiny", 1)) if s.name == "layers.0.gate_up")
-    levels, scales = q4_levels_np(spec, SEED)
+    levels, scales = q4_matrix_np(spec, SEED)
     values = (levels.astype(np.float64) - 8).reshape(spec.rows, -1, GROUP_SIZE) * scales.astype(np.float64)[:, :, None]
     assert np.array_equal(values.reshape(spec.rows, spec.cols), q4_dequantized_np(spec, SEED))
     assert levels.max() <= 15

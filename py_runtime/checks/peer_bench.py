@@ -3,7 +3,7 @@
 The peer runs the peer build of our synthetic model (host/peer.py: the same Q4 levels and scales, made by
 `webgpu-llm-lab peer build`), served under vendor/peer/<key>/; web/peer/ort_web.mjs drives it.
 
-  checked   each engine once with its logits kept: ours the prefill's last row and each decode step's
+  checked   each engine once with its logits kept (the first `checked` decode steps, default all): ours the prefill's last row and each decode step's
             (as the model suite), the peer's the same rows; both go to the sink for the transformers oracle
             (`ours_logits_{i}.f32`, `peer_logits_{i}.f32`), and the report says whether the tokens agree
   timed     `trials` rounds after one warm-up of each, the engines alternating (which goes first alternates
@@ -68,7 +68,7 @@ def _medians(rounds: list[dict], prompt: int, decode: int) -> dict:
 async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = "", model: str = "llama",
                          layers: int | None = 2, prompt: int = 32, decode: int = 8, policy: str = "f32",
                          seed: int = 7, batch: int = 16, trials: int = 3, flavour: str = "jspi",
-                         peer_device: str = "auto", artifacts: bool = True, sink=None,
+                         peer_device: str = "auto", checked: int | None = None, artifacts: bool = True, sink=None,
                          progress=no_progress) -> dict:
     if peer not in PEERS:
         raise ValueError(f"peer {peer!r}: one of {list(PEERS)}")
@@ -87,6 +87,7 @@ async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = 
     if prompt + decode > build["capacity"]:
         raise ValueError(f"prompt {prompt} + decode {decode} exceed the peer build's {build['capacity']} positions")
     ids = prompt_ids(config.vocab, seed, prompt)
+    checked_steps = decode if checked is None else min(checked, decode)
     stages = 4 + 2 * trials
     progress("peer compare", 0, stages)
     device = runtime.device
@@ -106,12 +107,12 @@ async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = 
         ours_logits = []
         await decoder.prefill(ids)
         ours_logits.append(await decoder.read_logits())
-        for _ in range(decode):
+        for _ in range(checked_steps):
             await decoder.step(wait=True)
             ours_logits.append(await decoder.read_logits())
         ours_tokens = (await decoder.tokens())[prompt:]
-        checked = await device.peer_generate(engine, ids, decode, True)
-        peer_tokens, peer_logits = checked["tokens"], checked["logits"]
+        kept = await device.peer_generate(engine, ids, checked_steps, True)
+        peer_tokens, peer_logits = kept["tokens"], kept["logits"]
         if sink is not None and artifacts:
             for index, data in enumerate(ours_logits):
                 await sink(f"ours_logits_{index}.f32", data)
@@ -153,7 +154,8 @@ async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = 
         "config": config.to_json(),
         "options": {"peer": peer, "key": key, "model": config.key, "layers": config.layers, "prompt": prompt,
                     "decode": decode, "policy": policy, "seed": seed, "batch": batch, "trials": trials,
-                    "flavour": flavour, "peer_device": peer_device, "share_device": share_device},
+                    "flavour": flavour, "peer_device": peer_device, "share_device": share_device,
+                    "checked": checked_steps},
         "prompt_ids": ids,
         "peer_build": build,
         "peer_info": peer_info,
@@ -161,11 +163,12 @@ async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = 
             "ours": {**ours, "tokens": ours_tokens,
                      "logits_artifacts": [f"ours_logits_{i}.f32" for i in range(len(ours_logits))],
                      "rounds": [{k: r[k] for k in ("prefill_s", "decode_s")} for r in rounds["ours"]],
-                     "timed_tokens_agree": all(r["tokens"] == ours_tokens for r in rounds["ours"])},
+                     "timed_tokens_agree": all(r["tokens"][:len(ours_tokens)] == ours_tokens for r in rounds["ours"])},
             "peer": {**theirs, "tokens": peer_tokens,
                      "logits_artifacts": [f"peer_logits_{i}.f32" for i in range(len(peer_logits))],
                      "rounds": [{k: r[k] for k in ("prefill_s", "decode_s")} for r in rounds["peer"]],
-                     "timed_tokens_agree": all(r["tokens"] == peer_tokens for r in rounds["peer"])},
+                     "timed_tokens_agree": all(r["tokens"][:len(peer_tokens)] == peer_tokens
+                                               for r in rounds["peer"])},
         },
         "ratio": ratio,
         "tokens_agree": {"same": agree, "of": len(ours_tokens)},

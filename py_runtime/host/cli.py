@@ -257,7 +257,7 @@ BENCH_OUTPUT = {
 
 def _peer(args) -> int:
     from .codegen import repo_root
-    from .peer import PeerError, build_peer
+    from .peer import PeerError, build_peer, export_peer
 
     try:
         folder = build_peer(repo_root(), args.model, args.layers, args.seed,
@@ -265,6 +265,8 @@ def _peer(args) -> int:
     except PeerError as error:
         print(f"peer build: {error}", file=sys.stderr)
         return 1
+    if args.export:
+        print(f"[peer] exported to {export_peer(folder, Path(args.export))}", file=sys.stderr)
     print(folder.name)
     return 0
 
@@ -282,12 +284,37 @@ def _prepare_compare(options: dict) -> None:
     options["key"] = folder.name
 
 
-def _judge_compare(report: dict, artifacts: dict) -> None:
-    """Both engines' logits against the transformers oracle; the result is failed unless both pass."""
+def _judge_compare(report: dict, artifacts: dict, json_path: str) -> None:
+    """Both engines' logits against the transformers oracle; the result is failed unless both pass. Without
+    transformers (a GPU host) the logits are kept beside the JSON (<json>.artifacts/) for `peer judge` later."""
+    from importlib.util import find_spec
+
+    if find_spec("transformers") is None or find_spec("torch") is None:
+        folder = Path(json_path).with_suffix(".artifacts")
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in artifacts.items():
+            if name.endswith(".f32"):
+                (folder / name).write_bytes(data)
+        print(f"no transformers here: both engines' logits kept in {folder} (judge them with "
+              f"`webgpu-llm-lab peer judge {json_path}`)", file=sys.stderr)
+        return
     from .oracle.model import verify_peer_report
 
     report["oracle"] = verify_peer_report(report, artifacts.__getitem__)
     report["result"] = "passed" if all(v["passed"] for v in report["oracle"].values()) else "failed"
+
+
+def _peer_judge(args) -> int:
+    from .report import format_peer_bench
+
+    path = Path(args.report)
+    report = json.loads(path.read_text())
+    folder = path.with_suffix(".artifacts")
+    _judge_compare(report, {p.name: p.read_bytes() for p in folder.iterdir()}, str(path))
+    print(format_peer_bench(report))
+    _write_json(report, str(path))
+    print(f"result: {report['result']}")
+    return _exit_code(report["result"])
 
 
 def _workload(name: str):
@@ -303,7 +330,7 @@ def _bench(args) -> int:
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
                           "decode", "policy", "batch", "profile", "context", "position", "peer", "flavour",
-                          "peer_device", "seed"))
+                          "peer_device", "seed", "checked"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -322,9 +349,10 @@ def _bench(args) -> int:
         return 2
     if report is None:
         return 1
-    if comparing:
-        _judge_compare(report, artifacts)
     formatter, default_json = BENCH_OUTPUT[workload.name]
+    json_path = args.json or default_json.format(backend=args.backend, preset="", model=options.get("model", ""))
+    if comparing:
+        _judge_compare(report, artifacts, json_path)
     print(getattr(formats, formatter)(report))
     preset = options.get("preset", workload.option("preset").default if workload.option("preset") else "")
     _write_json(report, args.json or default_json.format(backend=args.backend, preset=preset,
@@ -424,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="compare: the peer on our GPUDevice (shared), its own without subgroups (own), or auto "
                             "(default: ours unless the adapter's subgroups are narrower than 8, as SwiftShader's)")
     bench.add_argument("--seed", type=int, help="model, compare: the weights' and prompt's seed")
+    bench.add_argument("--checked", type=int, help="compare: decode steps whose logits the oracle judges (default all)")
     bench.add_argument("--no-profile", dest="profile", action="store_false", default=None,
                        help="model: skip the profiled prefill and decode step")
     bench.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
@@ -438,7 +467,13 @@ def main(argv: list[str] | None = None) -> int:
     peer_build.add_argument("--model", choices=["llama", "qwen3", "tiny"], default="llama")
     peer_build.add_argument("--layers", type=int, help="decoder layers (default: the model's)")
     peer_build.add_argument("--seed", type=int, default=7)
+    peer_build.add_argument("--export", help="also copy what rebuilds it (a few MB) to EXPORT/<key>/, for a GPU host "
+                                             "without the builder (copy it under web/vendor/peer/ there)")
     peer_build.set_defaults(func=_peer)
+    peer_judge = peer_sub.add_parser("judge", help="judge a saved comparison (bench compare --json J where no "
+                                                   "transformers was) against the oracle: J and J.artifacts/")
+    peer_judge.add_argument("report")
+    peer_judge.set_defaults(func=_peer_judge)
     for command in (check, bench):
         command.add_argument("--driver", choices=["playwright", "plain"], default="playwright",
                              help="browser runs: Playwright, or plain Chromium + page upload (no Playwright)")

@@ -19,7 +19,8 @@ content hash of everything the files depend on (so a rerun with the same inputs 
   4. recipe.json + literal.bin: how to write model.onnx.data again from the twins (numpy only) plus the
      few bytes that are not our weights (norm weights, RoPE tables): `materialize(folder)`, which is also
      how the data file is made here, so a GPU host without the builder (or torch) rebuilds it from a
-     carried model.onnx, recipe.json and literal.bin (a few MB).
+     carried model.onnx, recipe.json and literal.bin (a few MB: `peer build --export DIR` copies them;
+     build_peer there finds the carried folder under web/vendor/peer/ and writes its data file).
 Dtypes: scales are written as the builder's initializer holds them (f32 here; f16 builds would round).
 The builder records accuracy_level 4 on every MatMulNBits: providers may quantize the activations to
 int8 per block, so the peer is judged with the int8x activation tolerance (host/oracle/model.py).
@@ -41,10 +42,11 @@ import numpy as np
 
 from ..models.config import ModelConfig, model_config
 from ..models.weights import GROUP_SIZE, MatrixSpec, VectorSpec, weight_specs
-from .oracle.model import HfTensor, hf_config, hf_layout, q4_levels_np
+from .oracle.model import HfTensor, hf_config, hf_layout, q4_matrix_np
 from .oracle.synth import synth_values_np
 
-__all__ = ["PEER_DIR", "PEER_CAPACITY", "BUILDER_OPTIONS", "PeerBuild", "build_peer", "peer_folder", "materialize",
+__all__ = ["PEER_DIR", "PEER_CAPACITY", "BUILDER_OPTIONS", "CARRIED", "PeerBuild", "build_peer", "find_peer",
+           "export_peer", "materialize",
            "peer_key", "run_ort_cpu", "PeerError"]
 
 PEER_DIR = Path("web/vendor/peer")
@@ -52,7 +54,7 @@ PEER_CAPACITY = 4096            # positions the peer's RoPE tables (and our prom
 BLOCK_SIZE = GROUP_SIZE
 BUILDER_OPTIONS = ("-p", "int4", "-e", "webgpu", "--extra_options", f"block_size={BLOCK_SIZE}", "use_webgpu_fp32=1",
                    "hf_token=false")
-FORMAT = 1                      # bump when what this module writes changes
+FORMAT = 1                      # part of the content hash: bump it when what this module writes changes
 
 
 class PeerError(RuntimeError):
@@ -72,15 +74,42 @@ def _versions() -> dict:
 def peer_key(config: ModelConfig, seed: int) -> str:
     """The folder name: the model, its depth and seed, and a hash of every input of the build."""
     facts = {"format": FORMAT, "config": config.to_json(), "seed": seed, "capacity": PEER_CAPACITY,
-             "options": BUILDER_OPTIONS, "versions": _versions(),
-             "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest()}
+             "options": BUILDER_OPTIONS, "versions": _versions()}
     digest = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]
     return f"{config.key}-L{config.layers}-s{seed}-{digest}"
 
 
-def peer_folder(root: Path, model: str, layers: int | None, seed: int) -> Path:
-    config = model_config(model, layers)
-    return root / PEER_DIR / peer_key(config, seed)
+CARRIED = ("peer.json", "model.onnx", "recipe.json", "literal.bin")     # what rebuilds a peer folder
+
+
+def _builder_installed() -> bool:
+    from importlib.util import find_spec
+
+    return find_spec("onnxruntime_genai") is not None
+
+
+def find_peer(root: Path, config: ModelConfig, seed: int) -> Path | None:
+    """Where the builder is not installed (a GPU host): the one peer folder of this model, depth and seed
+    under web/vendor/peer/ (carried there as CARRIED; its data file written from the recipe if missing)."""
+    found = sorted(p for p in (root / PEER_DIR).glob(f"{config.key}-L{config.layers}-s{seed}-*")
+                   if (p / "peer.json").exists() and not p.name.endswith(".partial"))
+    if len(found) > 1:
+        raise PeerError(f"{len(found)} peer builds of {config.key}-L{config.layers}-s{seed}: "
+                        f"{[p.name for p in found]}; keep one")
+    if not found:
+        return None
+    if not (found[0] / "model.onnx.data").exists():
+        materialize(found[0])
+    return found[0]
+
+
+def export_peer(folder: Path, target: Path) -> Path:
+    """Copies what rebuilds `folder` (CARRIED: a few MB) to target/<key>/, for a GPU host without the builder."""
+    out = target / folder.name
+    out.mkdir(parents=True, exist_ok=True)
+    for name in CARRIED:
+        shutil.copy(folder / name, out / name)
+    return out
 
 
 # -- 1. the HF checkpoint ---------------------------------------------------------------------------
@@ -90,7 +119,7 @@ def _spec_values(spec, seed: int) -> np.ndarray:
     back), a norm weight's values."""
     if isinstance(spec, VectorSpec):
         return synth_values_np(spec.value_range, seed, spec.stream, spec.length).astype(np.float32)
-    levels, scales = q4_levels_np(spec, seed)
+    levels, scales = q4_matrix_np(spec, seed)
     values = levels.astype(np.float32) - np.float32(8)
     values = values.reshape(spec.rows, -1, GROUP_SIZE) * scales[:, :, None]
     return values.reshape(spec.rows, spec.cols)
@@ -290,7 +319,7 @@ def _our_rows(entry: dict, specs: dict, seed: int, cache: dict) -> tuple[np.ndar
     for spec_name, lo, hi, order in entry["rows"]:
         if spec_name not in cache:
             cache.clear()           # one source matrix in memory at a time (entries of one matrix are adjacent)
-            cache[spec_name] = q4_levels_np(specs[spec_name], seed)
+            cache[spec_name] = q4_matrix_np(specs[spec_name], seed)
         tensor = HfTensor("", spec_name, lo, hi, tuple(order) if order else None)
         levels.append(tensor.take(cache[spec_name][0]))
         scales.append(tensor.take(cache[spec_name][1]))
@@ -329,8 +358,15 @@ def materialize(folder: Path) -> Path:
 
 
 def build_peer(root: Path, model: str, layers: int | None, seed: int, *, log=print) -> Path:
-    """The peer's folder under web/vendor/peer/, built unless a build of the same inputs is there."""
+    """The peer's folder under web/vendor/peer/, built unless a build of the same inputs is there (without
+    the builder installed: the one carried build of this model, depth and seed, see find_peer)."""
     config = model_config(model, layers)
+    if not _builder_installed():
+        found = find_peer(root, config, seed)
+        if found is None:
+            raise PeerError(f"no peer build of {config.key}-L{config.layers}-s{seed} under {root / PEER_DIR}, and "
+                            "no onnxruntime-genai here to make one (carry one: `peer build --export DIR`)")
+        return found
     folder = root / PEER_DIR / peer_key(config, seed)
     if (folder / "peer.json").exists() and (folder / "model.onnx.data").exists():
         return folder

@@ -243,6 +243,8 @@ PEER_BENCH = Workload(
              Option(name="peer_device", type="str", default=_PEER_BENCH["peer_device"], allowed=PEER_DEVICES,
                     help="the peer on our GPUDevice (shared), its own without subgroups (own), or auto: ours unless "
                          "the adapter's subgroups are narrower than 8"),
+             Option(name="checked", type="int", default=None, minimum=0,
+                    help="decode steps whose logits the oracle judges (default: all)"),
              _ARTIFACTS_ON),
     runner=_peer_bench, renderer="peer_bench", aliases=("compare",))
 

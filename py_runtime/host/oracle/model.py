@@ -53,7 +53,7 @@ from ...models.weights import GROUP_SIZE, MatrixSpec, weight_specs
 from .decoder_blocks import rope_cos_sin_reference
 from .synth import synth_key_np, synth_values_np
 
-__all__ = ["q4_dequantized_np", "q4_levels_np", "HfTensor", "hf_layout", "hf_config", "model_weights_np", "hf_model", "OracleRun", "run_oracle", "tolerance_sigmas",
+__all__ = ["q4_dequantized_np", "q4_matrix_np", "HfTensor", "hf_layout", "hf_config", "model_weights_np", "hf_model", "OracleRun", "run_oracle", "tolerance_sigmas",
            "verify_model_report", "judge_logits", "verify_peer_report", "PEER_POLICY"]
 
 U = 2.0 ** -24
@@ -121,7 +121,7 @@ def q4_dequantized_np(spec: MatrixSpec, seed: int, *, chunk: int = 1 << 18) -> n
     return out.reshape(spec.rows, spec.cols)
 
 
-def q4_levels_np(spec: MatrixSpec, seed: int, *, chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+def q4_matrix_np(spec: MatrixSpec, seed: int, *, chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
     """The GPU's quantized synthetic matrix as stored: levels 0..15 (uint8 [rows, cols], the value is
     (level - 8) * scale) and the f32 scales [rows, cols / GROUP_SIZE] of its groups along a row."""
     levels = np.empty(spec.rows * spec.cols, np.uint8)
@@ -378,8 +378,9 @@ def verify_peer_report(report: dict, read) -> dict:
     for engine, policy in (("ours", options["policy"]), ("peer", PEER_POLICY)):
         run = report["engines"][engine]
         try:
-            assert len(run["tokens"]) == options["decode"] + 1 == len(run["logits_artifacts"]), \
-                f"{len(run['tokens'])} tokens, {len(run['logits_artifacts'])} logits rows for {options['decode']} steps"
+            steps = options.get("checked", options["decode"])
+            assert len(run["tokens"]) == steps + 1 == len(run["logits_artifacts"]), \
+                f"{len(run['tokens'])} tokens, {len(run['logits_artifacts'])} logits rows for {steps} checked steps"
             logits = [np.frombuffer(read(name), np.float32).astype(np.float64) for name in run["logits_artifacts"]]
             judged = judge_logits(config, options["seed"], report["prompt_ids"], run["tokens"], logits,
                                   tolerance_sigmas(config, policy), f"{engine} {policy}")
