@@ -26,7 +26,8 @@ materialized decode route) the host re-sizes the position's dispatches before ea
 Activation policies (POLICIES):
   f32    every linear reads f32 activations (GEMVs at a decode step, GEMMs at a prefill)
   int8x  every step quantizes each linear's input to int8 per group once, every row (rms_norm_int8x
-         where a norm produces it, quantize_activations otherwise): decode steps run the int8x GEMVs
+         where a norm produces it, a decode's FlashDecoding reduce for the o-proj's, quantize_activations
+         otherwise): decode steps run the int8x GEMVs
          (the fused QKV and the fused gate/up + SwiGLU), prefills the DP4A GEMMs (gate and up apart,
          then swiglu: those idle at decode)
 
@@ -180,6 +181,7 @@ class Decoder:
                              f"the fused RoPE + cache write and one of {', '.join(FLASH_ROUTES)})")
         gpu = self.position_on_gpu = possible and self.gpu_position is not False
         pos = 0 if gpu else POS
+        reduce_quantizes = int8x and decode_route in FLASH_ROUTES and hd % GROUP_SIZE == 0
         if int8x:
             # every row quantized: the prefill's linears take the DP4A GEMMs (the head reads one row)
             xn_q, attn_q, act_q = [await self._int8(x, rows) for x in (xn, attn_rows, act)]
@@ -218,9 +220,10 @@ class Decoder:
                 await add(rope(src=k_src, dst=k_rot, table=table, heads=c.kv_heads, head_dim=hd, layout=c.rope_layout))
                 await add(kv_cache_write(k=k_rot, v=v, cache=caches[i]))
             await add(sdpa(q=q_rot, cache=caches[i], out=attn, scratch=scratch, heads=c.heads, adapter=adapter,
-                           pos=pos, gpu_position=gpu))
-            if int8x:
-                await add(quantize_activations(attn_q))
+                           pos=pos, gpu_position=gpu, int8=attn_q if reduce_quantizes else None))
+            if int8x:           # (a decode's FlashDecoding reduce writes it where reduce_quantizes)
+                quantize = quantize_activations(attn_q)
+                await add(_prefill_only(quantize) if reduce_quantizes else quantize)
             await add(q4_linear(x=attn_rows, weight=layer("o"), out=h, adapter=adapter,
                                 int8=attn_q if int8x else False, accumulate=True))
             await norm_into_xn(layer("mlp_norm"))

@@ -208,6 +208,7 @@ class _Attention:
     q32: bool = False
     flash_split: tuple[str, int] | None = None
     gpu_position: bool = False
+    int8: object = None             # Int8Activations of out's row, written by the decode's reduce pass
 
     @property
     def group(self) -> int:
@@ -340,16 +341,23 @@ def _flash(subgroup: bool):
         def reduce(spec, live):
             active, splits, fields = plan(live)
             counted = active and not req.gpu_position
+            if req.int8 is not None:
+                fields.update(row=req.heads * dim, group_size=req.int8.group_size)
             return Sizing(workgroups=(req.heads, 1, 1) if active else IDLE, params=spec.pack_params(**fields),
                           bytes_moved=4 * req.heads * splits * (dim + 2) + 4 * req.heads * dim if counted else 0)
+
+        reduce_tensors = {"part_ml": req.scratch.part_ml, "part_o": req.scratch.part_o, "out": req.out,
+                          "offset": cache.offset}
+        if req.int8 is not None:
+            reduce_tensors.update(act_words=req.int8.words, act_stats=req.int8.stats)
 
         scratch = req.scratch
         return [OpCall(label=f"{req.label}.flash_split", kernel=split_kernel, route=route,
                        tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "part_ml": scratch.part_ml,
                                 "part_o": scratch.part_o, "offset": cache.offset}, sizing=split, phase="decode"),
-                OpCall(label=f"{req.label}.flash_reduce", kernel="sdpa_flash_reduce", route=route,
-                       tensors={"part_ml": scratch.part_ml, "part_o": scratch.part_o, "out": req.out,
-                                "offset": cache.offset}, sizing=reduce, phase="decode")]
+                OpCall(label=f"{req.label}.flash_reduce",
+                       kernel="sdpa_flash_reduce_i8x" if req.int8 is not None else "sdpa_flash_reduce", route=route,
+                       tensors=reduce_tensors, sizing=reduce, phase="decode")]
     return build
 
 
@@ -450,7 +458,8 @@ PREFILL_ROUTES = (*(Route(name=route, guard=_tiled_guard(route), build=_tiled(ro
 
 def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int, adapter,
          scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
-         q32: bool = False, flash_split: tuple[str, int] | None = None, gpu_position: bool = False) -> Op:
+         q32: bool = False, flash_split: tuple[str, int] | None = None, gpu_position: bool = False,
+         int8=None) -> Op:
     """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
     (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
     scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
@@ -459,7 +468,9 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
     sdpa_flash_split_sg kernel of this geometry, workgroups wanted) replaces the tuning table's pick, for
     benchmark sweeps. `gpu_position`: decode steps add the cache's offset to `pos`, which the GPU advances
     between steps (KVCache), so the FlashDecoding passes are sized once for any context; the
-    materialized decode route, sized by the context, refuses it."""
+    materialized decode route, sized by the context, refuses it. `int8` (Int8Activations of out's rows
+    as [tokens, heads * D]) makes a decode's FlashDecoding reduce also write its row quantized for an
+    int8x linear, in place of quantize_activations (heads of whole groups; a prefill still needs one)."""
     if flash_split is not None:
         values = kernel(flash_split[0]).template_values
         if (values["G"], 32 * values["W"] >= cache.head_dim) != (heads // cache.kv_heads, True):
@@ -474,24 +485,27 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
             problems.append(f"{name} {t!r} must be f32 [tokens, {heads}, {dim}]")
     if scratch.capacity < cache.capacity:
         problems.append(f"the scratch's scores hold {scratch.capacity} keys per row, fewer than the cache's {cache.capacity}")
+    if int8 is not None and (int8.x.buffer != out.buffer or int8.k != heads * dim or dim % int8.group_size):
+        problems.append(f"int8 activations of {int8.x.name!r} (K {int8.k}, groups of {int8.group_size}) are not of out's "
+                        f"rows of {heads} x {dim} in whole groups per head")
     if problems:
         raise ValueError("sdpa: " + "; ".join(problems))
     label = f"sdpa({out.name})"
     req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label,
-                     adapter, q32, flash_split, gpu_position)
+                     adapter, q32, flash_split, gpu_position, int8)
     if force is not None:
         slot, routes = ("decode", DECODE_ROUTES) if force in {r.name for r in DECODE_ROUTES} else ("prefill",
                                                                                                    PREFILL_ROUTES)
         route, decision = choose(routes, req, op=label, slot=slot, force=force)
-        if gpu_position and route.name not in FLASH_ROUTES:
-            raise ValueError(f"{label}: {route.name} reads the position from its params alone; gpu_position "
-                             f"needs a FlashDecoding route ({', '.join(FLASH_ROUTES)})")
+        if (gpu_position or int8 is not None) and route.name not in FLASH_ROUTES:
+            raise ValueError(f"{label}: {route.name} reads the position from its params alone and writes f32 "
+                             f"only; gpu_position and int8 need a FlashDecoding route ({', '.join(FLASH_ROUTES)})")
         return Op(label, tuple(_materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)),
                   (decision,))
     decode, decode_why = choose(DECODE_ROUTES, req, op=label, slot="decode")
-    if gpu_position and decode.name == "sdpa_materialized":
+    if (gpu_position or int8 is not None) and decode.name == "sdpa_materialized":
         raise ValueError(f"{label}: the decode route here is sdpa_materialized ({decode_why}), whose passes are "
-                         f"sized by the context on the host: the position cannot live on the GPU")
+                         f"sized by the context on the host and write f32 only: neither gpu_position nor int8")
     if decode.name == "sdpa_materialized":
         return Op(label, tuple(decode.build(req)), (decode_why,))
     prefill, prefill_why = choose(PREFILL_ROUTES, req, op=label, slot="prefill")
