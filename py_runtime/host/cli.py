@@ -69,7 +69,7 @@ def _stderr_progress(stream=None):
     stream = stream or sys.stderr
     tty = stream.isatty()
 
-    def show(stage: str, done: int, total: int) -> None:
+    def show(stage: str, done: int, total: int, detail: dict | None = None) -> None:
         if tty:
             filled = 30 * done // max(total, 1)
             stream.write(f"\r{stage} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}"
