@@ -47,8 +47,8 @@ def test_the_oracles_own_sequence_passes_and_corruption_fails():
     judged = verify_generation(run, shifted)
     assert judged["verdict"] == "failed" and any("over the f32 tolerance" in f for f in judged["failures"]), judged
 
-    other_policy = verify_generation(dict(run, seed=8), logits)
-    assert other_policy["verdict"] == "failed", other_policy
+    other_seed = verify_generation(dict(run, seed=8), logits)
+    assert other_seed["verdict"] == "failed", other_seed
 
 
 def test_the_servers_answer_decodes_the_pages_base64_logits():
