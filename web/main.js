@@ -172,7 +172,8 @@ async function runOnce(pairs) {
       lab.state = "stopped";
       lab.error = null;
       statusBox.className = "status done unchecked";
-      statusBox.textContent = `STOPPED: ${String(error.message).trim().split("\n").pop()}; the GPU's buffers are released`;
+      const why = String(error.message).trim().split("\n").pop().replace(/^[\w.]*RunStopped: /, "");
+      statusBox.textContent = `STOPPED: ${why}; the GPU's buffers are released`;
       return null;
     }
     throw error;
