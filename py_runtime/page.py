@@ -118,11 +118,13 @@ async def main(query_json: str, on_progress=None, stop_signal=None) -> str:
     upload = _uploader(run_id) if run_id is not None else None
     _last_artifacts.clear()
 
-    async def sink(name: str, data: bytes) -> None:
+    async def keep(name: str, data: bytes) -> None:
         _last_artifacts[name] = bytes(data)
         if upload:
             await upload(name, data)
 
+    # The model views keep their logits for judge(); other suites hand artifacts only to an upload.
+    sink = keep if get(options["suite"]).kind == "view" else upload
     report = await run("browser", options, sink, _page_progress(on_progress, stop_signal))
     text = json.dumps(report)
     if upload:
