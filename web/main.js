@@ -4,7 +4,8 @@
 // is shown on the page and rejects window.__lab.done (the first run). Progress (stage, done, total,
 // detail) arrives as plain values and is shown as one <progress> per stage.
 import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
-import { renderReport, renderControls, markControls, controlPairs, renderLiveTokens, clearResults } from "./render.js";
+import { renderReport, renderLiveTokens, clearResults } from "./render.js";
+import { renderControls, markControls, controlPairs } from "./controls.js";
 
 const lab = (window.__lab = { state: "running", stage: "start", result: null, error: null, progress: {}, runs: 0 });
 const statusBox = document.getElementById("status");
