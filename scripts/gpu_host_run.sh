@@ -104,6 +104,16 @@ for s in $steps; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 512 --decode 128 --timeout 140
                      done ;;
+    # decode measured at context 4096 (unmeasured steps fill the cache after a 128-token prompt)
+    browser-model4096) for m in llama qwen3; do
+                       step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --context 4096 --timeout 140
+                     done ;;
+    # the same decode with the position kept on the host (every step re-sized), for the comparison
+    browser-model-hostpos) for m in llama qwen3; do
+                       step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --position host --timeout 140
+                     done ;;
     *) echo "unknown step $s" ;;
   esac
 done

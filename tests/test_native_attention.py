@@ -105,7 +105,12 @@ def test_positions_past_the_cache_and_wrong_shapes_are_refused_before_dispatch()
             sdpa(q=q, cache=await KVCache.allocate(runtime, "c4", capacity=8, kv_heads=4, head_dim=16), out=out,
                  scratch=scratch, heads=6, adapter=adapter)
         with pytest.raises(ValueError, match=r"k and v must be u32 \[8, 2, 8\]"):
-            KVCache(q, q, 8, 2, 16)
+            KVCache(q, q, cache.offset, 8, 2, 16)
+        with pytest.raises(ValueError, match=r"the position offset must be u32 \[1\]"):
+            KVCache(cache.k, cache.v, cache.k, cache.capacity, cache.kv_heads, cache.head_dim)
+        with pytest.raises(ValueError, match="sdpa_materialized reads the position from its params alone"):
+            sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=4, adapter=adapter, force="sdpa_materialized",
+                 gpu_position=True)
 
     asyncio.run(main())
 
@@ -127,7 +132,7 @@ def test_q32_is_opt_in_and_falls_back_to_q16_without_its_workgroup_memory():
 
     u32 = lambda name, *shape: Tensor(name, shape, "u32", 0)    # noqa: E731
     f32 = lambda name, *shape: Tensor(name, shape, "f32", 0)    # noqa: E731
-    cache = KVCache(u32("k", 64, 8, 64), u32("v", 64, 8, 64), 64, 8, 128)
+    cache = KVCache(u32("k", 64, 8, 64), u32("v", 64, 8, 64), u32("offset", 1), 64, 8, 128)
     scratch = AttentionScratch(f32("s", 16 * 16, 64), f32("ml", 16 * 256, 2), f32("o", 16 * 256, 128), 16, 64)
     q, out = f32("q", 16, 16, 128), f32("out", 16, 16, 128)
     prefill = lambda storage, **options: [c.route for c in sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=16,  # noqa

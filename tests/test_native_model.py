@@ -125,6 +125,52 @@ def test_the_fast_q4_twin_is_the_reference_twin_bit_for_bit():
     assert np.array_equal(norms["final_norm"], synth_values_np(spec.value_range, 3, spec.stream, spec.length))
 
 
+@pytest.mark.parametrize("model", ["tiny", "awkward"])
+def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(model):
+    """The GPU-side position (token_history advancing the caches' offset; RoPE, the cache write and
+    FlashDecoding adding it) against the host re-sizing every step: identical tokens and logits over
+    enough steps that the split pass's layout changes several times, and nothing re-sized per step."""
+    config = model_config(model, 1)
+
+    async def decode(runtime, gpu_position):
+        decoder = await Decoder.create(runtime, config, seed=5, max_prompt=8, capacity=80, gpu_position=gpu_position)
+        assert decoder.position_on_gpu is gpu_position
+        await decoder.prefill([3, 1, 4, 1, 5, 9, 2])
+        await decoder.step()
+        arena, writes = runtime.params, []
+        write = arena.write
+        arena.write = lambda *args: writes.append(args[0]) or write(*args)     # params packed per step
+        try:
+            for _ in range(60):
+                await decoder.step()
+        finally:
+            del arena.write
+        tokens, logits = await decoder.tokens(), await decoder.read_logits()
+        decoder.release()
+        return tokens, logits, len(writes)
+
+    async def main():
+        runtime = await Runtime.create("native")
+        on_gpu = await decode(runtime, True)
+        on_host = await decode(runtime, False)
+        assert on_gpu[0] == on_host[0] and len(on_gpu[0]) == 7 + 62
+        assert on_gpu[1] == on_host[1]
+        assert on_gpu[2] == 0, "a decode step with the position on the GPU re-packed params"
+        assert on_host[2] >= 60 * 3             # RoPE + cache write and the two FlashDecoding passes, per step
+
+    asyncio.run(main())
+
+
+def test_a_plan_that_cannot_keep_the_position_on_the_gpu_says_why():
+    async def main():
+        runtime = await Runtime.create("native")
+        with pytest.raises(ValueError, match="head_dim 18 is not a multiple of 4"):
+            await Decoder.create(runtime, replace(TINY, head_dim=18, heads=32, kv_heads=8), seed=1, max_prompt=4,
+                                 capacity=8, gpu_position=True)
+
+    asyncio.run(main())
+
+
 def test_bad_input_and_a_full_context_are_refused_before_dispatch():
     async def main():
         runtime = await Runtime.create("native")

@@ -12,6 +12,7 @@ import pytest
 from py_runtime.host.oracle.q4 import q4_levels_np, q4_pack_np
 from py_runtime.oneshot import run_op, tensor
 from py_runtime.ops.q4 import Q4Weight, q4_weight_from_host
+from py_runtime.ops.int8_activations import Int8Activations, quantize_activations
 from py_runtime.ops.q4_linear import q4_linear
 from py_runtime.runtime import Runtime
 from py_runtime.tensors import Tensor
@@ -84,3 +85,47 @@ def test_q4weight_refuses_tensors_declared_in_the_other_layout():
     with pytest.raises(ValueError, match=r"packed .* has shape \[96, 16\]; packed words must be \[96, 32\]"):
         Q4Weight(Tensor("p", (N, K // 16), "u32", 0), Tensor("s", (K // GS, N), "f32", 0), K, N, GS)
     Q4Weight(packed, Tensor("s", (K // GS * N,), "f32", 0), K, N, GS)      # flat tensors are taken as laid out
+
+
+def test_accumulate_adds_the_product_to_what_out_holds_on_every_route():
+    """out += x @ W.T (the residual add folded into a linear) on each route: bit for bit the float32 sum of
+    what out held and the same route's plain product (its store adds one term; the product is the
+    route's own, which the oracle suites judge)."""
+    rng = np.random.default_rng(5)
+    levels, scale, packed = _weights(rng)
+    x = rng.uniform(-1, 1, (5, K)).astype(np.float32)
+    residual = rng.uniform(-4, 4, (5, N)).astype(np.float32)
+    routes = {"q4_gemv_workgroup": 1, "q4_gemm_tiled": 5, "q4_linear_generic": 3, "q4_gemv_int8x": 1,
+              "q4_gemm_dp4a": 5}
+
+    async def main():
+        runtime = await Runtime.create("native")
+        adapter = runtime.device.adapter
+        weight = await q4_weight_from_host(runtime, "w", k=K, n=N, group_size=GS, packed=packed.tobytes(),
+                                           scales=np.ascontiguousarray(scale.T).tobytes(), scales_shape=(K // GS, N))
+        xs = await tensor(runtime, "x", (5, K), data=x.tobytes())
+        act = await Int8Activations.allocate(runtime, xs, GS, rows=5)
+        out = await tensor(runtime, "out", (5, N))
+        results = {}
+        for route, tokens in routes.items():
+            int8 = act if route in ("q4_gemv_int8x", "q4_gemm_dp4a") else False
+            producer = [quantize_activations(act)] if int8 else []
+            runs = []
+            for accumulate in (False, True):
+                runtime.device.write_buffer(out.buffer, residual.tobytes())
+                op = q4_linear(x=xs, weight=weight, out=out, adapter=adapter, int8=int8, force=route,
+                               accumulate=accumulate)
+                got = await run_op(runtime, *producer, op, read=[out], tokens=tokens)
+                runs.append(np.frombuffer(got["out"], np.float32).reshape(5, N)[:tokens])
+            results[route] = runs
+        with pytest.raises(ValueError, match="needs out and x in different buffers"):
+            q4_linear(x=out, weight=await q4_weight_from_host(runtime, "sq", k=N, n=N, group_size=32,
+                                                              packed=bytes(N * N // 2), scales=bytes(4 * N * 3),
+                                                              scales_shape=(N // 32, N)),
+                      out=out, adapter=adapter, accumulate=True)
+        return results
+
+    for route, (plain, added) in asyncio.run(main()).items():
+        tokens = plain.shape[0]
+        assert not np.array_equal(plain, residual[:tokens]), route
+        assert np.array_equal(added, residual[:tokens] + plain), route

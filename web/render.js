@@ -81,6 +81,12 @@ const RENDERERS = {
     return `${report.config.name}, ${report.options.layers} layers, ${report.options.policy}: prefill ` +
       `${report.prefill_tok_s.toFixed(1)} tok/s, decode ${decode} tok/s, TTFT ${report.ttft_ms.toFixed(1)} ms`;
   },
+  tokenizer: (report) => {
+    renderTokenizer(report);
+    const tokens = report.cases.reduce((n, c) => n + c.tokens, 0);
+    return `tokenizer: ${report.cases.length} vocabularies, ${tokens} tokens encoded (ids judged against tokenizers ` +
+      "on the host)";
+  },
   decoder_blocks: (report) => {
     renderDecoderBlocks(report);
     const steps = report.models.reduce((n, m) => n + m.steps.length, 0);
@@ -252,6 +258,21 @@ function renderHostCost(report) {
     el("p", {}, `replay output bit-identical to naive: ${report.bit_identical}; replay path checks passed: ` +
       `${report.replay_path.passed}; speed-up ${report.speedup.toFixed(1)}×`),
     el("p", {}, where));
+}
+
+// Per vocabulary: load and encode speed where the page runs, round trips; then every sample's ids.
+function renderTokenizer(report) {
+  const rows = report.cases.map((c) => [c.vocabulary, c.vocab_size, c.merges, c.load_ms.toFixed(0),
+    c.tokens, c.cold_tok_s.toFixed(0), c.warm_tok_s.toFixed(0),
+    `${c.round_trips.filter(Boolean).length}/${c.round_trips.length}`, c.chat.round_trip ? "yes" : "NO"]);
+  document.getElementById("summary").replaceChildren(el("h2", {}, "Tokenizer (pure Python)"),
+    table(["vocabulary", "ids", "merges", "load ms", "tokens", "encode tok/s (cold)", "tok/s (warm: words cached)",
+      "round trips", "chat round trip"], rows),
+    el("p", {}, "The ids are judged on the host against the tokenizers package on the same tokenizer.json."));
+  const samples = report.cases.flatMap((c) => c.strings.map((s, i) => [c.vocabulary,
+    JSON.stringify(s).slice(0, 60), c.ids[i].length, c.ids[i].slice(0, 16).join(" ")]));
+  document.getElementById("cases").replaceChildren(el("h2", {}, "Samples"),
+    table(["vocabulary", "text", "tokens", "first ids"], samples));
 }
 
 function renderAdapter(report) {

@@ -6,6 +6,13 @@ then one profiled prefill and one profiled decode step for each kernel's share o
   decode_tok_s    decode steps / their wall time: steps submitted back to back (no readback between
                   them), the generated ids read every `batch` steps and once at the end
   host_ms_per_token  host time of a decode step's calls (resize + replay's submit), GPU not waited on
+  decode_span_us  GPU time of one decode step's single pass (two timestamps around it; median of 5),
+                  where the adapter has timestamp queries: the step's GPU cost without the submits
+  context         decode measured at a long context: after the prompt, unmeasured steps run until the
+                  measured `decode` steps end at position `context`
+  position        where the sequence's position lives between decode steps: "gpu" (nothing re-sized per
+                  step), "host" (the position's dispatches re-sized before each step), "auto" (the GPU
+                  wherever the plan allows; the report's position_on_gpu says which ran)
 Everything runs once first (pipelines compiled, the GPU's clocks up). Nothing here is checked: the
 model suite (checks/model_run.py) and its oracle judge the same plan's outputs.
 """
@@ -20,7 +27,9 @@ from ..runtime import Runtime
 from .model_run import prompt_ids
 from .outcome import NOT_CHECKED, no_progress
 
-__all__ = ["run_model_bench", "kernel_rows"]
+__all__ = ["run_model_bench", "kernel_rows", "POSITIONS"]
+
+POSITIONS = {"auto": None, "gpu": True, "host": False}
 
 
 def _active_dispatches(plan) -> int:
@@ -47,13 +56,19 @@ def kernel_rows(execution, phase: str) -> list[dict]:
 
 async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int | None = None, prompt: int = 128,
                           decode: int = 64, policy: str = "f32", seed: int = 7, batch: int = 16,
-                          profile: bool = True, progress=no_progress) -> dict:
+                          profile: bool = True, context: int = 0, position: str = "auto",
+                          progress=no_progress) -> dict:
     config = model_config(model, layers)
+    if position not in POSITIONS:
+        raise ValueError(f"position {position!r}: one of {list(POSITIONS)}")
+    if context and context < prompt + decode:
+        raise ValueError(f"context {context} must hold the prompt ({prompt}) and the measured steps ({decode})")
+    fill = context - prompt - decode if context else 0          # unmeasured steps before the measured ones
     ids = prompt_ids(config.vocab, seed, prompt)
     progress("model bench", 0, 4)
     started = time.perf_counter()
-    decoder = await Decoder.create(runtime, config, seed=seed, max_prompt=prompt, capacity=prompt + decode,
-                                   policy=policy)
+    decoder = await Decoder.create(runtime, config, seed=seed, max_prompt=prompt, capacity=prompt + fill + decode,
+                                   policy=policy, gpu_position=POSITIONS[position])
     try:
         build_s = time.perf_counter() - started
         progress("model bench", 1, 4)
@@ -66,6 +81,10 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         prefill_dispatches = _active_dispatches(decoder.plan)
         generated = await decoder.tokens(prompt, prompt + 1)
         ttft_s = time.perf_counter() - began
+        for done in range(1, fill + 1):
+            await decoder.step()
+            if done % batch == 0 or done == fill:       # bounds the queue as the measured loop does
+                generated += await decoder.tokens(prompt + len(generated), decoder.position + 1)
         host_ns, decode_routes = 0, []
         began = time.perf_counter()
         for done in range(1, decode + 1):
@@ -78,15 +97,18 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         decode_dispatches = _active_dispatches(decoder.plan)
         progress("model bench", 3, 4)
 
-        kernels, quantized = [], None
+        kernels, quantized, decode_span_us = [], None, None
         if profile and "timestamp-query" in runtime.device.adapter.device_features:
             profiled = await decoder.prefill(ids, profile=True)
             kernels += kernel_rows(profiled, "prefill")
             profiled_step = await decoder.step(profile=True)
             kernels += kernel_rows(profiled_step, "decode")
+            room = min(5, fill + decode - 1)             # the steps the cache has left after the profiled one
+            spans = sorted([(await decoder.step(profile="span")).span_ns for _ in range(room)])
+            decode_span_us = spans[len(spans) // 2] / 1e3 if spans else None
             quantized = bool(profiled.quantized or profiled_step.quantized)
         progress("model bench", 4, 4)
-        recorded = len(decoder.plan)
+        recorded, position_on_gpu = len(decoder.plan), decoder.position_on_gpu
     finally:
         decoder.release()
     return {
@@ -94,12 +116,14 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         "adapter": runtime.device.adapter.to_json(),
         "config": config.to_json(),
         "options": {"model": model, "layers": config.layers, "prompt": prompt, "decode": decode, "policy": policy,
-                    "seed": seed, "batch": batch},
+                    "seed": seed, "batch": batch, "context": prompt + fill + decode, "position": position},
+        "position_on_gpu": position_on_gpu,
         "build_s": round(build_s, 3),
         "prefill_tok_s": prompt / prefill_s,
         "ttft_ms": 1000 * ttft_s,
         "decode_tok_s": decode / decode_s if decode else None,
         "host_ms_per_token": host_ns / 1e6 / decode if decode else None,
+        "decode_span_us": decode_span_us,
         "dispatches": {"prefill": prefill_dispatches, "decode": decode_dispatches, "recorded": recorded},
         "routes": {"prefill": list(prefill.routes), "decode": decode_routes},
         "kernels": kernels,

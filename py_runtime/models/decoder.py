@@ -6,14 +6,21 @@ The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (it
   q4_embedding(ids -> h)
   per layer:  rms_norm(h -> xn) | QKV (q4_linear_qkv) | [Qwen3: per-head rms_norm of q and k] |
               rope_kv_cache_write (RoPE of q and k and the KV cache write in one dispatch; rope, rope,
-              kv_cache_write where head_dim is not a multiple of 4) | sdpa | o-proj | h += o |
-              rms_norm(h -> xn) | gate, up, swiglu | down | h += down
+              kv_cache_write where head_dim is not a multiple of 4) | sdpa | h += o-proj(attn) |
+              rms_norm(h -> xn) | gate, up, swiglu | h += down(act)
+              (the residual adds are folded into the o-proj and down linears: q4_linear(accumulate=True))
   head:       last_row(h) | final rms_norm | lm_head (the tied embedding) | argmax -> ids[0] |
               token_history(ids[0] -> history[pos + tokens])
 
 argmax writes the greedy token into ids[0], which the next step's embedding reads, so decode steps
 are submitted back to back with no host round trip; token_history keeps every token on the GPU for
 the host to read in batches. The head always runs on one row (the last position), at a prefill too.
+
+The sequence's position lives on the GPU where every position-dependent dispatch can read it there
+(position_on_gpu: the fused RoPE + cache write and a FlashDecoding route): those ops are recorded at
+position 0, token_history advances the KV caches' shared offset after each step, and a decode step
+costs the host one replay call, nothing re-sized. Elsewhere (head_dim not a multiple of 4, or the
+materialized decode route) the host re-sizes the position's dispatches before each step.
 
 Activation policies (POLICIES):
   f32    every linear reads f32 activations (GEMVs at a decode step, GEMMs at a prefill)
@@ -34,14 +41,14 @@ from dataclasses import replace
 
 from ..dispatch import IDLE, POS, TOKENS, Op, live_value
 from ..ops.argmax import argmax, argmax_blocks_needed
-from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa
+from ..ops.attention import FLASH_ROUTES, AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.norm import rms_norm
 from ..ops.q4 import q4_embedding
 from ..ops.q4_linear import q4_linear, q4_linear_glu, q4_linear_qkv
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies, rope
 from ..ops.sequence import last_row, token_history
-from ..ops.swiglu import residual_add, swiglu
+from ..ops.swiglu import swiglu
 from ..plan import Execution, Plan
 from ..tensors import Tensor
 from .config import ModelConfig
@@ -86,26 +93,31 @@ class Decoder:
     `await prefill(prompt)`, then `await step()` per greedy token; `await tokens()` reads the sequence."""
 
     def __init__(self, runtime, config: ModelConfig, weights: ModelWeights, *, max_prompt: int, capacity: int,
-                 policy: str):
+                 policy: str, gpu_position: bool | None):
         self.runtime, self.config, self.weights = runtime, config, weights
         self.max_prompt, self.capacity, self.policy = max_prompt, capacity, policy
-        self.position = 0           # positions the KV cache holds; the next step starts here
+        self.gpu_position = gpu_position     # None: wherever the plan allows (position_on_gpu says)
+        self.position_on_gpu = False
+        self.position = 0           # positions the KV cache holds; the next step starts here (the host's count)
         self.ops: list[Op] = []
         self._owned: list[Tensor] = []
         self.plan: Plan | None = None
 
     @classmethod
     async def create(cls, runtime, config: ModelConfig, *, seed: int, max_prompt: int, capacity: int,
-                     policy: str = "f32", progress=None) -> "Decoder":
+                     policy: str = "f32", gpu_position: bool | None = None, progress=None) -> "Decoder":
         """Allocate the synthetic weights and every buffer, record the plan (every op validates its
-        shapes here, before anything runs), then generate the weights on the GPU. `progress(stage, done,
+        shapes here, before anything runs), then generate the weights on the GPU. `gpu_position`
+        False keeps the position on the host (every step re-sized); True refuses a plan that cannot
+        keep it on the GPU; None (default) keeps it there where the plan allows. `progress(stage, done,
         total)` hears "pipelines" once per layer recorded (and the head) and "weights" around their generation."""
         if policy not in POLICIES:
             raise ValueError(f"unknown activation policy {policy!r}; known: {POLICIES}")
         if not 1 <= max_prompt <= capacity:
             raise ValueError(f"{config.name}: max_prompt {max_prompt} must be 1..capacity ({capacity})")
         weights = await ModelWeights.allocate(runtime, config, seed=seed, scales_rows=policy == "int8x")
-        decoder = cls(runtime, config, weights, max_prompt=max_prompt, capacity=capacity, policy=policy)
+        decoder = cls(runtime, config, weights, max_prompt=max_prompt, capacity=capacity, policy=policy,
+                      gpu_position=gpu_position)
         progress = progress or _no_progress
         try:
             await decoder._record(progress)
@@ -149,7 +161,6 @@ class Decoder:
             qn, kn = await t("qn", (rows, c.heads, hd)), await t("kn", (rows, c.kv_heads, hd))
         attn = await t("attn", (rows, c.heads, hd))
         attn_rows = _view(attn, (rows, c.q_dim))
-        proj = await t("proj", (rows, d))
         gate, up, act = await t("gate", (rows, f)), await t("up", (rows, f)), await t("act", (rows, f))
         last, last_n = await t("last", (1, d)), await t("last_n", (1, d))
         self.logits = await t("logits", (1, c.vocab))
@@ -157,15 +168,25 @@ class Decoder:
         block_index = await t("argmax_index", (argmax_blocks_needed(c.vocab),), "u32")
         table = await t("rope_table", (self.capacity, hd // 2, 2))
         await cos_sin_table_gpu(self.runtime, table, inverse_frequencies(hd, c.rope_theta, c.rope_scaling))
+        self.offset = await t("position_offset", (1,), "u32")
         caches = []
         for i in range(c.layers):
             cache = await KVCache.allocate(self.runtime, f"{c.key}.kv{i}", capacity=self.capacity,
-                                           kv_heads=c.kv_heads, head_dim=hd)
+                                           kv_heads=c.kv_heads, head_dim=hd, offset=self.offset)
             self._owned += [cache.k, cache.v]
             caches.append(cache)
         scratch = await AttentionScratch.allocate(self.runtime, f"{c.key}.attn_scratch", heads=c.heads, head_dim=hd,
                                                   max_tokens=rows, capacity=self.capacity)
         self._owned += [scratch.scores, scratch.part_ml, scratch.part_o]
+        decode_route = sdpa(q=q_rot, cache=caches[0], out=attn, scratch=scratch, heads=c.heads,
+                            adapter=adapter).calls[0].route
+        possible = hd % 4 == 0 and decode_route in FLASH_ROUTES
+        if self.gpu_position and not possible:
+            raise ValueError(f"{c.name}: the position cannot live on the GPU here (head_dim {hd}"
+                             f"{' is not a multiple of 4' if hd % 4 else ''}, decode route {decode_route}; it needs "
+                             f"the fused RoPE + cache write and one of {', '.join(FLASH_ROUTES)})")
+        gpu = self.position_on_gpu = possible and self.gpu_position is not False
+        pos = 0 if gpu else POS
         if int8x:
             # every row quantized: the prefill's linears take the DP4A GEMMs (the head reads one row)
             xn_q, attn_q, act_q = [await self._int8(x, rows) for x in (xn, attn_rows, act)]
@@ -197,17 +218,17 @@ class Decoder:
                 q_src, k_src = qn, kn
             if hd % 4 == 0:         # the fused kernel rotates two pairs per invocation
                 await add(rope_kv_cache_write(q=q_src, k=k_src, v=v, q_out=q_rot, table=table, cache=caches[i],
-                                              heads=c.heads, layout=c.rope_layout))
+                                              heads=c.heads, layout=c.rope_layout, pos=pos))
             else:
                 await add(rope(src=q_src, dst=q_rot, table=table, heads=c.heads, head_dim=hd, layout=c.rope_layout))
                 await add(rope(src=k_src, dst=k_rot, table=table, heads=c.kv_heads, head_dim=hd, layout=c.rope_layout))
                 await add(kv_cache_write(k=k_rot, v=v, cache=caches[i]))
-            await add(sdpa(q=q_rot, cache=caches[i], out=attn, scratch=scratch, heads=c.heads, adapter=adapter))
+            await add(sdpa(q=q_rot, cache=caches[i], out=attn, scratch=scratch, heads=c.heads, adapter=adapter,
+                           pos=pos, gpu_position=gpu))
             if int8x:
                 await add(quantize_activations(attn_q))
-            await add(q4_linear(x=attn_rows, weight=layer("o"), out=proj, adapter=adapter,
-                                int8=attn_q if int8x else False))
-            await add(residual_add(a=h, b=proj))
+            await add(q4_linear(x=attn_rows, weight=layer("o"), out=h, adapter=adapter,
+                                int8=attn_q if int8x else False, accumulate=True))
             await norm_into_xn(layer("mlp_norm"))
             gate_up = layer("gate_up")
             separate = [q4_linear(x=xn, weight=gate_up.rows(0, f), out=gate, adapter=adapter, int8=xn_q if int8x else False),
@@ -218,9 +239,8 @@ class Decoder:
             if int8x:
                 await add(q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter))
                 await add(quantize_activations(act_q))
-            await add(q4_linear(x=act, weight=layer("down"), out=proj, adapter=adapter,
-                                int8=act_q if int8x else False))
-            await add(residual_add(a=h, b=proj))
+            await add(q4_linear(x=act, weight=layer("down"), out=h, adapter=adapter,
+                                int8=act_q if int8x else False, accumulate=True))
 
         # The head reads one row at every step: its sizes are fixed, not the live TOKENS.
         progress("pipelines", c.layers, c.layers + 1)
@@ -232,7 +252,7 @@ class Decoder:
         await add(q4_linear(x=last_n, weight=w.lm_head, out=self.logits, adapter=adapter, tokens=1,
                             int8=last_q if int8x else False))
         await add(argmax(values=self.logits, block_keys=block_keys, block_index=block_index, result=self.ids))
-        await add(token_history(next_id=self.ids, history=self.history))
+        await add(token_history(next_id=self.ids, history=self.history, offset=self.offset, pos=pos, advance=gpu))
         self.plan.record()
         progress("pipelines", c.layers + 1, c.layers + 1)
 
@@ -255,6 +275,7 @@ class Decoder:
         words = array("I", prompt).tobytes()
         self.runtime.device.write_buffer(self.ids.buffer, words)
         self.runtime.device.write_buffer(self.history.buffer, words)
+        self.runtime.device.write_buffer(self.offset.buffer, bytes(4))      # a new sequence starts at 0
         self.plan.resize(tokens=s, pos=0)
         execution = await self.plan.replay(wait=wait, profile=profile)
         self.position = s
@@ -265,7 +286,10 @@ class Decoder:
         if self.position == 0:
             raise ValueError(f"{self.config.name}: no sequence; prefill a prompt first")
         self._check_step(1)
-        self.plan.resize(tokens=1, pos=self.position)
+        if not self.position_on_gpu:
+            self.plan.resize(tokens=1, pos=self.position)
+        elif self.plan.live[TOKENS] != 1:       # the first step after a prefill; later ones re-size nothing
+            self.plan.resize(tokens=1)
         execution = await self.plan.replay(wait=wait, profile=profile)
         self.position += 1
         return execution

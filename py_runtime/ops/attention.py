@@ -41,7 +41,7 @@ from ..tensors import Tensor
 from .tuning import tuning_table
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
-           "TILED_ROUTES", "flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys", "tiled_workgroup_bytes"]
+           "TILED_ROUTES", "FLASH_ROUTES", "flash_splits", "max_flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys", "tiled_workgroup_bytes"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
@@ -55,10 +55,15 @@ LOG2_E = 1.0 / math.log(2.0)    # both split passes keep the softmax in base 2: 
 
 @dataclass(frozen=True)
 class KVCache:
-    """One layer's K and V cache, u32 [capacity, kv_heads, head_dim / 2] each."""
+    """One layer's K and V cache, u32 [capacity, kv_heads, head_dim / 2] each, and its position offset:
+    a u32 on the GPU that rope_kv_cache_write and the FlashDecoding passes add to the position their
+    params give. It stays 0 where the host sizes every step; a decoder that keeps the sequence's
+    position on the GPU records those ops at position 0 and lets token_history advance one offset that
+    all its layers' caches share. kv_cache_write, rope and the prefill routes read their params alone."""
 
     k: Tensor
     v: Tensor
+    offset: Tensor
     capacity: int
     kv_heads: int
     head_dim: int
@@ -68,14 +73,20 @@ class KVCache:
         if self.head_dim % 2 or any(t.dtype != "u32" or t.shape != shape for t in (self.k, self.v)):
             raise ValueError(f"KV cache {self.k.name!r}: k and v must be u32 {list(shape)} (f16 pairs of an even "
                              f"head_dim {self.head_dim}), got {self.k!r} and {self.v!r}")
+        if self.offset.dtype != "u32" or self.offset.shape != (1,):
+            raise ValueError(f"KV cache {self.k.name!r}: the position offset must be u32 [1], got {self.offset!r}")
 
     @classmethod
-    async def allocate(cls, runtime, name: str, *, capacity: int, kv_heads: int, head_dim: int) -> "KVCache":
+    async def allocate(cls, runtime, name: str, *, capacity: int, kv_heads: int, head_dim: int,
+                       offset: Tensor | None = None) -> "KVCache":
+        """A zeroed cache; `offset` shares another cache's position offset (a decoder's layers)."""
         if head_dim % 2 or capacity < 1:
             raise ValueError(f"KV cache {name!r}: head_dim {head_dim} must be even and capacity {capacity} positive")
         shape = (capacity, kv_heads, head_dim // 2)
+        if offset is None:
+            offset = await runtime.tensors.allocate(f"{name}.offset", (1,), "u32")
         return cls(await runtime.tensors.allocate(f"{name}.k", shape, "u32"),
-                   await runtime.tensors.allocate(f"{name}.v", shape, "u32"), capacity, kv_heads, head_dim)
+                   await runtime.tensors.allocate(f"{name}.v", shape, "u32"), offset, capacity, kv_heads, head_dim)
 
 
 @dataclass(frozen=True)
@@ -164,7 +175,7 @@ def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table
 
     return single(OpCall(label=label, kernel=f"rope_kv_cache_write_{layout}", route="rope_kv_cache_write",
                          tensors={"q": q, "k": k, "v": v, "table": table, "q_out": q_out, "k_cache": cache.k,
-                                  "v_cache": cache.v}, sizing=sizing))
+                                  "v_cache": cache.v, "offset": cache.offset}, sizing=sizing))
 
 
 @dataclass(frozen=True)
@@ -181,20 +192,27 @@ class _Attention:
     adapter: object
     q32: bool = False
     flash_split: tuple[str, int] | None = None
+    gpu_position: bool = False
 
     @property
     def group(self) -> int:
         return self.heads // self.cache.kv_heads
 
 
+def max_flash_splits(kv_heads: int, workgroups: int = _TARGET_WORKGROUPS) -> int:
+    """Splits per KV head the split pass wants at long contexts: `workgroups` over the KV heads, at
+    most MAX_SPLITS (the scratch's)."""
+    return max(1, min(MAX_SPLITS, -(-workgroups // kv_heads)))
+
+
 def flash_splits(ctx: int, kv_heads: int, keys_per_step: int = _WORKGROUP_TILE,
                  workgroups: int = _TARGET_WORKGROUPS) -> tuple[int, int, int]:
     """(splits, keys per split, steps) of a split pass that covers keys_per_step keys per workgroup and
-    step: splits of one step each until there are `workgroups` over the KV heads (at most MAX_SPLITS
-    per head), then longer splits; no split empty. The defaults are the workgroup-memory pass's (its
-    32-key tiles, _TARGET_WORKGROUPS); the subgroup pass passes its variant's step and the adapter's
-    tuning."""
-    wanted = max(1, min(MAX_SPLITS, -(-ctx // keys_per_step), -(-workgroups // kv_heads)))
+    step: splits of one step each until there are max_flash_splits, then longer splits; no split
+    empty. The defaults are the workgroup-memory pass's (its 32-key tiles, _TARGET_WORKGROUPS); the
+    subgroup pass passes its variant's step and the adapter's tuning. The kernels derive the same
+    from (ctx, max splits, keys per step) in split_layout(), since the position may live on the GPU."""
+    wanted = max(1, min(max_flash_splits(kv_heads, workgroups), -(-ctx // keys_per_step)))
     chunk = -(-ctx // wanted)
     return -(-ctx // chunk), chunk, -(-chunk // keys_per_step)
 
@@ -283,34 +301,40 @@ def _flash(subgroup: bool):
             split_kernel, workgroups, step_keys = "sdpa_flash_split", _TARGET_WORKGROUPS, _WORKGROUP_TILE
         route = "sdpa_flash_subgroup" if subgroup else "sdpa_flash_decode"
 
+        # With the position on the GPU, the split pass is sized for the whole cache (the splits past the
+        # live context return at once) and what it moves is unknown when it is sized.
+        longest = flash_splits(cache.capacity, cache.kv_heads, step_keys, workgroups)[0]
+
         def plan(live) -> tuple[bool, int, dict]:
             t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
             ctx = p + 1
-            splits, chunk, steps = flash_splits(ctx, cache.kv_heads, step_keys, workgroups)
-            fields = dict(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=ctx, chunk=chunk, splits=splits,
+            fields = dict(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=ctx,
+                          max_splits=max_flash_splits(cache.kv_heads, workgroups), step_keys=step_keys,
                           scale=req.scale * LOG2_E)
-            return t == 1, splits, fields | ({"steps": steps} if subgroup else {})
+            splits = longest if req.gpu_position else flash_splits(ctx, cache.kv_heads, step_keys, workgroups)[0]
+            return t == 1, splits, fields
 
         def split(spec, live):
             active, splits, fields = plan(live)
+            counted = active and not req.gpu_position
             kv_bytes = 2 * fields["ctx"] * cache.kv_heads * dim * 2
             return Sizing(workgroups=(splits, cache.kv_heads, 1) if active else IDLE, params=spec.pack_params(**fields),
-                          bytes_moved=kv_bytes + 4 * req.heads * dim * (1 + splits) if active else 0,
-                          flops=4 * fields["ctx"] * req.heads * dim if active else 0)
+                          bytes_moved=kv_bytes + 4 * req.heads * dim * (1 + splits) if counted else 0,
+                          flops=4 * fields["ctx"] * req.heads * dim if counted else 0)
 
         def reduce(spec, live):
             active, splits, fields = plan(live)
-            fields.pop("steps", None)
+            counted = active and not req.gpu_position
             return Sizing(workgroups=(req.heads, 1, 1) if active else IDLE, params=spec.pack_params(**fields),
-                          bytes_moved=4 * req.heads * splits * (dim + 2) + 4 * req.heads * dim if active else 0)
+                          bytes_moved=4 * req.heads * splits * (dim + 2) + 4 * req.heads * dim if counted else 0)
 
         scratch = req.scratch
         return [OpCall(label=f"{req.label}.flash_split", kernel=split_kernel, route=route,
                        tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "part_ml": scratch.part_ml,
-                                "part_o": scratch.part_o}, sizing=split, phase="decode"),
+                                "part_o": scratch.part_o, "offset": cache.offset}, sizing=split, phase="decode"),
                 OpCall(label=f"{req.label}.flash_reduce", kernel="sdpa_flash_reduce", route=route,
-                       tensors={"part_ml": scratch.part_ml, "part_o": scratch.part_o, "out": req.out}, sizing=reduce,
-                       phase="decode")]
+                       tensors={"part_ml": scratch.part_ml, "part_o": scratch.part_o, "out": req.out,
+                                "offset": cache.offset}, sizing=reduce, phase="decode")]
     return build
 
 
@@ -404,20 +428,23 @@ DECODE_ROUTES = (
     Route(name="sdpa_flash_decode", guard=_flash_guard, build=_flash(subgroup=False)),
     Route(name="sdpa_materialized", build=lambda req: _materialized(req, "any")),
 )
+FLASH_ROUTES = ("sdpa_flash_subgroup", "sdpa_flash_decode")
 PREFILL_ROUTES = (*(Route(name=route, guard=_tiled_guard(route), build=_tiled(route)) for route, *_ in TILED_ROUTES),
                   Route(name="sdpa_materialized", build=lambda req: _materialized(req, "prefill")))
 
 
 def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int, adapter,
          scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
-         q32: bool = False, flash_split: tuple[str, int] | None = None) -> Op:
+         q32: bool = False, flash_split: tuple[str, int] | None = None, gpu_position: bool = False) -> Op:
     """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
     (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
     scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
     docstring); `force` records one route only, for every token count; `q32` opts Qwen3's geometry into
     the 32-row prefill schedule where the device has the workgroup memory for it; `flash_split` (a
     sdpa_flash_split_sg kernel of this geometry, workgroups wanted) replaces the tuning table's pick, for
-    benchmark sweeps."""
+    benchmark sweeps. `gpu_position`: decode steps add the cache's offset to `pos`, which the GPU advances
+    between steps (KVCache), so the FlashDecoding passes are sized once for any context; the
+    materialized decode route, sized by the context, refuses it."""
     if flash_split is not None:
         values = kernel(flash_split[0]).template_values
         if (values["G"], 32 * values["W"] >= cache.head_dim) != (heads // cache.kv_heads, True):
@@ -436,14 +463,20 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         raise ValueError("sdpa: " + "; ".join(problems))
     label = f"sdpa({out.name})"
     req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label,
-                     adapter, q32, flash_split)
+                     adapter, q32, flash_split, gpu_position)
     if force is not None:
         slot, routes = ("decode", DECODE_ROUTES) if force in {r.name for r in DECODE_ROUTES} else ("prefill",
                                                                                                    PREFILL_ROUTES)
         route, decision = choose(routes, req, op=label, slot=slot, force=force)
+        if gpu_position and route.name not in FLASH_ROUTES:
+            raise ValueError(f"{label}: {route.name} reads the position from its params alone; gpu_position "
+                             f"needs a FlashDecoding route ({', '.join(FLASH_ROUTES)})")
         return Op(label, tuple(_materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)),
                   (decision,))
     decode, decode_why = choose(DECODE_ROUTES, req, op=label, slot="decode")
+    if gpu_position and decode.name == "sdpa_materialized":
+        raise ValueError(f"{label}: the decode route here is sdpa_materialized ({decode_why}), whose passes are "
+                         f"sized by the context on the host: the position cannot live on the GPU")
     if decode.name == "sdpa_materialized":
         return Op(label, tuple(decode.build(req)), (decode_why,))
     prefill, prefill_why = choose(PREFILL_ROUTES, req, op=label, slot="prefill")

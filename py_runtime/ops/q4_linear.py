@@ -123,6 +123,7 @@ class _Linear:
     glu: bool = False
     gemm_shape: str | None = None
     capacity: int = field(default=0)
+    accumulate: bool = False        # out += the product: a residual add folded into the linear
 
     @property
     def limits(self) -> dict:
@@ -144,9 +145,9 @@ class _Linear:
         return m
 
 
-def _cost(weight: Q4Weight, m: int, has_bias: bool) -> tuple[int, int]:
+def _cost(weight: Q4Weight, m: int, has_bias: bool, accumulate: bool = False) -> tuple[int, int]:
     moved = q4_weight_bytes(weight.k, weight.n, weight.group_size)
-    moved += 4 * m * weight.k + 4 * m * weight.n + (4 * weight.n if has_bias else 0)
+    moved += 4 * m * weight.k + 4 * m * weight.n * (2 if accumulate else 1) + (4 * weight.n if has_bias else 0)
     return moved, 2 * m * weight.n * weight.k
 
 
@@ -205,12 +206,13 @@ def _gemv_decode(route: str):
 
         def sizing(spec, live):
             active = req.rows(live) == 1
-            moved, flops = _cost(w, 1, has_bias)
+            moved, flops = _cost(w, 1, has_bias, req.accumulate)
             values = spec.template_values
             rows_per_group = spec.workgroup_size[1] // int(values["KSPLIT"]) * int(values["R"])
             grid = linear_grid(-(-w.n // rows_per_group), 1, live_limit(live)) if active else IDLE
             return Sizing(workgroups=grid, params=spec.pack_params(k=w.k, n=w.n, n_total=w.n_total, n_offset=w.n_offset,
-                                                                   group_size=w.group_size, has_bias=has_bias),
+                                                                   group_size=w.group_size, has_bias=has_bias,
+                                                                   accumulate=req.accumulate),
                           bytes_moved=moved if active else 0, flops=flops if active else 0)
 
         return OpCall(label=f"{req.label}.decode", kernel=name, route=route, tensors=_linear_tensors(req), sizing=sizing,
@@ -243,11 +245,11 @@ def _int8x_decode(req: _Linear) -> OpCall:
 
     def sizing(spec, live):
         active = req.rows(live) == 1
-        moved, flops = _cost(w, 1, has_bias)
+        moved, flops = _cost(w, 1, has_bias, req.accumulate)
         values = spec.template_values
         rows_per_group = int(values["RG"]) * int(values["R"])     # (KS warps share a row group)
         fields = dict(k=w.k, n=n_out, n_total=w.n_total, n_offset=w.n_offset, group_size=w.group_size,
-                      has_bias=has_bias)
+                      has_bias=has_bias, accumulate=req.accumulate)
         if qkv:
             fields.update(n_q=req.outs[0].shape[-1], n_kv=req.outs[1].shape[-1])
         return Sizing(workgroups=linear_grid(-(-n_out // rows_per_group), 1, live_limit(live)) if active else IDLE,
@@ -304,13 +306,13 @@ def _dp4a_prefill(req: _Linear) -> OpCall:
 
     def sizing(spec, live):
         m = req.rows(live)
-        f32_moved, flops = _cost(w, m, has_bias)
+        f32_moved, flops = _cost(w, m, has_bias, req.accumulate)
         moved = f32_moved - 4 * m * w.k + m * w.k + 8 * m * (w.k // 32)    # int8 rows and chunk stats for f32 x
         active = m > 1
         grid = (-(-w.n // _TILE), -(-m // int(spec.template_values["TM"])), 1) if active else IDLE
         return Sizing(workgroups=grid, params=spec.pack_params(m=m, k=w.k, n=w.n, n_total=w.n_total,
                                                                n_offset=w.n_offset, group_size=w.group_size,
-                                                               has_bias=has_bias),
+                                                               has_bias=has_bias, accumulate=req.accumulate),
                       bytes_moved=moved if active else 0, flops=flops if active else 0)
 
     return OpCall(label=f"{req.label}.prefill", kernel=f"q4gsw_gemm_dp4a_{shape}", route="q4_gemm_dp4a",
@@ -328,9 +330,9 @@ def _bk64_guard(req: _Linear) -> str | None:
     return _gemm_fits(req, 64)
 
 
-def _linear_params(spec, w: Q4Weight, m: int, has_bias: bool) -> bytes:
+def _linear_params(spec, w: Q4Weight, m: int, has_bias: bool, accumulate: bool) -> bytes:
     fields = dict(m=m, k=w.k, n=w.n, n_total=w.n_total, n_offset=w.n_offset, group_size=w.group_size,
-                  has_bias=has_bias)
+                  has_bias=has_bias, accumulate=accumulate)
     if "n_q" in spec.params_layout.names:       # the GEMM family's struct has the fused QKV's fields too
         fields.update(n_q=0, n_kv=0)
     return spec.pack_params(**fields)
@@ -342,10 +344,10 @@ def _gemm_prefill(name: str, route: str):
 
         def sizing(spec, live):
             m = req.rows(live)
-            moved, flops = _cost(w, m, has_bias)
+            moved, flops = _cost(w, m, has_bias, req.accumulate)
             active = m > 1
             grid = (-(-w.n // _TILE), -(-m // _TILE), 1) if active else IDLE
-            return Sizing(workgroups=grid, params=_linear_params(spec, w, m, has_bias),
+            return Sizing(workgroups=grid, params=_linear_params(spec, w, m, has_bias, req.accumulate),
                           bytes_moved=moved if active else 0, flops=flops if active else 0)
 
         return OpCall(label=f"{req.label}.prefill", kernel=name, route=route, tensors=_linear_tensors(req),
@@ -358,9 +360,9 @@ def _generic(req: _Linear) -> OpCall:
 
     def sizing(spec, live):
         m = req.rows(live)
-        moved, flops = _cost(w, m, has_bias)
+        moved, flops = _cost(w, m, has_bias, req.accumulate)
         return Sizing(workgroups=linear_grid(m * w.n, spec.invocations, live_limit(live)),
-                      params=_linear_params(spec, w, m, has_bias), bytes_moved=moved, flops=flops)
+                      params=_linear_params(spec, w, m, has_bias, req.accumulate), bytes_moved=moved, flops=flops)
 
     return OpCall(label=f"{req.label}.generic", kernel="q4gsw_linear_generic", route="q4_linear_generic",
                   tensors=_linear_tensors(req), sizing=sizing)
@@ -438,20 +440,24 @@ def _check_activations(label: str, act: Int8Activations, weight: Q4Weight, x: Te
 
 def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterReport, tokens: int | str = TOKENS,
               bias: Tensor | None = None, int8: bool | Int8Activations = False, gemv_shape: str | None = None,
-              gemm_shape: str | None = None, force: str | None = None, tuning: str | None = None) -> Op:
+              gemm_shape: str | None = None, force: str | None = None, tuning: str | None = None,
+              accumulate: bool = False) -> Op:
     """out[:M] = x[:M] @ dequant(weight).T (+ bias), M the live `tokens`: a decode and a prefill dispatch
     (or the generic one), see the module docstring. `int8=True` opts the decode into int8 activations
     where the route's guard allows (elsewhere the f32 GEMV runs, and attestation says so);
     `int8=Int8Activations` (of this x) decodes from activations quantized beforehand, and where they hold
     every row of x the prefill too (q4_gemm_dp4a; `gemm_shape` pins its tile): the plan must run their
     producer first. `force` runs only the named route (a decode route at M == 1, a prefill route at
-    M > 1)."""
+    M > 1). `accumulate` adds the product to what out holds (out[:M] += ...: a residual add folded in;
+    every route does it in its store)."""
     label = f"q4_linear({out.name})"
     capacity = _check_io(x, weight, out, bias, label)
     if isinstance(int8, Int8Activations):
         _check_activations(label, int8, weight, x)
+    if accumulate and out.buffer == x.buffer:
+        raise ValueError(f"{label}: out += x @ W.T needs out and x in different buffers ({x.name!r} is both)")
     req = _Linear(label, x, weight, (out,), bias, tokens, adapter, int8, gemv_shape, tuning_for(adapter, tuning),
-                  gemm_shape=gemm_shape, capacity=capacity)
+                  gemm_shape=gemm_shape, capacity=capacity, accumulate=accumulate)
     _check_pin(req)
     calls, decisions = _slots(req, force)
     return Op(label, tuple(calls.values()), decisions)
@@ -499,7 +505,7 @@ def _qkv_fused_prefill(req: _Linear) -> OpCall:
         active = m > 1
         grid = (-(-w.n_total // _TILE), -(-m // _TILE), 1) if active else IDLE
         params = spec.pack_params(m=m, k=w.k, n=w.n_total, n_total=w.n_total, n_offset=0, group_size=w.group_size,
-                                  has_bias=False, n_q=n_q, n_kv=n_kv)
+                                  has_bias=False, accumulate=False, n_q=n_q, n_kv=n_kv)
         return Sizing(workgroups=grid, params=params, bytes_moved=moved if active else 0, flops=flops if active else 0)
 
     return OpCall(label=f"{req.label}.fused", kernel="q4gsw_gemm_qkv_bk64", route="q4_qkv_fused_bk64",

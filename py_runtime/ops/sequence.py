@@ -3,7 +3,8 @@
   last_row       the last live row of the hidden state into a one-row tensor: the model head (final
                  norm, lm_head, argmax) reads one row at a prefill of S tokens as at a decode step
   token_history  the step's greedy token (argmax's result, the next step's embedding input) stored
-                 at position pos + tokens of the sequence's history, which the host reads in batches
+                 at position pos + tokens of the sequence's history, which the host reads in batches;
+                 where the position lives on the GPU it also advances the KV caches' position offset
 """
 
 from __future__ import annotations
@@ -32,17 +33,24 @@ def last_row(*, x: Tensor, out: Tensor, tokens: int | str = TOKENS) -> Op:
                          tensors={"x": x, "out": out}, sizing=sizing))
 
 
-def token_history(*, next_id: Tensor, history: Tensor, tokens: int | str = TOKENS, pos: int | str = POS) -> Op:
-    """history[pos + tokens] = next_id[0] (u32): the token generated after positions pos..pos + tokens - 1."""
+def token_history(*, next_id: Tensor, history: Tensor, offset: Tensor, tokens: int | str = TOKENS,
+                  pos: int | str = POS, advance: bool = False) -> Op:
+    """history[pos + offset[0] + tokens] = next_id[0] (u32): the token generated after positions
+    pos + offset[0] .. + tokens - 1; `advance` then adds the step's tokens to offset[0] (u32 [1], the
+    KV caches' shared position offset), for a sequence whose position lives on the GPU."""
     if next_id.dtype != "u32" or history.dtype != "u32":
         raise ValueError(f"token_history: next_id {next_id!r} and history {history!r} must be u32")
+    if offset.dtype != "u32" or offset.shape != (1,):
+        raise ValueError(f"token_history: the position offset {offset!r} must be u32 [1]")
     capacity = history.numel
 
     def sizing(spec, live) -> Sizing:
-        at = live_value(pos, live, "token_history") + live_value(tokens, live, "token_history")
+        t = live_value(tokens, live, "token_history")
+        at = live_value(pos, live, "token_history") + t
         if at >= capacity:
             raise ValueError(f"token_history({history.name}): position {at} is past its {capacity} entries")
-        return Sizing(workgroups=(1, 1, 1), params=spec.pack_params(at=at, capacity=capacity), bytes_moved=8)
+        return Sizing(workgroups=(1, 1, 1), params=spec.pack_params(at=at, capacity=capacity, advance=t if advance else 0),
+                      bytes_moved=16 if advance else 8)
 
     return single(OpCall(label=f"token_history({history.name})", kernel="token_history", route="token_history",
-                         tensors={"next": next_id, "history": history}, sizing=sizing))
+                         tensors={"next": next_id, "history": history, "offset": offset}, sizing=sizing))

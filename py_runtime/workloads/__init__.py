@@ -20,12 +20,13 @@ from ..checks.decoder_blocks import ALLOWED_LENGTHS, MODELS, DecoderBlocksOption
 from ..checks.generate import COMPARE_SIZES, SIZES, run_compare, run_generate
 from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_check
 from ..checks.host_cost import run_host_cost
-from ..checks.model_bench import run_model_bench
+from ..checks.model_bench import POSITIONS, run_model_bench
 from ..checks.model_run import MODEL_KEYS, POLICIES, ModelRunOptions, run_model_check
 from ..checks.kernel_bench import BENCH_PRESETS, STEP_PRESETS, run_kernel_bench
 from ..checks.q4_linear import PRESETS as Q4_PRESETS
 from ..checks.q4_linear import run_q4_checks
 from ..checks.runtime_core import run_runtime_checks
+from ..checks.tokenizer import VOCABULARIES, run_tokenizer_check
 from ..checks.unary import CheckOptions, run_unary_check
 from ..ops.unary import UNARY_OPS
 from .schema import Option, validate
@@ -209,7 +210,11 @@ MODEL_BENCH = Workload(
              Option(name="batch", type="int", default=_MODEL_BENCH["batch"], minimum=1,
                     help="decode steps between readbacks of the generated ids"),
              Option(name="profile", type="bool", default=_MODEL_BENCH["profile"],
-                    help="one profiled prefill and decode step (each kernel's share)")),
+                    help="one profiled prefill and decode step (each kernel's share)"),
+             Option(name="context", type="int", default=_MODEL_BENCH["context"], minimum=0,
+                    help="measure the decode steps ending at this position (0: right after the prompt)"),
+             Option(name="position", type="str", default=_MODEL_BENCH["position"], allowed=tuple(POSITIONS),
+                    help="where the sequence's position lives between decode steps")),
     runner=_model_bench, renderer="model_bench", aliases=("model",))
 
 
@@ -279,8 +284,20 @@ COMPARE = Workload(
              *_VIEW_TAIL),
     runner=run_compare, renderer="compare")
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (GENERATE, COMPARE, UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS, ATTENTION, MODEL,
-                                                      MODEL_BENCH,
+
+
+async def _tokenizer(runtime, options, sink, progress):
+    return await run_tokenizer_check(runtime, **options, progress=progress)
+
+
+TOKENIZER = Workload(
+    name="tokenizer", title="The pure-Python BPE tokenizer on the vendored vocabularies (ids judged against tokenizers)",
+    kind="check",
+    options=(Option(name="vocabularies", type="str list", default=VOCABULARIES, allowed=VOCABULARIES),),
+    runner=_tokenizer, renderer="tokenizer")
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (GENERATE, COMPARE, UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS,
+                                                      ATTENTION, MODEL, TOKENIZER, MODEL_BENCH,
                                                       KERNEL_BENCH, HOST_COST)}
 DEFAULT_SUITE = UNARY.name       # the CLI's `check` default
 PAGE_SUITE = GENERATE.name       # the page's default view

@@ -17,7 +17,7 @@ struct Params {
   heads: u32,
   kv_heads: u32,
   half: u32,            // head_dim / 2
-  pos: u32,
+  pos: u32,             // the first token's position, less the cache's offset
   capacity: u32,        // cache rows
   table_rows: u32,
 }
@@ -29,7 +29,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> q_out: array<f32>;
 @group(0) @binding(5) var<storage, read_write> k_cache: array<u32>;
 @group(0) @binding(6) var<storage, read_write> v_cache: array<u32>;
-@group(0) @binding(7) var<uniform> params: Params;
+@group(0) @binding(7) var<storage, read> offset: array<u32>;   // the cache's GPU-side position offset
+@group(0) @binding(8) var<uniform> params: Params;
 
 fn rotate(a: f32, b: f32, rotation: vec2<f32>) -> vec2<f32> {
   return vec2<f32>(a * rotation.x - b * rotation.y, a * rotation.y + b * rotation.x);
@@ -46,7 +47,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let j = i % quarter;
   let r = (i / quarter) % all_heads;
   let t = i / (quarter * all_heads);
-  let position = params.pos + t;
+  let position = params.pos + offset[0] + t;
   if (position >= params.capacity || position >= params.table_rows) {
     return;
   }

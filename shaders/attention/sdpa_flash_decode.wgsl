@@ -29,10 +29,19 @@ struct Params {
   kv_heads: u32,
   group: u32,           // G
   head_dim: u32,
-  ctx: u32,             // keys in the cache: the live position + 1
-  chunk: u32,           // keys per split
-  splits: u32,
-  scale: f32,          // scale * log2(e): the softmax runs in base 2
+  ctx: u32,             // keys in the cache (the live position + 1), less the GPU-side offset
+  max_splits: u32,      // splits wanted per KV head at long contexts
+  step_keys: u32,       // keys the split pass covers per workgroup and step
+  scale: f32,           // scale * log2(e): the softmax runs in base 2
+}
+
+// (ctx, keys per split, splits) at this step, as ops/attention.py flash_splits computes them: the
+// position may live on the GPU (offset[0], advanced by the step before), so both passes derive them.
+fn split_layout() -> vec3<u32> {
+  let ctx = params.ctx + offset[0];
+  let wanted = max(1u, min(params.max_splits, (ctx + params.step_keys - 1u) / params.step_keys));
+  let chunk = (ctx + wanted - 1u) / wanted;
+  return vec3<u32>(ctx, chunk, (ctx + chunk - 1u) / chunk);
 }
 
 $if PASS == "split":
@@ -41,7 +50,8 @@ $if PASS == "split":
   @group(0) @binding(2) var<storage, read> v_cache: array<vec4<u32>>;
   @group(0) @binding(3) var<storage, read_write> part_ml: array<vec2<f32>>;
   @group(0) @binding(4) var<storage, read_write> part_o: array<f32>;
-  @group(0) @binding(5) var<uniform> params: Params;
+  @group(0) @binding(5) var<storage, read> offset: array<u32>;
+  @group(0) @binding(6) var<uniform> params: Params;
 
   var<workgroup> q_tile: array<f32, MAXGD>;
   var<workgroup> acc: array<f32, MAXGD>;                     // [head, dim], unnormalized
@@ -83,6 +93,13 @@ $if PASS == "split":
   fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let s = wid.x;
     let kv = wid.y;
+    let splitting = split_layout();
+    let ctx = splitting.x;
+    let chunk = splitting.y;
+    let splits = splitting.z;
+    if (s >= splits) {                       // sized for the longest context: this split is empty now
+      return;
+    }
     wid_y = kv;
     let g = params.group;
     let dim = params.head_dim;
@@ -104,8 +121,8 @@ $if PASS == "split":
       run_m[tid] = NEG;
       run_l[tid] = 0.0;
     }
-    let first = s * params.chunk;
-    let end = min(params.ctx, first + params.chunk);
+    let first = s * chunk;
+    let end = min(ctx, first + chunk);
     let key = tid % TILE;
     let heads_from = tid / TILE;             // this invocation scores heads heads_from, + 2, + 4, ...
     for (var tile = first; tile < end; tile += TILE) {
@@ -178,18 +195,19 @@ $if PASS == "split":
       workgroupBarrier();
     }
     for (var i = tid; i < g * dim; i += WG) {
-      let part = (kv * g + i / dim) * params.splits + s;
+      let part = (kv * g + i / dim) * splits + s;
       part_o[part * dim + i % dim] = acc[i];
     }
     if (tid < g) {
-      part_ml[(kv * g + tid) * params.splits + s] = vec2<f32>(run_m[tid], run_l[tid]);
+      part_ml[(kv * g + tid) * splits + s] = vec2<f32>(run_m[tid], run_l[tid]);
     }
   }
 $else:
   @group(0) @binding(0) var<storage, read> part_ml: array<vec2<f32>>;
   @group(0) @binding(1) var<storage, read> part_o: array<vec4<f32>>;
   @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
-  @group(0) @binding(3) var<uniform> params: Params;
+  @group(0) @binding(3) var<storage, read> offset: array<u32>;
+  @group(0) @binding(4) var<uniform> params: Params;
 
   const RWG: u32 = 128u;                        // the reduce's invocations
   const MAXSPLITS: u32 = 256u;                  // ops/attention.py MAX_SPLITS: two per invocation
@@ -229,7 +247,7 @@ $else:
   fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let h = wid.x;
     let tid = lid.x;
-    let splits = params.splits;
+    let splits = split_layout().z;
     let quads = params.head_dim / 4u;
     let groups = RWG / quads;                   // invocations per output word: this one adds up the
     let quad = tid % quads;                     // splits group, group + groups, ... of word `quad`

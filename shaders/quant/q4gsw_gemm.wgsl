@@ -21,6 +21,7 @@ struct Params {
   n_offset: u32,
   group_size: u32,
   has_bias: u32,
+  accumulate: u32,      // out += the product (a residual add folded in; not the fused QKV)
   n_q: u32,
   n_kv: u32,
 }
@@ -48,7 +49,7 @@ fn store(m: u32, n: u32, value: f32) {
       out_v[m * params.n_kv + n - params.n_q - params.n_kv] = value;
     }
   $else:
-    out[m * params.n + n] = value;
+    out[m * params.n + n] = value + select(0.0, out[m * params.n + n], params.accumulate != 0u);
 }
 
 @compute @workgroup_size(16, 16, 1)

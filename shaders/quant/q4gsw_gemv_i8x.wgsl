@@ -53,6 +53,7 @@ struct Params {
   n_offset: u32,
   group_size: u32,
   has_bias: u32,
+  accumulate: u32,      // out += the product (a residual add folded in; not QKV or GLU)
   $if QKV:
     n_q: u32,
     n_kv: u32,
@@ -104,7 +105,7 @@ $else:
           out_v[row - params.n_q - params.n_kv] = value;
         }
       $else:
-        out[row] = value;
+        out[row] = value + select(0.0, out[row], params.accumulate != 0u);
     }
   }
 

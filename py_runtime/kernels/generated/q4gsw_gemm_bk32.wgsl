@@ -20,6 +20,7 @@ struct Params {
   n_offset: u32,
   group_size: u32,
   has_bias: u32,
+  accumulate: u32,      // out += the product (a residual add folded in; not the fused QKV)
   n_q: u32,
   n_kv: u32,
 }
@@ -34,7 +35,7 @@ var<workgroup> x_tile: array<vec4<f32>, 512>;    // [k][m / 4]
 var<workgroup> w_tile: array<vec4<f32>, 512>;    // [k][n / 4]
 
 fn store(m: u32, n: u32, value: f32) {
-  out[m * params.n + n] = value;
+  out[m * params.n + n] = value + select(0.0, out[m * params.n + n], params.accumulate != 0u);
 }
 
 @compute @workgroup_size(16, 16, 1)

@@ -32,6 +32,7 @@ struct Params {
   n_offset: u32,
   group_size: u32,
   has_bias: u32,
+  accumulate: u32,      // out += the product (a residual add folded in)
 }
 
 @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
@@ -63,7 +64,8 @@ fn store_row(m: u32, first: u32, values: vec4<f32>) {
   for (var j = 0u; j < 4u; j++) {
     let n = first + j;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = values[j] + select(0.0, bias[n], params.has_bias != 0u);
+      out[m * params.n + n] = values[j] + select(0.0, bias[n], params.has_bias != 0u)
+                              + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
   }
 }

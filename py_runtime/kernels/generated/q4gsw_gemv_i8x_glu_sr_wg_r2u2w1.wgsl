@@ -33,6 +33,7 @@ struct Params {
   n_offset: u32,
   group_size: u32,
   has_bias: u32,
+  accumulate: u32,      // out += the product (a residual add folded in; not QKV or GLU)
 }
 
 @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;

@@ -35,6 +35,7 @@ struct Params {
   n_offset: u32,
   group_size: u32,
   has_bias: u32,
+  accumulate: u32,      // out += the product (a residual add folded in; not QKV or GLU)
   n_q: u32,
   n_kv: u32,
 }

@@ -38,6 +38,7 @@ struct Params {
   n_offset: u32,
   group_size: u32,
   has_bias: u32,
+  accumulate: u32,      // out += the product (a residual add folded in; not QKV or GLU)
 }
 
 @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
@@ -60,7 +61,7 @@ fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
 fn store(row: u32, total: f32) {
   if (row < params.n) {
     let value = total + select(0.0, bias[row], params.has_bias != 0u);
-    out[row] = value;
+    out[row] = value + select(0.0, out[row], params.accumulate != 0u);
   }
 }
 

@@ -28,6 +28,7 @@ struct Params {
   n_offset: u32,
   group_size: u32,
   has_bias: u32,
+  accumulate: u32,      // out += the product (a residual add folded in)
 }
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
@@ -88,7 +89,7 @@ fn store_rows(lid: vec3<u32>, first_row: u32, sums: array<f32, R>) {
         }
       }
       if (n < params.n) {
-        out[n] = total + select(0.0, bias[n], params.has_bias != 0u);
+        out[n] = total + select(0.0, bias[n], params.has_bias != 0u) + select(0.0, out[n], params.accumulate != 0u);
       }
     }
   }

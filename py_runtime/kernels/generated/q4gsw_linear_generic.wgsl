@@ -12,6 +12,7 @@ struct Params {
   n_offset: u32,
   group_size: u32,
   has_bias: u32,
+  accumulate: u32,      // out += the product (a residual add folded in)
 }
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
@@ -41,5 +42,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     acc += s * scale;
   }
-  out[i] = acc + select(0.0, bias[n], params.has_bias != 0u);
+  out[i] = acc + select(0.0, bias[n], params.has_bias != 0u) + select(0.0, out[i], params.accumulate != 0u);
 }

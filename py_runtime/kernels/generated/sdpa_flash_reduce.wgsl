@@ -20,16 +20,26 @@ struct Params {
   kv_heads: u32,
   group: u32,           // G
   head_dim: u32,
-  ctx: u32,             // keys in the cache: the live position + 1
-  chunk: u32,           // keys per split
-  splits: u32,
-  scale: f32,          // scale * log2(e): the softmax runs in base 2
+  ctx: u32,             // keys in the cache (the live position + 1), less the GPU-side offset
+  max_splits: u32,      // splits wanted per KV head at long contexts
+  step_keys: u32,       // keys the split pass covers per workgroup and step
+  scale: f32,           // scale * log2(e): the softmax runs in base 2
+}
+
+// (ctx, keys per split, splits) at this step, as ops/attention.py flash_splits computes them: the
+// position may live on the GPU (offset[0], advanced by the step before), so both passes derive them.
+fn split_layout() -> vec3<u32> {
+  let ctx = params.ctx + offset[0];
+  let wanted = max(1u, min(params.max_splits, (ctx + params.step_keys - 1u) / params.step_keys));
+  let chunk = (ctx + wanted - 1u) / wanted;
+  return vec3<u32>(ctx, chunk, (ctx + chunk - 1u) / chunk);
 }
 
 @group(0) @binding(0) var<storage, read> part_ml: array<vec2<f32>>;
 @group(0) @binding(1) var<storage, read> part_o: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(3) var<uniform> params: Params;
+@group(0) @binding(3) var<storage, read> offset: array<u32>;
+@group(0) @binding(4) var<uniform> params: Params;
 
 const RWG: u32 = 128u;                        // the reduce's invocations
 const MAXSPLITS: u32 = 256u;                  // ops/attention.py MAX_SPLITS: two per invocation
@@ -69,7 +79,7 @@ fn reduce_all(tid: u32, value: f32, is_sum: bool) -> f32 {
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let h = wid.x;
   let tid = lid.x;
-  let splits = params.splits;
+  let splits = split_layout().z;
   let quads = params.head_dim / 4u;
   let groups = RWG / quads;                   // invocations per output word: this one adds up the
   let quad = tid % quads;                     // splits group, group + groups, ... of word `quad`

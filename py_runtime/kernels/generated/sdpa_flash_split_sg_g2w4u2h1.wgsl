@@ -32,11 +32,10 @@ struct Params {
   kv_heads: u32,
   group: u32,
   head_dim: u32,
-  ctx: u32,             // keys in the cache: the live position + 1
-  chunk: u32,           // keys per split
-  splits: u32,
+  ctx: u32,             // keys in the cache (the live position + 1), less the GPU-side offset
+  max_splits: u32,      // splits wanted per KV head at long contexts
+  step_keys: u32,       // KEYS * U
   scale: f32,           // scale * log2(e)
-  steps: u32,           // ceil(chunk / (KEYS * U)): the same trip count for every slot
 }
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
@@ -44,12 +43,22 @@ struct Params {
 @group(0) @binding(2) var<storage, read> v_cache: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> part_ml: array<vec2<f32>>;
 @group(0) @binding(4) var<storage, read_write> part_o: array<f32>;
-@group(0) @binding(5) var<uniform> params: Params;
+@group(0) @binding(5) var<storage, read> offset: array<u32>;
+@group(0) @binding(6) var<uniform> params: Params;
 
 var<workgroup> tickets: atomic<u32>;                       // WGSL has no subgroup index: subgroups take one
 var<workgroup> subgroup_max: array<Heads, MAX_SUBGROUPS * HS>;   // [subgroup, head set]
 var<workgroup> total_o: array<f32, G * ROW>;               // [head, dim]
 var<workgroup> total_l: array<f32, G>;
+
+// (ctx, keys per split, splits) at this step, as sdpa_flash_decode.wgsl's split_layout (the reduce
+// pass derives the same): the position may live on the GPU, in offset[0].
+fn split_layout() -> vec3<u32> {
+  let ctx = params.ctx + offset[0];
+  let wanted = max(1u, min(params.max_splits, (ctx + params.step_keys - 1u) / params.step_keys));
+  let chunk = (ctx + wanted - 1u) / wanted;
+  return vec3<u32>(ctx, chunk, (ctx + chunk - 1u) / chunk);
+}
 
 fn head(values: Heads, c: u32) -> f32 {
   return values[c];
@@ -89,6 +98,12 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
         @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) width: u32) {
   let split = wid.x;
   let kv = wid.y;
+  let splitting = split_layout();
+  let splits = splitting.z;
+  if (split >= splits) {                            // sized for the longest context: empty now
+    return;
+  }
+  let steps = (splitting.y + KEYS * U - 1u) / (KEYS * U);   // the same trip count for every slot
   let words = params.head_dim / 8u;
   let part = lane % LANES;
   // Set here, not trusted to start zeroed (lavapipe reuses one workgroup's memory for the next).
@@ -125,12 +140,12 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     }
   }
 
-  let first = split * params.chunk;
-  let end = min(params.ctx, first + params.chunk);
+  let first = split * splitting.y;
+  let end = min(splitting.x, first + splitting.y);
   var m = Heads(NEG);
   var l = Heads(0.0);
   var acc: array<vec4<f32>, 2u * GH * W>;
-  for (var step = 0u; step < params.steps; step++) {
+  for (var step = 0u; step < steps; step++) {
     let now = load_step(step, key_slot, part, first, end, kv);
     var scores: array<Heads, U>;
     var m_new = m;
@@ -230,13 +245,13 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   let dim = params.head_dim;
   for (var i = index; i < G * dim; i += WG) {
     let g = i / dim;
-    part_o[((kv * G + g) * params.splits + split) * dim + i % dim] = total_o[g * ROW + i % dim];
+    part_o[((kv * G + g) * splits + split) * dim + i % dim] = total_o[g * ROW + i % dim];
   }
   // each head set's maxima and sums, from the part-0 lane of its first slot (slot == head set)
   if (slot < HS && part == 0u) {
     for (var c = 0u; c < GH; c++) {
       let g = head_set * GH + c;
-      part_ml[(kv * G + g) * params.splits + split] = vec2<f32>(head(top, c), total_l[g]);
+      part_ml[(kv * G + g) * splits + split] = vec2<f32>(head(top, c), total_l[g]);
     }
   }
 }

@@ -1,0 +1,12 @@
+"""Text: a byte-level BPE tokenizer read from tokenizer.json, and the Llama 3 and Qwen3 chat templates.
+
+Plain data-level code in pure Python (standard library only), so the page runs it in Pyodide exactly
+as the host does; nothing here knows about the GPU.
+"""
+
+from .chat import CHAT_TEMPLATES, ChatTemplateError, encode_chat, llama3, qwen3, template_for
+from .pretokenize import UnsupportedPattern
+from .tokenizer import AddedToken, DecodeStream, Tokenizer, TokenizerError
+
+__all__ = ["Tokenizer", "AddedToken", "TokenizerError", "DecodeStream", "UnsupportedPattern", "CHAT_TEMPLATES",
+           "ChatTemplateError", "encode_chat", "llama3", "qwen3", "template_for"]
