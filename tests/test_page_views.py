@@ -88,7 +88,7 @@ def _judge(report: dict, artifacts: dict) -> dict:
 def test_generate_runs_natively_and_the_oracle_passes_it_and_fails_a_corrupted_copy():
     report, artifacts = _native({"suite": "generate", "size": "small", "prompt": 8, "decode": 5, "batch": 2})
     assert report["result"] == "not checked" and report["oracle"]["verdict"] == "pending"
-    assert report["options"]["model"] == "tiny" and len(report["tokens"]) == 6
+    assert report["options"]["model"] == "tiny" and len(report["tokens"]) == 6 and report["position_on_gpu"]
     assert report["decode_tok_s"] > 0 and report["prefill_tok_s"] > 0 and report["ttft_ms"] > 0
     assert "q4_gemv_int8x_glu" in report["routes"]["decode"] and "q4_gemm_dp4a" in report["routes"]["prefill"]
     assert sorted(report["oracle_runs"][0]["logits"]) == ["0", "5"]
@@ -116,3 +116,13 @@ def test_compare_alternates_two_policies_natively_and_both_are_judged():
     judged = _judge(report, artifacts)
     assert [r["label"] for r in judged["oracle"]["runs"]] == ["a", "b"]
     assert judged["result"] == "passed", judged["oracle"]
+
+
+def test_compare_the_position_on_the_gpu_against_the_host_gives_the_same_tokens():
+    report, _ = _native({"suite": "compare", "size": "small", "prompt": 8, "decode": 4, "rounds": 1, "a": "int8x",
+                         "a_position": "gpu", "b": "int8x", "b_position": "host", "profile": False, "oracle": False})
+    a, b = report["sides"]["a"], report["sides"]["b"]
+    assert (a["position_on_gpu"], b["position_on_gpu"]) == (True, False)
+    assert (a["setting"], b["setting"]) == ("int8x, position on the gpu", "int8x, position on the host")
+    assert a["tokens"] == b["tokens"] and report["tokens_agree"]["first_difference"] is None
+    assert report["oracle"]["verdict"] == "not checked" and report["oracle_runs"] == []

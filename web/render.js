@@ -424,9 +424,9 @@ function renderGenerate(report) {
   renderVerdict(report);
   const o = report.options;
   document.getElementById("summary").replaceChildren(el("h2", {}, "Speed"),
-    table(["prefill tok/s", "time to first token", "decode tok/s", "host ms / decode step", "policy"],
+    table(["prefill tok/s", "time to first token", "decode tok/s", "host ms / decode step", "policy", "position"],
       [[fixed(report.prefill_tok_s), `${fixed(report.ttft_ms)} ms`, fixed(report.decode_tok_s),
-        fixed(report.host_ms_per_token, 2), o.policy]]),
+        fixed(report.host_ms_per_token, 2), o.policy, report.position_on_gpu ? "on the GPU" : "on the host"]]),
     el("p", {}, `Built in ${report.build_s} s (pipelines and weights), ${report.dispatches_recorded} dispatches recorded ` +
       `in one plan; decode ids read back every ${o.batch} steps.`));
   document.getElementById("cases").replaceChildren(
@@ -451,15 +451,16 @@ function renderCompare(report) {
   const a = report.sides.a, b = report.sides.b;
   const ratio = (x, y) => (x && y ? `${(y / x).toFixed(2)}×` : "-");
   const agree = report.tokens_agree;
-  document.getElementById("summary").replaceChildren(el("h2", {}, `a (${a.policy}) against b (${b.policy}), ` +
+  document.getElementById("summary").replaceChildren(el("h2", {}, `a (${a.setting}) against b (${b.setting}), ` +
     `alternating over ${report.options.rounds} rounds (medians)`),
-    table(["", `a: ${a.policy}`, `b: ${b.policy}`, "b / a"], [
+    table(["", `a: ${a.setting}`, `b: ${b.setting}`, "b / a"], [
       ["prefill tok/s", fixed(a.prefill_tok_s), fixed(b.prefill_tok_s), ratio(a.prefill_tok_s, b.prefill_tok_s)],
       ["time to first token (ms)", fixed(a.ttft_ms), fixed(b.ttft_ms), ratio(a.ttft_ms, b.ttft_ms)],
       ["decode tok/s", fixed(a.decode_tok_s), fixed(b.decode_tok_s), ratio(a.decode_tok_s, b.decode_tok_s)],
       ["decode tok/s per round", a.rounds_decode_tok_s.map((x) => fixed(x)).join(", "),
         b.rounds_decode_tok_s.map((x) => fixed(x)).join(", "), ""],
       ["same tokens every round", a.tokens_repeat ? "yes" : "NO", b.tokens_repeat ? "yes" : "NO", ""],
+      ["position between steps", a.position_on_gpu ? "GPU" : "host", b.position_on_gpu ? "GPU" : "host", ""],
     ]),
     el("p", { class: "tokens" }, `Tokens agree at ${agree.same} of ${agree.of} positions` +
       (agree.first_difference === null ? " (identical)." : `; first difference at step ${agree.first_difference}.`)),
@@ -471,7 +472,7 @@ function renderCompare(report) {
     r.delta_us === null ? (r.a_us === null ? "only b" : "only a") : `${r.delta_us > 0 ? "+" : ""}${r.delta_us.toFixed(1)}`,
     r.a_route || r.b_route]);
   document.getElementById("cases").replaceChildren(el("h2", {}, "Routes that differ"),
-    table(["phase", `only in a (${a.policy})`, `only in b (${b.policy})`], routeRows),
+    table(["phase", `only in a (${a.setting})`, `only in b (${b.setting})`], routeRows),
     el("h2", {}, "Per kernel: GPU µs of one profiled step, b − a"),
     deltas.length ? table(["phase", "kernel", "a µs", "b µs", "b − a µs", "route"], deltas) :
       el("p", {}, `not profiled: ${report.unprofiled}`));
@@ -482,6 +483,6 @@ function renderCompare(report) {
       ...(r.b_us === null ? [] : [{ label: `${r.kernel} · b`, value: r.b_us, text: `${r.b_us.toFixed(1)} µs`, color: "#d4a72c" }]),
     ]));
   }
-  return `${report.config.name}, ${report.options.layers} layers: decode ${fixed(a.decode_tok_s)} (${a.policy}) vs ` +
-    `${fixed(b.decode_tok_s)} (${b.policy}) tok/s, tokens agree ${agree.same}/${agree.of}; oracle ${report.oracle.verdict}`;
+  return `${report.config.name}, ${report.options.layers} layers: decode ${fixed(a.decode_tok_s)} (${a.setting}) vs ` +
+    `${fixed(b.decode_tok_s)} (${b.setting}) tok/s, tokens agree ${agree.same}/${agree.of}; oracle ${report.oracle.verdict}`;
 }

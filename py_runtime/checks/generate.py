@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from ..models.config import model_config
 from ..models.decoder import Decoder
-from .model_bench import kernel_rows
+from .model_bench import POSITIONS, kernel_rows
 from .model_run import prompt_ids
 from .outcome import NOT_CHECKED, no_progress
 
@@ -126,10 +126,16 @@ async def _profiled(decoder: Decoder, prompt: list[int], runtime) -> tuple[list[
             bool(prefill.quantized or step.quantized), None)
 
 
-async def _build(runtime, config, options: dict, policy: str, progress) -> Decoder:
+async def _build(runtime, config, options: dict, setting: dict, progress) -> Decoder:
     capacity = options["prompt"] + max(options["decode"], WARMUP_STEPS)
     return await Decoder.create(runtime, config, seed=options["seed"], max_prompt=options["prompt"],
-                                capacity=capacity, policy=policy, progress=progress)
+                                capacity=capacity, policy=setting["policy"],
+                                gpu_position=POSITIONS[setting["position"]], progress=progress)
+
+
+def _setting_name(setting: dict) -> str:
+    """A side's name on the page: its policy, and where its position lives when that was chosen."""
+    return setting["policy"] + ("" if setting["position"] == "auto" else f", position on the {setting['position']}")
 
 
 async def _warm_up(decoder: Decoder, prompt: list[int], steps: int, progress) -> None:
@@ -165,7 +171,8 @@ async def run_generate(runtime, options: dict, sink=None, progress=no_progress) 
     options["layers"] = config.layers
     prompt = prompt_ids(config.vocab, options["seed"], options["prompt"])
     started = time.perf_counter()
-    decoder = await _build(runtime, config, options, options["policy"], progress)
+    setting = {"policy": options["policy"], "position": options["position"]}
+    decoder = await _build(runtime, config, options, setting, progress)
     try:
         build_s = time.perf_counter() - started
         await _warm_up(decoder, prompt, options["decode"], progress)
@@ -175,7 +182,7 @@ async def run_generate(runtime, options: dict, sink=None, progress=no_progress) 
             progress("profile", 0, 1)
             kernels, quantized, unprofiled = await _profiled(decoder, prompt, runtime)
             progress("profile", 1, 1)
-        dispatches = len(decoder.plan)
+        dispatches, position_on_gpu = len(decoder.plan), decoder.position_on_gpu
     finally:
         decoder.release()
     run = _oracle_run("generate", config, options, options["policy"], prompt, timed)
@@ -192,6 +199,7 @@ async def run_generate(runtime, options: dict, sink=None, progress=no_progress) 
         "unprofiled": unprofiled if not kernels else None,
         "timestamps_quantized": quantized,
         "dispatches_recorded": dispatches,
+        "position_on_gpu": position_on_gpu,
         "build_s": round(build_s, 3),
         "wall_s": round(time.perf_counter() - started, 3),
         "oracle_runs": [run] if options["oracle"] else [],
@@ -227,21 +235,21 @@ def _kernel_deltas(a: list[dict], b: list[dict]) -> list[dict]:
 
 
 async def run_compare(runtime, options: dict, sink=None, progress=no_progress) -> dict:
-    """The `compare` view: settings a and b (activation policies) of one model, both resident, their timed
-    passes alternating round by round; tok/s are each side's median over the rounds."""
+    """The `compare` view: settings a and b (an activation policy, and where the position lives) of one model,
+    both resident, their timed passes alternating round by round; tok/s are each side's median over the rounds."""
     adapter = runtime.device.adapter
     options, choice = resolve_size(options, adapter.info, COMPARE_SIZES)
     base = model_config(options["model"], options["layers"])
     options["layers"] = base.layers
     prompt = prompt_ids(base.vocab, options["seed"], options["prompt"])
-    sides = {"a": options["a"], "b": options["b"]}
+    sides = {label: {"policy": options[label], "position": options[f"{label}_position"]} for label in ("a", "b")}
     started = time.perf_counter()
     decoders: dict[str, Decoder] = {}
     try:
-        for label, policy in sides.items():
+        for label, setting in sides.items():
             # each side its own resident copy: the tensors are named apart by the config's key
             config = replace(base, key=f"{base.key}.{label}")
-            decoders[label] = await _build(runtime, config, options, policy, _prefixed(progress, label))
+            decoders[label] = await _build(runtime, config, options, setting, _prefixed(progress, label))
             await _warm_up(decoders[label], prompt, options["decode"], _prefixed(progress, label))
         build_s = time.perf_counter() - started
         passes: dict[str, list[dict]] = {label: [] for label in sides}
@@ -251,6 +259,7 @@ async def run_compare(runtime, options: dict, sink=None, progress=no_progress) -
                 passes[label].append(await _timed_pass(decoders[label], prompt, options["decode"], options["batch"],
                                                        _prefixed(progress, label)))
         progress("rounds", options["rounds"], options["rounds"])
+        on_gpu = {label: decoder.position_on_gpu for label, decoder in decoders.items()}
         kernels = {label: [] for label in sides}
         unprofiled = "profile=0"
         if options["profile"]:
@@ -260,13 +269,13 @@ async def run_compare(runtime, options: dict, sink=None, progress=no_progress) -
         for decoder in decoders.values():
             decoder.release()
     result_sides, runs = {}, []
-    for label, policy in sides.items():
+    for label, setting in sides.items():
         last = passes[label][-1]
-        run = _oracle_run(label, base, options, policy, prompt, last)
+        run = _oracle_run(label, base, options, setting["policy"], prompt, last)
         await _hand_over(sink, run, last)
         runs.append(run)
         result_sides[label] = {
-            "policy": policy, **_summary(last),
+            **setting, "setting": _setting_name(setting), "position_on_gpu": on_gpu[label], **_summary(last),
             "prefill_tok_s": _median([p["prefill_tok_s"] for p in passes[label]]),
             "ttft_ms": _median([p["ttft_ms"] for p in passes[label]]),
             "decode_tok_s": _median([p["decode_tok_s"] for p in passes[label]]),

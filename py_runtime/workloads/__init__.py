@@ -270,16 +270,22 @@ GENERATE = Workload(
     options=(_SIZE, *_VIEW_COMMON,
              Option(name="policy", type="str", default=None, allowed=POLICIES,
                     help="activations of the linears (auto: from size)"),
+             Option(name="position", type="str", default="auto", allowed=tuple(POSITIONS),
+                    help="where the sequence's position lives between decode steps (auto: the GPU where the plan allows)"),
              *_VIEW_TAIL),
     runner=run_generate, renderer="generate")
 
 COMPARE = Workload(
-    name="compare", title="Two activation policies of one model, alternating: tok/s, kernel deltas, routes, tokens",
+    name="compare", title="Two settings of one model (policy, position), alternating: tok/s, kernel deltas, routes, tokens",
     kind="view",
     options=(Option(name="size", type="str", default="auto", allowed=("auto", *COMPARE_SIZES), help=_SIZE.help),
              *_VIEW_COMMON,
              Option(name="a", type="str", default="f32", allowed=POLICIES, help="policy of side a"),
              Option(name="b", type="str", default="int8x", allowed=POLICIES, help="policy of side b"),
+             Option(name="a_position", type="str", default="auto", allowed=tuple(POSITIONS),
+                    help="where side a's position lives between decode steps"),
+             Option(name="b_position", type="str", default="auto", allowed=tuple(POSITIONS),
+                    help="where side b's position lives between decode steps"),
              Option(name="rounds", type="int", default=2, minimum=1, help="timed passes of each side, alternating"),
              *_VIEW_TAIL),
     runner=run_compare, renderer="compare")
