@@ -55,8 +55,8 @@ def test_the_default_page_runs_a_model_and_a_person_can_rerun_refuse_stop_and_do
         assert len(tokens) == 33 and all(0 <= t < 512 for t in tokens), tokens
         assert page.inner_text("#live").split("33 ids:")[1].split() == [str(t) for t in tokens]
         progress = page.inner_text("#progress")
-        for line in ("boot: 5/5", "pipelines: 3/3", "weights: 1/1", "prefill: 1/1 · 32 tokens", "decode: 32/32 · 32 tokens",
-                     "oracle: 1/1 · passed"):
+        for line in ("boot: 5/5", "pipelines: 3/3", "weights: 1/1", "prefill: 1/1 · 32 tokens",
+                     "decode: 32/32 · 32 tokens", "oracle: 1/1 · passed"):
             assert line in progress, progress
         assert "tok/s" in progress.split("decode: 32/32")[1].splitlines()[0]
         routes = page.inner_text("#cases")

@@ -96,7 +96,8 @@ def test_the_oracle_endpoint_answers_json_refuses_bad_requests_and_is_absent_wit
         body = json.dumps({"runs": [{"label": "a"}]}).encode()
         response, data = _raw_request(server, "POST", "/api/oracle/generation", body)
         assert response.status == 200 and response.getheader("Content-Type") == "application/json"
-        assert json.loads(data) == {"runs": [{"label": "a", "verdict": "passed"}]} and asked == [{"runs": [{"label": "a"}]}]
+        assert json.loads(data) == {"runs": [{"label": "a", "verdict": "passed"}]}
+        assert asked == [{"runs": [{"label": "a"}]}]
         response, data = _raw_request(server, "POST", "/api/oracle/generation", b"{not json")
         assert response.status == 400 and b"bad oracle request" in data
         response, data = _raw_request(server, "POST", "/api/oracle/generation", b'{"runs": 3}')

@@ -286,9 +286,10 @@ async def run_compare(runtime, options: dict, sink=None, progress=no_progress) -
     a, b = result_sides["a"]["tokens"], result_sides["b"]["tokens"]
     agree = sum(x == y for x, y in zip(a, b))
     first_difference = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-    routes = {phase: {"only_a": sorted(set(result_sides["a"]["routes"][phase]) - set(result_sides["b"]["routes"][phase])),
-                      "only_b": sorted(set(result_sides["b"]["routes"][phase]) - set(result_sides["a"]["routes"][phase]))}
-              for phase in ("prefill", "decode")}
+    ran = {label: {phase: set(side["routes"][phase]) for phase in ("prefill", "decode")}
+           for label, side in result_sides.items()}
+    routes = {phase: {"only_a": sorted(ran["a"][phase] - ran["b"][phase]),
+                      "only_b": sorted(ran["b"][phase] - ran["a"][phase])} for phase in ("prefill", "decode")}
     return {
         "suite": "compare",
         "adapter": adapter.to_json(),

@@ -265,18 +265,21 @@ _VIEW_TAIL = (
 )
 
 GENERATE = Workload(
-    name="generate", title="A model generating: tok/s, time to first token, routes, kernel shares, the oracle's verdict",
+    name="generate",
+    title="A model generating: tok/s, time to first token, routes, kernel shares, the oracle's verdict",
     kind="view",
     options=(_SIZE, *_VIEW_COMMON,
              Option(name="policy", type="str", default=None, allowed=POLICIES,
                     help="activations of the linears (auto: from size)"),
              Option(name="position", type="str", default="auto", allowed=tuple(POSITIONS),
-                    help="where the sequence's position lives between decode steps (auto: the GPU where the plan allows)"),
+                    help="where the sequence's position lives between decode steps (auto: the GPU where the "
+                         "plan allows)"),
              *_VIEW_TAIL),
     runner=run_generate, renderer="generate")
 
 COMPARE = Workload(
-    name="compare", title="Two settings of one model (policy, position), alternating: tok/s, kernel deltas, routes, tokens",
+    name="compare",
+    title="Two settings of one model (policy, position), alternating: tok/s, kernel deltas, routes, tokens",
     kind="view",
     options=(Option(name="size", type="str", default="auto", allowed=("auto", *COMPARE_SIZES), help=_SIZE.help),
              *_VIEW_COMMON,
@@ -323,4 +326,5 @@ def by_kind(kind: str) -> list[Workload]:
 
 def schemas() -> dict:
     """Every workload's declaration as plain JSON (the page's and the CLI's source for choices)."""
-    return {"default_suite": DEFAULT_SUITE, "page_suite": PAGE_SUITE, "workloads": {name: w.to_json() for name, w in WORKLOADS.items()}}
+    return {"default_suite": DEFAULT_SUITE, "page_suite": PAGE_SUITE,
+            "workloads": {name: w.to_json() for name, w in WORKLOADS.items()}}

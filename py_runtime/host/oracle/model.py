@@ -52,8 +52,8 @@ from ...models.weights import GROUP_SIZE, MatrixSpec, weight_specs
 from .decoder_blocks import rope_cos_sin_reference
 from .synth import synth_key_np, synth_values_np
 
-__all__ = ["q4_dequantized_np", "model_weights_np", "hf_model", "OracleRun", "run_oracle", "tolerance_sigmas", "verify_generation",
-           "verify_model_report"]
+__all__ = ["q4_dequantized_np", "model_weights_np", "hf_model", "OracleRun", "run_oracle", "tolerance_sigmas",
+           "verify_generation", "verify_model_report"]
 
 U = 2.0 ** -24
 SAFETY = 4.0
