@@ -14,8 +14,10 @@ from py_runtime.host.serve import LabServer
 from .conftest import assert_clean
 
 
-def _open(lab, query: dict | None = None, base_url: str | None = None):
+def _open(lab, query: dict | None = None, base_url: str | None = None, init_script: str | None = None):
     page = lab.browser.new_page(accept_downloads=True)
+    if init_script:
+        page.add_init_script(init_script)
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -100,6 +102,34 @@ def test_the_default_page_runs_a_model_and_a_person_can_rerun_refuse_stop_and_do
         page.click("#run")
         assert _settle(page, 180) == "done" and page.inner_text("#status").startswith("PASS:")
         assert page.evaluate("window.__lab.runs") == 4
+    finally:
+        page.close()
+    assert not errors, errors
+
+
+# The adapter's info as a GPU's (the real subgroup sizes kept): what the page sees on the H200.
+GPU_INFO = """
+const real = Object.getOwnPropertyDescriptor(GPUAdapter.prototype, "info").get;
+Object.defineProperty(GPUAdapter.prototype, "info", { get() {
+  const info = real.call(this);
+  return { vendor: "nvidia", architecture: "hopper", device: "0x2335", description: "NVIDIA H200",
+           isFallbackAdapter: false, subgroupMinSize: info.subgroupMinSize, subgroupMaxSize: info.subgroupMaxSize };
+} });
+"""
+
+
+def test_on_a_gpu_adapter_the_default_is_the_real_model_at_full_depth_and_stop_ends_its_build(lab):
+    """The adapter's info says GPU (faked by an init script: SwiftShader cannot run the real geometry in CI
+    time), so size=auto picks Llama-3.2-1B at its 16 layers; Stop during the pipelines releases it at once."""
+    page, errors = _open(lab, init_script=GPU_INFO)
+    try:
+        page.wait_for_function("window.__lab.progress.pipelines && window.__lab.progress.pipelines.done >= 1",
+                               timeout=120_000, polling=100)
+        assert page.evaluate("window.__lab.progress.pipelines.total") == 16 + 1      # every layer, then the head
+        page.click("#stop")
+        assert _settle(page, 60) == "stopped"
+        assert page.inner_text("#status").startswith("STOPPED: stopped during pipelines"), page.inner_text("#status")
+        assert "weights" not in page.evaluate("window.__lab.progress")
     finally:
         page.close()
     assert not errors, errors
