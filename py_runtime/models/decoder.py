@@ -4,9 +4,10 @@ greedy decode step, with the next token chosen and fed back on the GPU.
 The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (its first position):
 
   q4_embedding(ids -> h)
-  per layer:  rms_norm(h -> xn) | QKV (q4_linear_qkv) | [Qwen3: per-head rms_norm of q and k] |
-              rope_kv_cache_write (RoPE of q and k and the KV cache write in one dispatch; rope, rope,
-              kv_cache_write where head_dim is not a multiple of 4) | sdpa | h += o-proj(attn) |
+  per layer:  rms_norm(h -> xn) | QKV (q4_linear_qkv) |
+              rope_kv_cache_write (RoPE of q and k and the KV cache write in one dispatch, Qwen3's
+              per-head RMSNorm of q and k folded in front; rms_norm, rope, rope, kv_cache_write where
+              head_dim is not a multiple of 4) | sdpa | h += o-proj(attn) |
               rms_norm(h -> xn) | gate, up, swiglu | h += down(act)
               (the residual adds are folded into the o-proj and down linears: q4_linear(accumulate=True))
   head:       last_row(h) | final rms_norm | lm_head (the tied embedding) | argmax -> ids[0] |
@@ -157,7 +158,7 @@ class Decoder:
                    await t("v", (rows, c.kv_heads, hd)))
         q_rot = await t("q_rot", (rows, c.heads, hd))
         k_rot = await t("k_rot", (rows, c.kv_heads, hd)) if hd % 4 else None
-        if c.qk_norm:
+        if c.qk_norm and hd % 4:
             qn, kn = await t("qn", (rows, c.heads, hd)), await t("kn", (rows, c.kv_heads, hd))
         attn = await t("attn", (rows, c.heads, hd))
         attn_rows = _view(attn, (rows, c.q_dim))
@@ -210,7 +211,8 @@ class Decoder:
                                     outs=(_view(q, (rows, c.q_dim)), _view(k, (rows, c.kv_dim)),
                                           _view(v, (rows, c.kv_dim)))))
             q_src, k_src = q, k
-            if c.qk_norm:
+            fused_norm = c.qk_norm and hd % 4 == 0      # folded into the fused RoPE + cache write
+            if c.qk_norm and not fused_norm:
                 await add(rms_norm(x=q, weight=layer("q_norm"), out=qn, heads=c.heads, eps=c.norm_eps,
                                    adapter=adapter))
                 await add(rms_norm(x=k, weight=layer("k_norm"), out=kn, heads=c.kv_heads, eps=c.norm_eps,
@@ -218,7 +220,8 @@ class Decoder:
                 q_src, k_src = qn, kn
             if hd % 4 == 0:         # the fused kernel rotates two pairs per invocation
                 await add(rope_kv_cache_write(q=q_src, k=k_src, v=v, q_out=q_rot, table=table, cache=caches[i],
-                                              heads=c.heads, layout=c.rope_layout, pos=pos))
+                                              heads=c.heads, layout=c.rope_layout, pos=pos, eps=c.norm_eps,
+                                              qk_norm=(layer("q_norm"), layer("k_norm")) if fused_norm else None))
             else:
                 await add(rope(src=q_src, dst=q_rot, table=table, heads=c.heads, head_dim=hd, layout=c.rope_layout))
                 await add(rope(src=k_src, dst=k_rot, table=table, heads=c.kv_heads, head_dim=hd, layout=c.rope_layout))

@@ -138,12 +138,18 @@ def kv_cache_write(*, k: Tensor, v: Tensor, cache: KVCache, tokens: int | str = 
 
 
 def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table: Tensor, cache: KVCache, heads: int,
-                        layout: str, tokens: int | str = TOKENS, pos: int | str = POS) -> Op:
+                        layout: str, tokens: int | str = TOKENS, pos: int | str = POS,
+                        qk_norm: tuple[Tensor, Tensor] | None = None, eps: float = 1e-6) -> Op:
     """q_out = RoPE(q); cache[pos:pos + tokens] = f16(RoPE(k)), f16(v): ops.rope.rope on q and on k and
     kv_cache_write in one dispatch, for q [>= tokens, heads, D] and k, v [>= tokens, Hkv, D] f32, with
-    head_dim a multiple of 4 and a cos/sin table from ops.rope (cos_sin_table_gpu or cos_sin_table)."""
+    head_dim a multiple of 4 and a cos/sin table from ops.rope (cos_sin_table_gpu or cos_sin_table).
+    `qk_norm` (the q and k weights, f32 [D]) first normalizes each head of q and k (Qwen3's per-head
+    RMSNorm, ops.norm.rms_norm(heads=) with `eps`): a workgroup per (token, head) row."""
     dim, kv_heads = cache.head_dim, cache.kv_heads
     problems = []
+    for name, weight in zip(("q", "k"), qk_norm or ()):
+        if weight.dtype != "f32" or weight.shape != (dim,):
+            problems.append(f"the {name} norm weight {weight!r} must be f32 [{dim}]")
     if layout not in LAYOUTS:
         problems.append(f"unknown RoPE layout {layout!r} (known: {', '.join(LAYOUTS)})")
     if dim % 4:
@@ -167,15 +173,24 @@ def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table
         if p + t > table.shape[0]:
             raise ValueError(f"{label}: positions [{p}, {p + t}) outside the {table.shape[0]}-row cos/sin table")
         work = t * (heads + kv_heads) * dim // 4
-        return Sizing(workgroups=linear_grid(work, spec.invocations, live_limit(live)) if work else IDLE,
-                      params=spec.pack_params(tokens=t, heads=heads, kv_heads=kv_heads, half=dim // 2, pos=p,
-                                              capacity=cache.capacity, table_rows=table.shape[0]),
+        fields = dict(tokens=t, heads=heads, kv_heads=kv_heads, half=dim // 2, pos=p, capacity=cache.capacity,
+                      table_rows=table.shape[0])
+        if qk_norm:                                         # a workgroup per (token, head) row
+            grid = linear_grid(t * (heads + kv_heads), 1, live_limit(live)) if work else IDLE
+            fields["eps"] = eps
+        else:
+            grid = linear_grid(work, spec.invocations, live_limit(live)) if work else IDLE
+        return Sizing(workgroups=grid, params=spec.pack_params(**fields),
                       bytes_moved=4 * t * dim * (2 * heads + 2 * kv_heads) + 2 * 2 * t * kv_heads * dim
                       + 4 * t * dim * (heads + kv_heads), flops=6 * t * (heads + kv_heads) * dim // 2)
 
-    return single(OpCall(label=label, kernel=f"rope_kv_cache_write_{layout}", route="rope_kv_cache_write",
-                         tensors={"q": q, "k": k, "v": v, "table": table, "q_out": q_out, "k_cache": cache.k,
-                                  "v_cache": cache.v, "offset": cache.offset}, sizing=sizing))
+    tensors = {"q": q, "k": k, "v": v, "table": table, "q_out": q_out, "k_cache": cache.k, "v_cache": cache.v,
+               "offset": cache.offset}
+    if qk_norm:
+        tensors.update(q_norm=qk_norm[0], k_norm=qk_norm[1])
+    return single(OpCall(label=label, kernel=f"rope_kv_cache_write_{layout}{'_norm' if qk_norm else ''}",
+                         route="rope_kv_cache_write_norm" if qk_norm else "rope_kv_cache_write", tensors=tensors,
+                         sizing=sizing))
 
 
 @dataclass(frozen=True)
