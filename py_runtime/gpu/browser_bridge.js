@@ -222,6 +222,15 @@ return {
     if (!response.ok) throw new Error(`upload to ${url} failed: HTTP ${response.status}`);
   },
 
+  // JSON to the page's server and its answer as [status, text]; ends at timeoutMs or when `signal` aborts.
+  async postJson(url, text, timeoutMs, signal) {
+    const signals = [AbortSignal.timeout(timeoutMs)];
+    if (signal) signals.push(signal);
+    const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: text,
+      signal: AbortSignal.any(signals) });
+    return [response.status, await response.text()];
+  },
+
   async createBuffer(device, descriptor) {
     return scoped(device, () => device.createBuffer(descriptor));
   },

@@ -20,9 +20,18 @@ def _serve(args) -> int:
     if not (root / "web/vendor/manifest.json").exists():
         print("web/vendor/ is not set up: run scripts/setup.sh first (scripts/demo.sh does both)", file=sys.stderr)
         return 2
-    server = LabServer(web_root=root / "web", results_root=root / args.results, port=args.port, verbose=args.verbose)
+    import importlib.util
+
+    from .serve import generation_oracle
+
+    server = LabServer(web_root=root / "web", results_root=root / args.results, port=args.port, verbose=args.verbose,
+                       oracle=None if args.no_oracle else generation_oracle)
+    installed = all(importlib.util.find_spec(name) for name in ("torch", "transformers"))
+    oracle = ("off (--no-oracle)" if args.no_oracle else "HF transformers on CPU torch" if installed else
+              "not installed (the page will say NOT CHECKED; scripts/setup.sh installs the oracle extra)")
     print(f"webgpu-llm-lab: serving {root / 'web'} at {server.url}  (Ctrl-C to stop)", flush=True)
-    print(f"open {server.url} in Chromium with --enable-unsafe-webgpu; it runs the unary check by default", flush=True)
+    print(f"open {server.url} in Chromium with --enable-unsafe-webgpu; it runs a model by default "
+          f"(?suite=compare for the compare view, ?suite=unary for the kernels); oracle: {oracle}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -69,7 +78,7 @@ def _stderr_progress(stream=None):
     stream = stream or sys.stderr
     tty = stream.isatty()
 
-    def show(stage: str, done: int, total: int) -> None:
+    def show(stage: str, done: int, total: int, detail: dict | None = None) -> None:
         if tty:
             filled = 30 * done // max(total, 1)
             stream.write(f"\r{stage} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}"
@@ -302,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8000, help="0 picks a free port (default 8000)")
     serve.add_argument("--results", default="results", help="where page uploads are stored (default results/)")
     serve.add_argument("--verbose", action="store_true", help="log every request")
+    serve.add_argument("--no-oracle", action="store_true",
+                       help="do not judge the model views' logits (the page then says NOT CHECKED)")
     serve.set_defaults(func=_serve)
 
     gen = sub.add_parser("gen", help="expand shaders/ into py_runtime/kernels/generated/",

@@ -61,6 +61,10 @@ __all__ = ["POLICIES", "Decoder", "ContextFull"]
 POLICIES = ("f32", "int8x")
 
 
+def _no_progress(stage: str, done: int, total: int) -> None:
+    pass
+
+
 class ContextFull(ValueError):
     """A step would write past the KV cache."""
 
@@ -103,11 +107,12 @@ class Decoder:
 
     @classmethod
     async def create(cls, runtime, config: ModelConfig, *, seed: int, max_prompt: int, capacity: int,
-                     policy: str = "f32", gpu_position: bool | None = None) -> "Decoder":
+                     policy: str = "f32", gpu_position: bool | None = None, progress=None) -> "Decoder":
         """Allocate the synthetic weights and every buffer, record the plan (every op validates its
         shapes here, before anything runs), then generate the weights on the GPU. `gpu_position`
         False keeps the position on the host (every step re-sized); True refuses a plan that cannot
-        keep it on the GPU; None (default) keeps it there where the plan allows."""
+        keep it on the GPU; None (default) keeps it there where the plan allows. `progress(stage, done,
+        total)` hears "pipelines" once per layer recorded (and the head) and "weights" around their generation."""
         if policy not in POLICIES:
             raise ValueError(f"unknown activation policy {policy!r}; known: {POLICIES}")
         if not 1 <= max_prompt <= capacity:
@@ -115,9 +120,12 @@ class Decoder:
         weights = await ModelWeights.allocate(runtime, config, seed=seed, scales_rows=policy == "int8x")
         decoder = cls(runtime, config, weights, max_prompt=max_prompt, capacity=capacity, policy=policy,
                       gpu_position=gpu_position)
+        progress = progress or _no_progress
         try:
-            await decoder._record()
+            await decoder._record(progress)
+            progress("weights", 0, 1)
             await weights.generate()
+            progress("weights", 1, 1)
         except BaseException:
             decoder.release()
             raise
@@ -137,7 +145,7 @@ class Decoder:
         self.ops.append(op)
         await self.plan.add(op)
 
-    async def _record(self) -> None:
+    async def _record(self, progress) -> None:
         c, w, rows, t = self.config, self.weights, self.max_prompt, self._tensor
         adapter = self.runtime.device.adapter
         d, hd, f = c.hidden, c.head_dim, c.intermediate
@@ -198,6 +206,7 @@ class Decoder:
                 await add(rms_norm(x=h, weight=weight, out=xn, eps=c.norm_eps, adapter=adapter))
 
         for i in range(c.layers):
+            progress("pipelines", i, c.layers + 1)
             layer = lambda name: w[f"layers.{i}.{name}"]    # noqa: E731
             await norm_into_xn(layer("attn_norm"))
             await add(q4_linear_qkv(x=xn, weight=layer("qkv"), adapter=adapter, int8=xn_q if int8x else None,
@@ -240,6 +249,7 @@ class Decoder:
                                 int8=act_q if int8x else False, accumulate=True))
 
         # The head reads one row at every step: its sizes are fixed, not the live TOKENS.
+        progress("pipelines", c.layers, c.layers + 1)
         await add(last_row(x=h, out=last))
         if int8x:
             await add(rms_norm_int8x(x=last, weight=w["final_norm"], act=last_q, eps=c.norm_eps, tokens=1))
@@ -250,6 +260,7 @@ class Decoder:
         await add(argmax(values=self.logits, block_keys=block_keys, block_index=block_index, result=self.ids))
         await add(token_history(next_id=self.ids, history=self.history, offset=self.offset, pos=pos, advance=gpu))
         self.plan.record()
+        progress("pipelines", c.layers + 1, c.layers + 1)
 
     def _check_step(self, tokens: int) -> None:
         if self.position + tokens > self.capacity:
