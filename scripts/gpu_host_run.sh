@@ -109,6 +109,11 @@ for s in $steps; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --context 4096 --timeout 140
                      done ;;
+    # reliability: 10,000 greedy steps twice at full depth (identical tokens, flat memory, the end refused)
+    browser-soak)    for m in llama qwen3; do
+                       step "$s-$m" 200 check --suite model_soak --backend browser --driver plain --model "$m" \
+                         --prompt 128 --steps 10000 --timeout 190
+                     done ;;
     # the same decode with the position kept on the host (every step re-sized), for the comparison
     browser-model-hostpos) for m in llama qwen3; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \

@@ -17,7 +17,7 @@ from py_runtime.workloads.schema import Option, from_text, to_text
 
 REPO = Path(__file__).resolve().parents[1]
 SUITES = ["generate", "compare", "unary", "runtime", "q4", "elementwise", "decoder_blocks", "attention", "model",
-          "tokenizer", "model_bench", "kernel_bench", "host_cost"]
+          "model_soak", "tokenizer", "model_bench", "kernel_bench", "host_cost"]
 
 
 def test_every_suite_is_registered_once_with_a_kind_and_a_page_renderer():

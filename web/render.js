@@ -81,6 +81,12 @@ const RENDERERS = {
     return `${report.config.name}, ${report.options.layers} layers, ${report.options.policy}: prefill ` +
       `${report.prefill_tok_s.toFixed(1)} tok/s, decode ${decode} tok/s, TTFT ${report.ttft_ms.toFixed(1)} ms`;
   },
+  model_soak: (report) => {
+    renderModelSoak(report);
+    const o = report.options;
+    return `${report.config.name}, ${o.layers} layers, ${o.policy}: ${o.steps} greedy steps twice, ` +
+      (report.problems.length ? report.problems.join("; ") : "identical tokens, flat memory, the context's end refused");
+  },
   tokenizer: (report) => {
     renderTokenizer(report);
     const tokens = report.cases.reduce((n, c) => n + c.tokens, 0);
@@ -176,6 +182,18 @@ function renderModel(report) {
   const rows = report.steps.map((s, i) => [i, s.tokens, s.pos, report.tokens[i], s.routes.join(", ")]);
   document.getElementById("cases").replaceChildren(el("h2", {}, "Steps (one plan, resized; attested routes)"),
     table(["step", "tokens", "from", "greedy token", "routes"], rows));
+}
+
+// A long decode twice: each run's speed, the memory before and after, what was refused at the end.
+function renderModelSoak(report) {
+  const m = report.memory, mib = (bytes) => bytes === null ? "-" : (bytes / 1048576).toFixed(1);
+  document.getElementById("summary").replaceChildren(
+    table(["run", "decode tok/s", "seconds", "distinct tokens"], report.runs.map((r, i) =>
+      [i + 1, r.decode_tok_s === null ? "-" : r.decode_tok_s.toFixed(1), r.decode_s, r.distinct_tokens])),
+    table(["", "GPU buffers MiB", "host heap MiB"], [["before", mib(m.before.gpu_bytes), mib(m.before.host_heap_bytes)],
+      ["after", mib(m.after.gpu_bytes), mib(m.after.host_heap_bytes)]]),
+    el("p", {}, `tokens identical across the runs: ${report.tokens_identical ? "yes" : "NO"}; a step past the ` +
+      `cache: ${report.context_end_refused ?? "NOT refused"}`));
 }
 
 // A whole model's speed: the headline figures, then each kernel's share of a profiled prefill and decode step.

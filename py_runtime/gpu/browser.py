@@ -252,6 +252,10 @@ class BrowserDevice(Device):
         count = 2 if timestamps == "span" else 2 * plan.size
         return list(struct.unpack(f"<{count}Q", raw.to_bytes()[:8 * count]))
 
+    def host_heap_bytes(self):
+        used = self._bridge.jsHeapBytes()
+        return None if used is None else int(used)
+
     def take_replay_stats(self):
         stats = self._bridge.takeReplayStats()
         return {"upload_ms": float(stats.uploadMs), "encode_ms": float(stats.encodeMs),

@@ -322,6 +322,12 @@ return {
 
   // Where the unscoped steps' host time went (performance.now: 5 us steps when the page is
   // cross-origin isolated, as the dev server makes it); read and reset.
+  // The JS heap in use (Chromium's performance.memory), or null where the browser does not say.
+  jsHeapBytes() {
+    const memory = globalThis.performance && performance.memory;
+    return memory ? memory.usedJSHeapSize : null;
+  },
+
   takeReplayStats() {
     const out = { uploadMs, encodeMs, finishMs, submitMs, steps, paramViews, resolutionProbeUs: timerStepUs() };
     uploadMs = encodeMs = finishMs = submitMs = 0;

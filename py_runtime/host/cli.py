@@ -227,10 +227,11 @@ def _exit_code(result: str) -> int:
 
 
 def _check(args) -> int:
-    from .report import format_report
+    from .report import format_model_soak, format_report
 
     options = {"suite": args.suite, **_given(args, ("ops", "lengths", "seed", "max_workgroups_per_dim", "profile",
-                                                    "preset", "model", "layers", "prompt", "decode", "policy"))}
+                                                    "preset", "model", "layers", "prompt", "decode", "policy",
+                                                    "steps", "batch"))}
     if args.suite == "unary":
         options.setdefault("lengths", UNARY_CLI_LENGTHS)
     try:
@@ -243,6 +244,8 @@ def _check(args) -> int:
     _write_json(report, args.json)
     if args.suite == "unary":
         print(format_report(report))
+    if args.suite == "model_soak":
+        print(format_model_soak(report))
     print(f"result in the runtime: {report['result']}")
     if report["result"] == "failed" or args.suite not in HOST_ORACLES:
         return _exit_code(report["result"])
@@ -349,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--prompt", type=int, help="model: prompt tokens (default 32)")
     check.add_argument("--decode", type=int, help="model: greedy decode steps (default 8)")
     check.add_argument("--policy", choices=_choices(checks, "policy"), help="model: activation policy (default f32)")
+    check.add_argument("--steps", type=int, help="model_soak: greedy decode steps per run (default 10000)")
+    check.add_argument("--batch", type=int, help="model_soak: decode steps between readbacks of the ids")
     check.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     check.add_argument("--json", help="also write the report to this file")
     check.set_defaults(func=_check)

@@ -21,6 +21,7 @@ from ..checks.generate import COMPARE_SIZES, SIZES, run_compare, run_generate
 from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_check
 from ..checks.host_cost import run_host_cost
 from ..checks.model_bench import POSITIONS, run_model_bench
+from ..checks.model_soak import run_model_soak
 from ..checks.model_run import MODEL_KEYS, POLICIES, ModelRunOptions, run_model_check
 from ..checks.kernel_bench import BENCH_PRESETS, STEP_PRESETS, run_kernel_bench
 from ..checks.q4_linear import PRESETS as Q4_PRESETS
@@ -191,6 +192,27 @@ MODEL = Workload(
     runner=_model, renderer="model")
 
 
+async def _model_soak(runtime, options, sink, progress):
+    return await run_model_soak(runtime, **options, progress=progress)
+
+
+_SOAK = _defaults(run_model_soak)
+MODEL_SOAK = Workload(
+    name="model_soak", title="A long greedy decode twice: identical tokens, flat memory, the context's end refused",
+    kind="check",
+    options=(Option(name="model", type="str", default=_SOAK["model"], allowed=MODEL_KEYS),
+             Option(name="layers", type="int", default=_SOAK["layers"], minimum=1,
+                    help="decoder layers (default: the model's)"),
+             Option(name="prompt", type="int", default=_SOAK["prompt"], minimum=1, help="prompt tokens"),
+             Option(name="steps", type="int", default=_SOAK["steps"], minimum=1, help="greedy decode steps per run"),
+             Option(name="policy", type="str", default=_SOAK["policy"], allowed=POLICIES,
+                    help="activations of the decode linears"),
+             Option(name="seed", type="int", default=_SOAK["seed"]),
+             Option(name="batch", type="int", default=_SOAK["batch"], minimum=1,
+                    help="decode steps between readbacks of the generated ids")),
+    runner=_model_soak, renderer="model_soak")
+
+
 async def _model_bench(runtime, options, sink, progress):
     return await run_model_bench(runtime, **options, progress=progress)
 
@@ -306,7 +328,7 @@ TOKENIZER = Workload(
     runner=_tokenizer, renderer="tokenizer")
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (GENERATE, COMPARE, UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS,
-                                                      ATTENTION, MODEL, TOKENIZER, MODEL_BENCH,
+                                                      ATTENTION, MODEL, MODEL_SOAK, TOKENIZER, MODEL_BENCH,
                                                       KERNEL_BENCH, HOST_COST)}
 DEFAULT_SUITE = UNARY.name       # the CLI's `check` default
 PAGE_SUITE = GENERATE.name       # the page's default view
