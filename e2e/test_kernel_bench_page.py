@@ -12,7 +12,7 @@ def test_kernel_bench_page_shows_the_decode_chain(lab):
     assert_clean(run)
     # A benchmark checks nothing, and the page says so (not PASS, not FAIL); progress per case.
     assert run.report["result"] == "not checked" and run.status_text.startswith("NOT CHECKED:"), run.status_text
-    assert run.progress == {"kernel bench cases": {"done": 5, "total": 5}}, run.progress
+    assert run.progress == {"boot": {"done": 5, "total": 5}, "kernel bench cases": {"done": 5, "total": 5}}, run.progress
     assert "kernel bench cases: 5/5" in run.page_text
     rows = run.report["rows"]
     assert [r["route"] for r in rows][1] == "q4_gemv_int8"

@@ -46,7 +46,7 @@ def test_tampered_wheel_fails_its_checksum(tmp_path, lab):
 
 
 def test_unknown_url_option_is_an_error_naming_the_valid_ones(lab):
-    run = lab.run_page({"lenghts": "4"}, timeout_s=120)
+    run = lab.run_page({"suite": "unary", "lenghts": "4"}, timeout_s=120)
     assert run.state == "error"
     assert ("unknown URL option lenghts for suite 'unary'; valid: ['ops', 'lengths', 'seed', 'profile', 'max_wg', "
             "'sample', 'artifacts', 'suite', 'upload', 'timeout']") in run.error, run.error
@@ -56,15 +56,17 @@ def test_unknown_url_option_is_an_error_naming_the_valid_ones(lab):
 def test_unknown_suite_lists_every_suite(lab):
     run = lab.run_page({"suite": "unray"}, timeout_s=120)
     assert run.state == "error"
-    assert ("unknown suite 'unray'; suites: ['unary', 'runtime', 'q4', 'elementwise', 'decoder_blocks', "
-            "'attention', 'model', 'tokenizer', 'model_bench', 'kernel_bench', 'host_cost']") in run.error, run.error
+    assert ("unknown suite 'unray'; suites: ['generate', 'compare', 'unary', 'runtime', 'q4', 'elementwise', "
+            "'decoder_blocks', 'attention', 'model', 'model_soak', 'tokenizer', 'model_bench', 'kernel_bench', "
+            "'host_cost']") in run.error, \
+        run.error
 
 
 def test_bad_option_value_is_named(lab):
-    run = lab.run_page({"ops": "exp,cube"}, timeout_s=120)
+    run = lab.run_page({"suite": "unary", "ops": "exp,cube"}, timeout_s=120)
     assert run.state == "error"
     assert "option ops = ['exp', 'cube']: 'cube' is not allowed; ops takes a non-empty list of strings from" in run.error
-    run = lab.run_page({"seed": "one"}, timeout_s=120)
+    run = lab.run_page({"suite": "unary", "seed": "one"}, timeout_s=120)
     assert run.state == "error"
     assert "URL option seed='one': 'one' is not an integer" in run.error
 

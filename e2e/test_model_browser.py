@@ -25,3 +25,15 @@ def test_prefill_and_greedy_decode_match_transformers(lab, run_id, model, policy
     judged = verify_model_report(run.report, lambda name: (folder / name).read_bytes())
     assert judged["worst_of_tolerance"] <= 1, judged
     assert "Steps (one plan, resized; attested routes)" in run.page_text
+
+
+def test_a_long_decode_in_the_page_repeats_itself_with_flat_memory(lab):
+    """The soak check in Pyodide (CI-sized; the H200 runs 10,000 steps): two identical runs, our GPU
+    buffers and the page's JS heap measured flat, the context's end refused, all shown on the page."""
+    run = lab.run_page({"suite": "model_soak", "model": "tiny", "layers": 1, "prompt": 8, "steps": 32, "batch": 16},
+                       timeout_s=600)
+    assert_clean(run)
+    report = run.report
+    assert report["result"] == "passed" and run.status_text.startswith("PASS:"), (run.status_text, report["problems"])
+    assert report["memory"]["before"]["host_heap_bytes"] is not None, "Chromium reports performance.memory"
+    assert "tokens identical across the runs: yes" in run.page_text and "the context is full" in run.page_text

@@ -19,7 +19,7 @@ SEED = 5
 @pytest.fixture(scope="module")
 def unary_run(lab, run_id, results_dir):
     upload = f"{run_id}-unary"
-    run = lab.run_page({"ops": ",".join(UNARY_OPS), "lengths": ",".join(map(str, LENGTHS)), "seed": SEED,
+    run = lab.run_page({"suite": "unary", "ops": ",".join(UNARY_OPS), "lengths": ",".join(map(str, LENGTHS)), "seed": SEED,
                         "sample": 1024, "upload": upload}, timeout_s=900)
     assert_clean(run)
     report = run.report
@@ -65,7 +65,7 @@ def test_every_dispatch_is_timed_with_unquantized_timestamps(unary_run, results_
 
 def test_two_dimensional_grid_in_the_browser(lab, run_id):
     upload = f"{run_id}-grid2d"
-    run = lab.run_page({"ops": "silu,round", "lengths": "65,4097", "max_wg": 5, "seed": 9, "upload": upload})
+    run = lab.run_page({"suite": "unary", "ops": "silu,round", "lengths": "65,4097", "max_wg": 5, "seed": 9, "upload": upload})
     assert_clean(run)
     report = run.report
     assert {c["length"]: c["workgroups"] for c in report["cases"]}[4097] == [5, 4, 1]

@@ -52,6 +52,11 @@ class TensorPool:
     def __contains__(self, name: str) -> bool:
         return name in self._tensors
 
+    @property
+    def allocated_bytes(self) -> int:
+        """The bytes of every live tensor's buffer (WebGPU offers no device-memory query: this is ours)."""
+        return sum(tensor.nbytes for tensor in self._tensors.values())
+
     def get(self, name: str) -> Tensor:
         if name not in self._tensors:
             raise KeyError(f"no tensor named {name!r}; allocated: {', '.join(sorted(self._tensors)) or 'none'}")

@@ -109,6 +109,15 @@ for s in $steps; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --context 4096 --timeout 140
                      done ;;
+    # reliability: 10,000 greedy steps twice at full depth (identical tokens, flat memory, the end refused)
+    browser-soak)    for m in llama qwen3; do
+                       step "$s-$m" 200 check --suite model_soak --backend browser --driver plain --model "$m" \
+                         --prompt 128 --steps "${SOAK_STEPS:-10000}" --timeout 190
+                     done ;;
+    native-soak)     for m in llama qwen3; do
+                       step "$s-$m" 200 check --suite model_soak --backend native --model "$m" --prompt 128 \
+                         --steps "${SOAK_STEPS:-10000}"
+                     done ;;
     # the same decode with the position kept on the host (every step re-sized), for the comparison
     browser-model-hostpos) for m in llama qwen3; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
@@ -130,4 +139,5 @@ for s in $steps; do
 done
 kill $clock_log 2>/dev/null
 grep -a "CONSOLE\|Uncaught" results/chromium.log | tail -n 200 > "$work/chromium-console.txt" 2>/dev/null
+tail -n 120 results/chromium.log > "$work/chromium-tail.txt" 2>/dev/null   # a crash's last words
 tar -czf "$out/gpu-results.tar.gz" -C results gpu-run

@@ -21,6 +21,7 @@ from py_runtime.ops.attention import AttentionScratch, KVCache, kv_cache_write, 
 from py_runtime.ops.rope import cos_sin_table, inverse_frequencies
 from py_runtime.plan import Plan
 from py_runtime.runtime import Runtime
+from py_runtime.tensors import Tensor
 
 
 def _run(options):
@@ -236,3 +237,43 @@ def test_rope_fused_with_the_cache_write_matches_float64(config):
         stored = v_cache[start:start + tokens]
         assert np.all((stored == lo) | (stored == hi))
     assert not k_cache[:pos].any() and not k_cache[pos + 6:].any() and not v_cache[pos + 6:].any()
+
+
+@pytest.mark.parametrize("dim", [64, 128])
+def test_the_reduce_pass_quantizes_its_output_as_quantize_activations_bit_for_bit(dim):
+    """sdpa(int8=...): a decode's FlashDecoding reduce also writes its row as int8 for the int8x o-proj;
+    the words and stats must be quantize_activations' of the same f32 output, bit for bit (one group per
+    head at D 64, two at D 128), including a head of zeros (scale 0)."""
+    from py_runtime.ops.int8_activations import Int8Activations, quantize_activations
+
+    heads, kv_heads, capacity, pos = 8, 2, 64, 40
+    rng = np.random.default_rng(dim)
+
+    async def main():
+        runtime = await Runtime.create("native")
+        adapter = runtime.device.adapter
+        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
+        scratch = await AttentionScratch.allocate(runtime, "s", heads=heads, head_dim=dim, max_tokens=1,
+                                                  capacity=capacity)
+        keys = rng.uniform(-2, 2, (capacity, kv_heads, dim)).astype(np.float32)
+        values = rng.uniform(-3, 3, (capacity, kv_heads, dim)).astype(np.float32)
+        values[:, 1] = 0.0                      # the heads of KV head 1 attend to zeros
+        k = await tensor(runtime, "k", (capacity, kv_heads, dim), data=keys.tobytes())
+        v = await tensor(runtime, "v", (capacity, kv_heads, dim), data=values.tobytes())
+        await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache), tokens=capacity, pos=0)
+        q = await tensor(runtime, "q", (1, heads, dim), data=rng.uniform(-1, 1, (heads, dim)).astype(np.float32).tobytes())
+        out = await tensor(runtime, "out", (1, heads, dim))
+        rows = Tensor(out.name, (1, heads * dim), "f32", out.usage, out.buffer)
+        fused, alone = (await Int8Activations.allocate(runtime, rows, 64), await Int8Activations.allocate(
+            runtime, Tensor("out2", (1, heads * dim), "f32", out.usage, out.buffer), 64))
+        op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=adapter, int8=fused)
+        assert [c.kernel for c in op.calls if c.phase == "decode"][-1] == "sdpa_flash_reduce_i8x"
+        got = await run_op(runtime, op, quantize_activations(alone), read=[fused.words, fused.stats, alone.words,
+                                                                          alone.stats], tokens=1, pos=pos)
+        return got, (fused, alone)
+
+    got, (fused, alone) = asyncio.run(main())
+    assert got[fused.words.name] == got[alone.words.name]
+    assert got[fused.stats.name] == got[alone.stats.name]
+    stats = np.frombuffer(got[fused.stats.name], np.float32).reshape(-1, 2)
+    assert (stats[:, 0] == 0).sum() == (stats.shape[0] // 2) and (stats[:, 0] > 0).sum() == stats.shape[0] // 2

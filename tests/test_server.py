@@ -81,3 +81,30 @@ def test_oversized_upload_is_refused_without_reading_it(server):
     reply = sock.recv(1024)
     sock.close()
     assert reply.startswith(b"HTTP/1.1 413")
+
+
+def test_the_oracle_endpoint_answers_json_refuses_bad_requests_and_is_absent_without_an_oracle(tmp_path):
+    import json
+
+    asked = []
+    server = LabServer(web_root=tmp_path, results_root=tmp_path / "results",
+                       oracle=lambda payload: asked.append(payload) or {"runs": [{"label": "a", "verdict": "passed"}]})
+    absent = LabServer(web_root=tmp_path, results_root=tmp_path / "results", oracle=None)
+    for s in (server, absent):
+        s.start_in_thread()
+    try:
+        body = json.dumps({"runs": [{"label": "a"}]}).encode()
+        response, data = _raw_request(server, "POST", "/api/oracle/generation", body)
+        assert response.status == 200 and response.getheader("Content-Type") == "application/json"
+        assert json.loads(data) == {"runs": [{"label": "a", "verdict": "passed"}]}
+        assert asked == [{"runs": [{"label": "a"}]}]
+        response, data = _raw_request(server, "POST", "/api/oracle/generation", b"{not json")
+        assert response.status == 400 and b"bad oracle request" in data
+        response, data = _raw_request(server, "POST", "/api/oracle/generation", b'{"runs": 3}')
+        assert response.status == 400 and len(asked) == 1
+        response, _ = _raw_request(absent, "POST", "/api/oracle/generation", body)
+        assert response.status == 404
+    finally:
+        for s in (server, absent):
+            s.shutdown()
+            s.server_close()

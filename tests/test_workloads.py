@@ -11,17 +11,17 @@ import pytest
 from py_runtime.checks.outcome import FAILED, NOT_CHECKED, PASSED, RESULTS, verdict
 from py_runtime.host import cli
 from py_runtime.page import PAGE_KEYS, options_from_query
-from py_runtime.workloads import DEFAULT_SUITE, KINDS, WORKLOADS, by_kind, get, schemas
+from py_runtime.workloads import DEFAULT_SUITE, KINDS, PAGE_SUITE, WORKLOADS, by_kind, get, schemas
 from py_runtime.workloads.progress import throttled
 from py_runtime.workloads.schema import Option, from_text, to_text
 
 REPO = Path(__file__).resolve().parents[1]
-SUITES = ["unary", "runtime", "q4", "elementwise", "decoder_blocks", "attention", "model", "tokenizer", "model_bench",
-          "kernel_bench", "host_cost"]
+SUITES = ["generate", "compare", "unary", "runtime", "q4", "elementwise", "decoder_blocks", "attention", "model",
+          "model_soak", "tokenizer", "model_bench", "peer_bench", "kernel_bench", "host_cost"]
 
 
 def test_every_suite_is_registered_once_with_a_kind_and_a_page_renderer():
-    assert list(WORKLOADS) == SUITES and DEFAULT_SUITE == "unary"
+    assert list(WORKLOADS) == SUITES and DEFAULT_SUITE == "unary" and PAGE_SUITE == "generate"
     assert all(w.kind in KINDS for w in WORKLOADS.values())
     renderers = set(re.findall(r"^  (\w+): \(report\) =>", (REPO / "web/render.js").read_text(), re.M))
     assert {w.renderer for w in WORKLOADS.values()} == renderers
@@ -73,7 +73,12 @@ def test_an_option_type_outside_the_schema_is_refused():
 
 # Every URL the README lists, as the page's [key, text] pairs -> app.run's options.
 @pytest.mark.parametrize("query,expected", [
-    ("ops=exp,silu&lengths=63,4097&seed=1&profile=1&max_wg=5&sample=4096&upload=RUN",
+    ("", {"suite": "generate"}),
+    ("model=qwen3&layers=4&policy=f32", {"suite": "generate", "model": "qwen3", "layers": 4, "policy": "f32"}),
+    ("size=full&decode=16&profile=0&oracle=0", {"suite": "generate", "size": "full", "decode": 16, "profile": False,
+                                                "oracle": False}),
+    ("suite=compare&a=f32&b=int8x&rounds=3", {"suite": "compare", "a": "f32", "b": "int8x", "rounds": 3}),
+    ("suite=unary&ops=exp,silu&lengths=63,4097&seed=1&profile=1&max_wg=5&sample=4096&upload=RUN",
      {"suite": "unary", "ops": ("exp", "silu"), "lengths": (63, 4097), "seed": 1, "profile": True,
       "max_workgroups_per_dim": 5, "sample": 4096, "artifacts": True}),
     ("suite=runtime", {"suite": "runtime"}),
@@ -85,22 +90,24 @@ def test_an_option_type_outside_the_schema_is_refused():
      {"suite": "kernel_bench", "preset": "decode", "chain_bytes": 1 << 20}),
     ("suite=kernel_bench&preset=llama_step", {"suite": "kernel_bench", "preset": "llama_step"}),
     ("suite=host_cost&dispatches=23&steps=2", {"suite": "host_cost", "dispatches": 23, "steps": 2}),
-    ("profile=0&lengths=65,", {"suite": "unary", "profile": False, "lengths": (65,)}),
+    ("suite=unary&profile=0&lengths=65,", {"suite": "unary", "profile": False, "lengths": (65,)}),
 ])
 def test_the_readme_urls_still_convert(query, expected):
-    pairs = [tuple(p.split("=", 1)) for p in query.split("&")]
+    pairs = [tuple(p.split("=", 1)) for p in query.split("&") if p]
     options, _ = options_from_query(pairs)
     assert options == expected
     get(options["suite"]).validate({k: v for k, v in options.items() if k != "suite"})
 
 
 @pytest.mark.parametrize("pairs,fragment", [
-    ([("lenghts", "4")], "unknown URL option lenghts for suite 'unary'; valid: ['ops', 'lengths', 'seed', 'profile', "
+    ([("suite", "unary"), ("lenghts", "4")], "unknown URL option lenghts for suite 'unary'; valid: ['ops', 'lengths', 'seed', 'profile', "
                          "'max_wg', 'sample', 'artifacts', 'suite', 'upload', 'timeout']"),
     ([("suite", "q4"), ("ops", "exp")], "unknown URL option ops for suite 'q4'"),
-    ([("suite", "bogus")], "unknown suite 'bogus'; suites: ['unary'"),
+    ([("suite", "bogus")], "unknown suite 'bogus'; suites: ['generate', 'compare', 'unary'"),
     ([("seed", "1,2")], "'1,2' is not an integer; seed takes an integer"),
-    ([("lengths", "63,x")], "'x' is not an integer"),
+    ([("suite", "unary"), ("lengths", "63,x")], "'x' is not an integer"),
+    ([("layers", "0")], "option layers = 0: not allowed; layers takes an integer >= 1"),
+    ([("model", "gpt2")], "option model = 'gpt2': not allowed; model takes a string from ['llama', 'qwen3'"),
     ([("profile", "yes")], "profile='yes' is not one of ['1', 'true', '0', 'false']"),
     ([("seed", "1"), ("seed", "2")], "URL option seed is given twice"),
 ])

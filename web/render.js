@@ -1,6 +1,6 @@
 // Renders the JSON report that py_runtime.page.main returns. Plain DOM, no framework.
 
-const el = (tag, attrs = {}, ...children) => {
+export const el = (tag, attrs = {}, ...children) => {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
   for (const c of children) node.append(c instanceof Node ? c : String(c));
@@ -18,9 +18,27 @@ function cell(text, cls) {
   return el("td", { class: cls }, text);
 }
 
+// The ids generated so far, per side ("decode", "a decode", ...), as the page reads them back.
+const liveTokens = new Map();
+export function renderLiveTokens(stage, tokens) {
+  liveTokens.set(stage.replace(/ ?(prefill|decode)$/, "") || "generated", tokens);
+  document.getElementById("live").replaceChildren(el("h2", {}, "Tokens as they arrive"),
+    ...[...liveTokens].map(([side, ids]) => el("p", { class: "tokens" },
+      el("strong", {}, side === "generated" ? `${ids.length} ids: ` : `${side}: ${ids.length} ids: `), ids.join(" "))));
+}
+
+export function clearResults() {
+  liveTokens.clear();
+  for (const id of ["choice", "live", "verdict", "summary", "chart", "cases", "timings", "adapter"]) {
+    document.getElementById(id).replaceChildren();
+  }
+}
+
 // The page's renderers by the name a report declares (py_runtime.workloads: Workload.renderer).
 // Each fills the page's sections and returns a one-line summary for the status box.
 const RENDERERS = {
+  generate: (report) => renderGenerate(report),
+  compare: (report) => renderCompare(report),
   unary: (report) => {
     renderCases(report);
     renderTimings(report);
@@ -68,6 +86,12 @@ const RENDERERS = {
     const r = report.ratio;
     return `${report.config.name}, ${report.options.layers} layers: ours vs ${report.options.peer} ` +
       `prefill x${r.prefill.toFixed(2)}, decode x${r.decode.toFixed(2)} (logits judged by the transformers oracle)`;
+  },
+  model_soak: (report) => {
+    renderModelSoak(report);
+    const o = report.options;
+    return `${report.config.name}, ${o.layers} layers, ${o.policy}: ${o.steps} greedy steps twice, ` +
+      (report.problems.length ? report.problems.join("; ") : "identical tokens, flat memory, the context's end refused");
   },
   tokenizer: (report) => {
     renderTokenizer(report);
@@ -166,7 +190,18 @@ function renderModel(report) {
     table(["step", "tokens", "from", "greedy token", "routes"], rows));
 }
 
-// A whole model's speed: the headline figures, then each kernel's share of a profiled prefill and decode step.
+// A long decode twice: each run's speed, the memory before and after, what was refused at the end.
+function renderModelSoak(report) {
+  const m = report.memory, mib = (bytes) => bytes === null ? "-" : (bytes / 1048576).toFixed(1);
+  document.getElementById("summary").replaceChildren(
+    table(["run", "decode tok/s", "seconds", "distinct tokens"], report.runs.map((r, i) =>
+      [i + 1, r.decode_tok_s === null ? "-" : r.decode_tok_s.toFixed(1), r.decode_s, r.distinct_tokens])),
+    table(["", "GPU buffers MiB", "host heap MiB"], [["before", mib(m.before.gpu_bytes), mib(m.before.host_heap_bytes)],
+      ["after", mib(m.after.gpu_bytes), mib(m.after.host_heap_bytes)]]),
+    el("p", {}, `tokens identical across the runs: ${report.tokens_identical ? "yes" : "NO"}; a step past the ` +
+      `cache: ${report.context_end_refused ?? "NOT refused"}`));
+}
+
 // Both engines side by side: medians of alternating rounds, the ratio, and whether their tokens agree.
 function renderPeerBench(report) {
   const o = report.options, e = report.engines, b = report.peer_build;
@@ -189,6 +224,7 @@ function renderPeerBench(report) {
     table(["engine", "ids"], [["ours", e.ours.tokens.join(" ")], [o.peer, e.peer.tokens.join(" ")]]));
 }
 
+// A whole model's speed: the headline figures, then each kernel's share of a profiled prefill and decode step.
 function renderModelBench(report) {
   const o = report.options, d = report.dispatches;
   document.getElementById("summary").replaceChildren(
@@ -326,7 +362,7 @@ function renderChart(report) {
 
 // A horizontal bar chart of [{label, value, text}] into #chart.
 function barChart(title, bars) {
-  const width = 720, barH = 18, gap = 4, left = 210, top = 8;
+  const width = 760, barH = 18, gap = 4, left = 250, top = 8;
   const max = Math.max(...bars.map((b) => b.value), 1e-12);
   const svgNS = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(svgNS, "svg");
@@ -334,12 +370,12 @@ function barChart(title, bars) {
   svg.setAttribute("height", top + bars.length * (barH + gap));
   bars.forEach((b, i) => {
     const y = top + i * (barH + gap);
-    const w = Math.max(1, ((width - left - 90) * b.value) / max);
+    const w = Math.max(1, ((width - left - 150) * b.value) / max);
     const label = document.createElementNS(svgNS, "text");
     label.setAttribute("x", 0); label.setAttribute("y", y + 13); label.textContent = b.label;
     const rect = document.createElementNS(svgNS, "rect");
     rect.setAttribute("x", left); rect.setAttribute("y", y); rect.setAttribute("width", w);
-    rect.setAttribute("height", barH); rect.setAttribute("fill", "#54aeff");
+    rect.setAttribute("height", barH); rect.setAttribute("fill", b.color || "#54aeff");
     const value = document.createElementNS(svgNS, "text");
     value.setAttribute("x", left + w + 6); value.setAttribute("y", y + 13);
     value.textContent = b.text;
@@ -381,4 +417,118 @@ function renderDecoderBlocks(report) {
     document.getElementById("timings").replaceChildren(el("h2", {}, "Timestamp-query timings (first step)"),
       table(["geometry", "S / n", "dispatch", "route", "grid", "bytes", "ns", "GB/s"], rows));
   }
+}
+
+// ---- The model views ----
+
+const textCell = (text) => el("td", { class: "text" }, text);
+const fixed = (x, digits = 1) => (x === null || x === undefined ? "-" : x.toFixed(digits));
+
+// What ran, and why these sizes (size=auto picks from the adapter).
+function renderChoice(report) {
+  const o = report.options, c = report.config;
+  const software = report.choice.size === "small" && report.choice.why.includes("CPU");
+  document.getElementById("choice").replaceChildren(el("p", { class: "choice" },
+    el("strong", {}, `${c.name}, ${o.layers} layers`),
+    ` (D ${c.hidden}, heads ${c.heads}/${c.kv_heads}×${c.head_dim}, F ${c.intermediate}, vocab ${c.vocab}), ` +
+    `prompt ${o.prompt} tokens, ${o.decode} greedy steps, seed ${o.seed}, synthetic Q4 weights. ` +
+    `Size ${report.choice.size}: ${report.choice.why}` +
+    (report.choice.filled.length ? ` (chosen by size: ${report.choice.filled.join(", ")}).` : ".") +
+    (software ? " A CPU adapter's speed is for correctness only: compare ratios from one run, not absolute figures." : "")));
+}
+
+// The oracle's verdict: PASSED only where the dev server's transformers oracle judged the logits.
+function renderVerdict(report) {
+  const oracle = report.oracle;
+  const box = el("div", { class: `verdict ${oracle.verdict === "passed" ? "pass" : oracle.verdict === "failed" ? "fail" : "unchecked"}` });
+  if (oracle.verdict === "pending") {
+    box.append("Oracle (HF transformers, float64, on the dev server): checking…");
+  } else if (oracle.verdict === "not checked") {
+    box.append(`Oracle: NOT CHECKED: ${oracle.reason}`);
+  } else {
+    box.append(`Oracle (HF transformers, float64, on the dev server): ${oracle.verdict === "passed" ? "PASSED" : "FAILED"}`);
+  }
+  const rows = (oracle.runs || []).map((r) => [r.label, r.verdict, r.tokens_checked ?? "-",
+    (r.logits_checked || []).join(", "), r.worst_sigma === undefined ? "-" : `${r.worst_sigma.toPrecision(3)} σ`,
+    r.tolerance_sigma === undefined ? "-" : `${r.tolerance_sigma.toPrecision(3)} σ`,
+    (r.near_ties || []).length, (r.failures || []).join("; ") || r.reason || ""]);
+  const parts = [box];
+  if (rows.length) {
+    parts.push(table(["run", "verdict", "tokens checked", "logits at steps", "max logit error", "tolerance",
+      "near ties", "failures"], rows));
+  }
+  document.getElementById("verdict").replaceChildren(...parts);
+}
+
+function kernelTable(kernels) {
+  return table(["phase", "kernel", "route", "dispatches", "µs", "share of step"], kernels.map((r) =>
+    [r.phase, r.kernel, r.route, r.dispatches, (r.ns / 1e3).toFixed(1), `${(100 * r.share).toFixed(1)}%`]));
+}
+
+function renderGenerate(report) {
+  renderChoice(report);
+  renderVerdict(report);
+  const o = report.options;
+  document.getElementById("summary").replaceChildren(el("h2", {}, "Speed"),
+    table(["prefill tok/s", "time to first token", "decode tok/s", "host ms / decode step", "policy", "position"],
+      [[fixed(report.prefill_tok_s), `${fixed(report.ttft_ms)} ms`, fixed(report.decode_tok_s),
+        fixed(report.host_ms_per_token, 2), o.policy, report.position_on_gpu ? "on the GPU" : "on the host"]]),
+    el("p", {}, `Built in ${report.build_s} s (pipelines and weights), ${report.dispatches_recorded} dispatches recorded ` +
+      `in one plan; decode ids read back every ${o.batch} steps.`));
+  document.getElementById("cases").replaceChildren(
+    el("h2", {}, `Generated tokens (${report.tokens.length})`), el("p", { class: "tokens" }, report.tokens.join(" ")),
+    el("h2", {}, "Routes that ran (attested)"),
+    table(["phase", "routes"], [["prefill", textCell(report.routes.prefill.join(", "))],
+      ["decode", textCell(report.routes.decode.join(", "))]]));
+  const decode = report.kernels.filter((r) => r.phase === "decode");
+  if (decode.length) {
+    barChart("Decode step: each kernel's share of GPU time", decode.map((r) =>
+      ({ label: r.kernel, value: r.share, text: `${(100 * r.share).toFixed(1)}% · ${(r.ns / 1e3).toFixed(1)} µs` })));
+  }
+  document.getElementById("timings").replaceChildren(el("h2", {}, "Per kernel (one profiled prefill and decode step)"),
+    report.kernels.length ? kernelTable(report.kernels) : el("p", {}, `not profiled: ${report.unprofiled}`));
+  return `${report.config.name}, ${o.layers} layers, ${o.policy}: decode ${fixed(report.decode_tok_s)} tok/s, ` +
+    `prefill ${fixed(report.prefill_tok_s)} tok/s, TTFT ${fixed(report.ttft_ms)} ms; oracle ${report.oracle.verdict}`;
+}
+
+function renderCompare(report) {
+  renderChoice(report);
+  renderVerdict(report);
+  const a = report.sides.a, b = report.sides.b;
+  const ratio = (x, y) => (x && y ? `${(y / x).toFixed(2)}×` : "-");
+  const agree = report.tokens_agree;
+  document.getElementById("summary").replaceChildren(el("h2", {}, `a (${a.setting}) against b (${b.setting}), ` +
+    `alternating over ${report.options.rounds} rounds (medians)`),
+    table(["", `a: ${a.setting}`, `b: ${b.setting}`, "b / a"], [
+      ["prefill tok/s", fixed(a.prefill_tok_s), fixed(b.prefill_tok_s), ratio(a.prefill_tok_s, b.prefill_tok_s)],
+      ["time to first token (ms)", fixed(a.ttft_ms), fixed(b.ttft_ms), ratio(a.ttft_ms, b.ttft_ms)],
+      ["decode tok/s", fixed(a.decode_tok_s), fixed(b.decode_tok_s), ratio(a.decode_tok_s, b.decode_tok_s)],
+      ["decode tok/s per round", a.rounds_decode_tok_s.map((x) => fixed(x)).join(", "),
+        b.rounds_decode_tok_s.map((x) => fixed(x)).join(", "), ""],
+      ["same tokens every round", a.tokens_repeat ? "yes" : "NO", b.tokens_repeat ? "yes" : "NO", ""],
+      ["position between steps", a.position_on_gpu ? "GPU" : "host", b.position_on_gpu ? "GPU" : "host", ""],
+    ]),
+    el("p", { class: "tokens" }, `Tokens agree at ${agree.same} of ${agree.of} positions` +
+      (agree.first_difference === null ? " (identical)." : `; first difference at step ${agree.first_difference}.`)),
+    el("p", { class: "tokens" }, `a: ${a.tokens.join(" ")}`), el("p", { class: "tokens" }, `b: ${b.tokens.join(" ")}`));
+  const routeRows = ["prefill", "decode"].map((phase) => [phase,
+    textCell(report.routes_differ[phase].only_a.join(", ") || "-"),
+    textCell(report.routes_differ[phase].only_b.join(", ") || "-")]);
+  const deltas = report.kernel_deltas.map((r) => [r.phase, r.kernel, fixed(r.a_us), fixed(r.b_us),
+    r.delta_us === null ? (r.a_us === null ? "only b" : "only a") : `${r.delta_us > 0 ? "+" : ""}${r.delta_us.toFixed(1)}`,
+    r.a_route || r.b_route]);
+  document.getElementById("cases").replaceChildren(el("h2", {}, "Routes that differ"),
+    table(["phase", `only in a (${a.setting})`, `only in b (${b.setting})`], routeRows),
+    el("h2", {}, "Per kernel: GPU µs of one profiled step, b − a"),
+    deltas.length ? table(["phase", "kernel", "a µs", "b µs", "b − a µs", "route"], deltas) :
+      el("p", {}, `not profiled: ${report.unprofiled}`));
+  const decode = report.kernel_deltas.filter((r) => r.phase === "decode");
+  if (decode.length) {
+    barChart("Decode step: GPU µs per kernel, a then b", decode.flatMap((r) => [
+      ...(r.a_us === null ? [] : [{ label: `${r.kernel} · a`, value: r.a_us, text: `${r.a_us.toFixed(1)} µs`, color: "#54aeff" }]),
+      ...(r.b_us === null ? [] : [{ label: `${r.kernel} · b`, value: r.b_us, text: `${r.b_us.toFixed(1)} µs`, color: "#d4a72c" }]),
+    ]));
+  }
+  return `${report.config.name}, ${report.options.layers} layers: decode ${fixed(a.decode_tok_s)} (${a.setting}) vs ` +
+    `${fixed(b.decode_tok_s)} (${b.setting}) tok/s, tokens agree ${agree.same}/${agree.of}; oracle ${report.oracle.verdict}`;
 }

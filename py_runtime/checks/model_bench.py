@@ -27,7 +27,7 @@ from ..runtime import Runtime
 from .model_run import prompt_ids
 from .outcome import NOT_CHECKED, no_progress
 
-__all__ = ["run_model_bench", "POSITIONS"]
+__all__ = ["run_model_bench", "kernel_rows", "POSITIONS"]
 
 POSITIONS = {"auto": None, "gpu": True, "host": False}
 
@@ -37,7 +37,7 @@ def _active_dispatches(plan) -> int:
     return sum(1 for i in range(0, len(counts), 3) if counts[i] * counts[i + 1] * counts[i + 2])
 
 
-def _kernel_rows(execution, phase: str) -> list[dict]:
+def kernel_rows(execution, phase: str) -> list[dict]:
     """One row per kernel of a profiled step: dispatches, GPU ns and share of the step."""
     by_kernel: dict[tuple[str, str], dict] = {}
     for row in execution.rows:
@@ -100,9 +100,9 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         kernels, quantized, decode_span_us = [], None, None
         if profile and "timestamp-query" in runtime.device.adapter.device_features:
             profiled = await decoder.prefill(ids, profile=True)
-            kernels += _kernel_rows(profiled, "prefill")
+            kernels += kernel_rows(profiled, "prefill")
             profiled_step = await decoder.step(profile=True)
-            kernels += _kernel_rows(profiled_step, "decode")
+            kernels += kernel_rows(profiled_step, "decode")
             room = min(5, fill + decode - 1)             # the steps the cache has left after the profiled one
             spans = sorted([(await decoder.step(profile="span")).span_ns for _ in range(room)])
             decode_span_us = spans[len(spans) // 2] / 1e3 if spans else None

@@ -5,7 +5,8 @@ something, "not checked" when it checked nothing (a benchmark, or outputs judged
 oracle afterwards). Never "passed" for something that was not checked.
 
 `progress(stage, done, total)` is called with plain values (a str and two ints) at most once per case,
-never per dispatch; the caller throttles what it shows.
+never per dispatch; the caller throttles what it shows. A runner may add `detail`, a small JSON-able
+dict (`text`: a line to show beside the bar; `tokens`: the ids generated so far), as a fourth argument.
 """
 
 from __future__ import annotations
@@ -21,5 +22,5 @@ def verdict(ok: bool) -> str:
     return PASSED if ok else FAILED
 
 
-def no_progress(stage: str, done: int, total: int) -> None:
+def no_progress(stage: str, done: int, total: int, detail: dict | None = None) -> None:
     """The default progress callback: report nothing."""

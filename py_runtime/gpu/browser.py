@@ -21,7 +21,7 @@ from pyodide.ffi import JsException, create_proxy, to_js
 from .device import (WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, Device, DeviceLost,
                      GpuOutOfMemory, GpuValidationError, Handle, KernelCompileError)
 
-__all__ = ["BrowserDevice", "request_browser_device", "post_bytes", "fetch_bytes"]
+__all__ = ["BrowserDevice", "request_browser_device", "post_bytes", "post_json", "fetch_bytes"]
 
 _INFO_FIELDS = ("vendor", "architecture", "device", "description", "subgroupMinSize", "subgroupMaxSize",
                 "isFallbackAdapter")
@@ -55,6 +55,14 @@ async def post_bytes(url: str, data: bytes | memoryview) -> None:
     """Our addition: POST bytes to the page's server (result uploads for headless runs)."""
     with _HeapView(data) as view:
         await _js_bridge().postBytes(url, view)
+
+
+async def post_json(url: str, payload: dict, *, timeout_s: float, signal=None) -> tuple[int, str]:
+    """Our addition: POST JSON to the page's server; (HTTP status, body text). Ends with an error after
+    `timeout_s` or when `signal` (the page's AbortSignal) aborts."""
+    answer = await _js_bridge().postJson(url, json.dumps(payload), int(1000 * timeout_s), signal)
+    status, text = answer.to_py()
+    return int(status), str(text)
 
 
 async def fetch_bytes(url: str) -> bytes:
@@ -243,6 +251,10 @@ class BrowserDevice(Device):
             return None
         count = 2 if timestamps == "span" else 2 * plan.size
         return list(struct.unpack(f"<{count}Q", raw.to_bytes()[:8 * count]))
+
+    def host_heap_bytes(self):
+        used = self._bridge.jsHeapBytes()
+        return None if used is None else int(used)
 
     def take_replay_stats(self):
         stats = self._bridge.takeReplayStats()

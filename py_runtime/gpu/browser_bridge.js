@@ -222,6 +222,15 @@ return {
     if (!response.ok) throw new Error(`upload to ${url} failed: HTTP ${response.status}`);
   },
 
+  // JSON to the page's server and its answer as [status, text]; ends at timeoutMs or when `signal` aborts.
+  async postJson(url, text, timeoutMs, signal) {
+    const signals = [AbortSignal.timeout(timeoutMs)];
+    if (signal) signals.push(signal);
+    const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: text,
+      signal: AbortSignal.any(signals) });
+    return [response.status, await response.text()];
+  },
+
   async createBuffer(device, descriptor) {
     return scoped(device, () => device.createBuffer(descriptor));
   },
@@ -313,6 +322,12 @@ return {
 
   // Where the unscoped steps' host time went (performance.now: 5 us steps when the page is
   // cross-origin isolated, as the dev server makes it); read and reset.
+  // The JS heap in use (Chromium's performance.memory), or null where the browser does not say.
+  jsHeapBytes() {
+    const memory = globalThis.performance && performance.memory;
+    return memory ? memory.usedJSHeapSize : null;
+  },
+
   takeReplayStats() {
     const out = { uploadMs, encodeMs, finishMs, submitMs, steps, paramViews, resolutionProbeUs: timerStepUs() };
     uploadMs = encodeMs = finishMs = submitMs = 0;

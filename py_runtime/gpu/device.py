@@ -192,6 +192,11 @@ class Device:
         timestamps="span": the step's one pass between two timestamps, returned as [begin, end] ns."""
         raise NotImplementedError
 
+    def host_heap_bytes(self) -> int | None:
+        """Our addition: the host's heap in bytes as the backend sees it (the page's JS heap where
+        Chromium reports it; the native process's resident set), or None where it cannot tell."""
+        return None
+
     def take_replay_stats(self) -> dict | None:
         """Our addition: where the steps spent host time since the last call, in ms as the backend
         measures it (upload_ms, encode_ms, finish_ms, submit_ms, steps, timer_step_us), or None

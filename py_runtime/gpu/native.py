@@ -10,6 +10,7 @@ wgpu-py's argument handling and wrapper objects cost more host time than the dis
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 import time
@@ -322,6 +323,13 @@ class NativeDevice(Device):
         if hi > lo:
             self._call(what, self._upload_params, _checked_lib.wgpuQueueWriteBuffer, lo, hi)
         return self._encode_and_wait(what, recorded.pairs, recorded.counts, timestamps)
+
+    def host_heap_bytes(self):
+        try:                                    # resident pages (Linux); elsewhere the backend cannot tell
+            with open("/proc/self/statm") as statm:
+                return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            return None
 
     def take_replay_stats(self):
         upload, encode, finish, submit, steps = self._stats

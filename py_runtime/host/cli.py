@@ -20,9 +20,18 @@ def _serve(args) -> int:
     if not (root / "web/vendor/manifest.json").exists():
         print("web/vendor/ is not set up: run scripts/setup.sh first (scripts/demo.sh does both)", file=sys.stderr)
         return 2
-    server = LabServer(web_root=root / "web", results_root=root / args.results, port=args.port, verbose=args.verbose)
+    import importlib.util
+
+    from .serve import generation_oracle
+
+    server = LabServer(web_root=root / "web", results_root=root / args.results, port=args.port, verbose=args.verbose,
+                       oracle=None if args.no_oracle else generation_oracle)
+    installed = all(importlib.util.find_spec(name) for name in ("torch", "transformers"))
+    oracle = ("off (--no-oracle)" if args.no_oracle else "HF transformers on CPU torch" if installed else
+              "not installed (the page will say NOT CHECKED; scripts/setup.sh installs the oracle extra)")
     print(f"webgpu-llm-lab: serving {root / 'web'} at {server.url}  (Ctrl-C to stop)", flush=True)
-    print(f"open {server.url} in Chromium with --enable-unsafe-webgpu; it runs the unary check by default", flush=True)
+    print(f"open {server.url} in Chromium with --enable-unsafe-webgpu; it runs a model by default "
+          f"(?suite=compare for the compare view, ?suite=unary for the kernels); oracle: {oracle}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -69,7 +78,7 @@ def _stderr_progress(stream=None):
     stream = stream or sys.stderr
     tty = stream.isatty()
 
-    def show(stage: str, done: int, total: int) -> None:
+    def show(stage: str, done: int, total: int, detail: dict | None = None) -> None:
         if tty:
             filled = 30 * done // max(total, 1)
             stream.write(f"\r{stage} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}"
@@ -218,10 +227,11 @@ def _exit_code(result: str) -> int:
 
 
 def _check(args) -> int:
-    from .report import format_report
+    from .report import format_model_soak, format_report
 
     options = {"suite": args.suite, **_given(args, ("ops", "lengths", "seed", "max_workgroups_per_dim", "profile",
-                                                    "preset", "model", "layers", "prompt", "decode", "policy"))}
+                                                    "preset", "model", "layers", "prompt", "decode", "policy",
+                                                    "steps", "batch"))}
     if args.suite == "unary":
         options.setdefault("lengths", UNARY_CLI_LENGTHS)
     try:
@@ -234,6 +244,8 @@ def _check(args) -> int:
     _write_json(report, args.json)
     if args.suite == "unary":
         print(format_report(report))
+    if args.suite == "model_soak":
+        print(format_model_soak(report))
     print(f"result in the runtime: {report['result']}")
     if report["result"] == "failed" or args.suite not in HOST_ORACLES:
         return _exit_code(report["result"])
@@ -378,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8000, help="0 picks a free port (default 8000)")
     serve.add_argument("--results", default="results", help="where page uploads are stored (default results/)")
     serve.add_argument("--verbose", action="store_true", help="log every request")
+    serve.add_argument("--no-oracle", action="store_true",
+                       help="do not judge the model views' logits (the page then says NOT CHECKED)")
     serve.set_defaults(func=_serve)
 
     gen = sub.add_parser("gen", help="expand shaders/ into py_runtime/kernels/generated/",
@@ -414,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--prompt", type=int, help="model: prompt tokens (default 32)")
     check.add_argument("--decode", type=int, help="model: greedy decode steps (default 8)")
     check.add_argument("--policy", choices=_choices(checks, "policy"), help="model: activation policy (default f32)")
+    check.add_argument("--steps", type=int, help="model_soak: greedy decode steps per run (default 10000)")
+    check.add_argument("--batch", type=int, help="model_soak: decode steps between readbacks of the ids")
     check.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     check.add_argument("--json", help="also write the report to this file")
     check.set_defaults(func=_check)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["format_report", "format_host_cost", "format_kernel_bench", "format_model_bench", "format_peer_bench"]
+__all__ = ["format_report", "format_model_soak", "format_host_cost", "format_kernel_bench", "format_model_bench",
+           "format_peer_bench"]
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
@@ -187,6 +188,26 @@ def format_model_bench(report: dict) -> str:
     else:
         lines.append("per kernel: not profiled (no timestamp-query on this adapter, or --no-profile)")
     return "\n".join(lines)
+
+
+def format_model_soak(report: dict) -> str:
+    o, m = report["options"], report["memory"]
+    mib = lambda value: "-" if value is None else f"{value / 1048576:.1f}"    # noqa: E731
+    runs = [[i + 1, f"{r['decode_tok_s']:.1f}" if r["decode_tok_s"] else "-", r["decode_s"], r["distinct_tokens"]]
+            for i, r in enumerate(report["runs"])]
+    return "\n".join([
+        _adapter_line(report),
+        f"{report['config']['name']}, {o['layers']} layers, policy {o['policy']}: prompt {o['prompt']}, {o['steps']} "
+        f"greedy steps per run (ids read every {o['batch']}); position on the "
+        f"{'GPU' if report['position_on_gpu'] else 'host'}",
+        _table(["run", "decode tok/s", "seconds", "distinct tokens"], runs),
+        _table(["", "GPU buffers MiB", "host heap MiB"],
+               [["before", mib(m["before"]["gpu_bytes"]), mib(m["before"]["host_heap_bytes"])],
+                ["after", mib(m["after"]["gpu_bytes"]), mib(m["after"]["host_heap_bytes"])]]),
+        f"tokens identical across the runs: {'yes' if report['tokens_identical'] else 'NO'}; a step past the cache: "
+        f"{report['context_end_refused'] or 'NOT refused'}",
+        *(f"problem: {p}" for p in report["problems"]),
+    ])
 
 
 def format_peer_bench(report: dict) -> str:

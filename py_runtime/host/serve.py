@@ -5,18 +5,24 @@
   `Cache-Control: no-store`, so a rebuilt wheel is never served stale.
 - POST /api/results/<run>/<name>: the body is stored as <results>/<run>/<name>. Names are plain
   ([A-Za-z0-9._-], no leading dot); bodies are capped.
+- POST /api/oracle/generation: the page's model views send a generated sequence and some of its logits
+  (base64 f32) as JSON; the answer is the transformers oracle's verdict per run (host/oracle/model.py
+  verify_generation), one request at a time. A server made with `oracle=None` answers 404, and one
+  without torch/transformers says why it judged nothing: the page then shows "not checked".
 - Any path that is not plainly inside its root (`..`, encoded or not, absolute, symlinked out) is 404.
 """
 
 from __future__ import annotations
 
+import base64
 import http.server
+import json
 import re
 import threading
 import urllib.parse
 from pathlib import Path
 
-__all__ = ["LabServer", "MAX_UPLOAD_BYTES", "MIME_TYPES"]
+__all__ = ["LabServer", "MAX_UPLOAD_BYTES", "MIME_TYPES", "generation_oracle"]
 
 MAX_UPLOAD_BYTES = 256 * 1024 * 1024
 MIME_TYPES = {
@@ -37,6 +43,31 @@ MIME_TYPES = {
     ".md": "text/plain; charset=utf-8",
 }
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
+def generation_oracle(payload: dict) -> dict:
+    """{"runs": [{label, verdict, ...}]} for the page's {"runs": [{label, model, layers, seed, policy,
+    prompt_ids, tokens, logits: {step: base64 f32}}]}; {"runs": [], "reason"} where no oracle is installed."""
+    try:
+        import torch            # noqa: F401  (the oracle extra)
+        import transformers     # noqa: F401
+    except ImportError as error:
+        return {"runs": [], "reason": f"the dev server has no transformers oracle ({error}); install the "
+                                      f"`oracle` extra (scripts/setup.sh does)"}
+    import numpy as np
+
+    from .oracle.model import verify_generation
+
+    runs = []
+    for run in payload["runs"]:
+        logits = {int(step): np.frombuffer(base64.b64decode(text), np.float32)
+                  for step, text in run["logits"].items()}
+        try:
+            judged = verify_generation(run, logits)
+        except (ValueError, KeyError, TypeError) as error:
+            judged = {"verdict": "not checked", "reason": f"the oracle could not judge this run: {error}"}
+        runs.append({"label": run.get("label"), **judged})
+    return {"runs": runs}
 
 
 def _safe_join(root: Path, url_path: str) -> Path | None:
@@ -87,6 +118,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._get(head=True)
 
     def do_POST(self):
+        if urllib.parse.urlsplit(self.path).path == "/api/oracle/generation":
+            return self._oracle()
         parts = urllib.parse.urlsplit(self.path).path.split("/")
         # ['', 'api', 'results', run, name]
         if len(parts) != 5 or parts[1:3] != ["api", "results"] or not all(
@@ -103,6 +136,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         (folder / parts[4]).write_bytes(body)
         self._send(200, b"stored\n")
 
+    def _oracle(self):
+        if self.server.oracle is None:
+            self._drain()
+            return self._send(404, b"this server has no oracle\n")
+        length = int(self.headers.get("Content-Length") or -1)
+        if length < 0 or length > MAX_UPLOAD_BYTES:
+            self.close_connection = True
+            return self._send(413, f"a request must have a Content-Length of at most {MAX_UPLOAD_BYTES}\n".encode())
+        try:
+            payload = json.loads(self.rfile.read(length))
+            if not isinstance(payload, dict) or not isinstance(payload.get("runs"), list):
+                raise ValueError("the body must be {\"runs\": [...]}")
+        except ValueError as error:
+            return self._send(400, f"bad oracle request: {error}\n".encode())
+        with self.server.oracle_lock:          # one oracle at a time: each holds a model in CPU memory
+            answer = self.server.oracle(payload)
+        self._send(200, json.dumps(answer).encode(), "application/json")
+
     def _drain(self):
         length = int(self.headers.get("Content-Length") or 0)
         if 0 < length <= MAX_UPLOAD_BYTES:
@@ -112,7 +163,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class LabServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, *, web_root: Path, results_root: Path, port: int = 0, verbose: bool = False):
+    def __init__(self, *, web_root: Path, results_root: Path, port: int = 0, verbose: bool = False,
+                 oracle=generation_oracle):
+        self.oracle = oracle
+        self.oracle_lock = threading.Lock()
         self.web_root = Path(web_root).resolve()
         self.results_root = Path(results_root).resolve()
         self.verbose = verbose

@@ -4,9 +4,10 @@ greedy decode step, with the next token chosen and fed back on the GPU.
 The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (its first position):
 
   q4_embedding(ids -> h)
-  per layer:  rms_norm(h -> xn) | QKV (q4_linear_qkv) | [Qwen3: per-head rms_norm of q and k] |
-              rope_kv_cache_write (RoPE of q and k and the KV cache write in one dispatch; rope, rope,
-              kv_cache_write where head_dim is not a multiple of 4) | sdpa | h += o-proj(attn) |
+  per layer:  rms_norm(h -> xn) | QKV (q4_linear_qkv) |
+              rope_kv_cache_write (RoPE of q and k and the KV cache write in one dispatch, Qwen3's
+              per-head RMSNorm of q and k folded in front; rms_norm, rope, rope, kv_cache_write where
+              head_dim is not a multiple of 4) | sdpa | h += o-proj(attn) |
               rms_norm(h -> xn) | gate, up, swiglu | h += down(act)
               (the residual adds are folded into the o-proj and down linears: q4_linear(accumulate=True))
   head:       last_row(h) | final rms_norm | lm_head (the tied embedding) | argmax -> ids[0] |
@@ -25,7 +26,8 @@ materialized decode route) the host re-sizes the position's dispatches before ea
 Activation policies (POLICIES):
   f32    every linear reads f32 activations (GEMVs at a decode step, GEMMs at a prefill)
   int8x  every step quantizes each linear's input to int8 per group once, every row (rms_norm_int8x
-         where a norm produces it, quantize_activations otherwise): decode steps run the int8x GEMVs
+         where a norm produces it, a decode's FlashDecoding reduce for the o-proj's, quantize_activations
+         otherwise): decode steps run the int8x GEMVs
          (the fused QKV and the fused gate/up + SwiGLU), prefills the DP4A GEMMs (gate and up apart,
          then swiglu: those idle at decode)
 
@@ -57,6 +59,10 @@ from .weights import GROUP_SIZE, ModelWeights
 __all__ = ["POLICIES", "Decoder", "ContextFull"]
 
 POLICIES = ("f32", "int8x")
+
+
+def _no_progress(stage: str, done: int, total: int) -> None:
+    pass
 
 
 class ContextFull(ValueError):
@@ -101,11 +107,12 @@ class Decoder:
 
     @classmethod
     async def create(cls, runtime, config: ModelConfig, *, seed: int, max_prompt: int, capacity: int,
-                     policy: str = "f32", gpu_position: bool | None = None) -> "Decoder":
+                     policy: str = "f32", gpu_position: bool | None = None, progress=None) -> "Decoder":
         """Allocate the synthetic weights and every buffer, record the plan (every op validates its
         shapes here, before anything runs), then generate the weights on the GPU. `gpu_position`
         False keeps the position on the host (every step re-sized); True refuses a plan that cannot
-        keep it on the GPU; None (default) keeps it there where the plan allows."""
+        keep it on the GPU; None (default) keeps it there where the plan allows. `progress(stage, done,
+        total)` hears "pipelines" once per layer recorded (and the head) and "weights" around their generation."""
         if policy not in POLICIES:
             raise ValueError(f"unknown activation policy {policy!r}; known: {POLICIES}")
         if not 1 <= max_prompt <= capacity:
@@ -113,9 +120,12 @@ class Decoder:
         weights = await ModelWeights.allocate(runtime, config, seed=seed, scales_rows=policy == "int8x")
         decoder = cls(runtime, config, weights, max_prompt=max_prompt, capacity=capacity, policy=policy,
                       gpu_position=gpu_position)
+        progress = progress or _no_progress
         try:
-            await decoder._record()
+            await decoder._record(progress)
+            progress("weights", 0, 1)
             await weights.generate()
+            progress("weights", 1, 1)
         except BaseException:
             decoder.release()
             raise
@@ -135,7 +145,7 @@ class Decoder:
         self.ops.append(op)
         await self.plan.add(op)
 
-    async def _record(self) -> None:
+    async def _record(self, progress) -> None:
         c, w, rows, t = self.config, self.weights, self.max_prompt, self._tensor
         adapter = self.runtime.device.adapter
         d, hd, f = c.hidden, c.head_dim, c.intermediate
@@ -149,7 +159,7 @@ class Decoder:
                    await t("v", (rows, c.kv_heads, hd)))
         q_rot = await t("q_rot", (rows, c.heads, hd))
         k_rot = await t("k_rot", (rows, c.kv_heads, hd)) if hd % 4 else None
-        if c.qk_norm:
+        if c.qk_norm and hd % 4:
             qn, kn = await t("qn", (rows, c.heads, hd)), await t("kn", (rows, c.kv_heads, hd))
         attn = await t("attn", (rows, c.heads, hd))
         attn_rows = _view(attn, (rows, c.q_dim))
@@ -179,6 +189,7 @@ class Decoder:
                              f"the fused RoPE + cache write and one of {', '.join(FLASH_ROUTES)})")
         gpu = self.position_on_gpu = possible and self.gpu_position is not False
         pos = 0 if gpu else POS
+        reduce_quantizes = int8x and decode_route in FLASH_ROUTES and hd % GROUP_SIZE == 0
         if int8x:
             # every row quantized: the prefill's linears take the DP4A GEMMs (the head reads one row)
             xn_q, attn_q, act_q = [await self._int8(x, rows) for x in (xn, attn_rows, act)]
@@ -195,13 +206,15 @@ class Decoder:
                 await add(rms_norm(x=h, weight=weight, out=xn, eps=c.norm_eps, adapter=adapter))
 
         for i in range(c.layers):
+            progress("pipelines", i, c.layers + 1)
             layer = lambda name: w[f"layers.{i}.{name}"]    # noqa: E731
             await norm_into_xn(layer("attn_norm"))
             await add(q4_linear_qkv(x=xn, weight=layer("qkv"), adapter=adapter, int8=xn_q if int8x else None,
                                     outs=(_view(q, (rows, c.q_dim)), _view(k, (rows, c.kv_dim)),
                                           _view(v, (rows, c.kv_dim)))))
             q_src, k_src = q, k
-            if c.qk_norm:
+            fused_norm = c.qk_norm and hd % 4 == 0      # folded into the fused RoPE + cache write
+            if c.qk_norm and not fused_norm:
                 await add(rms_norm(x=q, weight=layer("q_norm"), out=qn, heads=c.heads, eps=c.norm_eps,
                                    adapter=adapter))
                 await add(rms_norm(x=k, weight=layer("k_norm"), out=kn, heads=c.kv_heads, eps=c.norm_eps,
@@ -209,15 +222,17 @@ class Decoder:
                 q_src, k_src = qn, kn
             if hd % 4 == 0:         # the fused kernel rotates two pairs per invocation
                 await add(rope_kv_cache_write(q=q_src, k=k_src, v=v, q_out=q_rot, table=table, cache=caches[i],
-                                              heads=c.heads, layout=c.rope_layout, pos=pos))
+                                              heads=c.heads, layout=c.rope_layout, pos=pos, eps=c.norm_eps,
+                                              qk_norm=(layer("q_norm"), layer("k_norm")) if fused_norm else None))
             else:
                 await add(rope(src=q_src, dst=q_rot, table=table, heads=c.heads, head_dim=hd, layout=c.rope_layout))
                 await add(rope(src=k_src, dst=k_rot, table=table, heads=c.kv_heads, head_dim=hd, layout=c.rope_layout))
                 await add(kv_cache_write(k=k_rot, v=v, cache=caches[i]))
             await add(sdpa(q=q_rot, cache=caches[i], out=attn, scratch=scratch, heads=c.heads, adapter=adapter,
-                           pos=pos, gpu_position=gpu))
-            if int8x:
-                await add(quantize_activations(attn_q))
+                           pos=pos, gpu_position=gpu, int8=attn_q if reduce_quantizes else None))
+            if int8x:           # (a decode's FlashDecoding reduce writes it where reduce_quantizes)
+                quantize = quantize_activations(attn_q)
+                await add(_prefill_only(quantize) if reduce_quantizes else quantize)
             await add(q4_linear(x=attn_rows, weight=layer("o"), out=h, adapter=adapter,
                                 int8=attn_q if int8x else False, accumulate=True))
             await norm_into_xn(layer("mlp_norm"))
@@ -234,6 +249,7 @@ class Decoder:
                                 int8=act_q if int8x else False, accumulate=True))
 
         # The head reads one row at every step: its sizes are fixed, not the live TOKENS.
+        progress("pipelines", c.layers, c.layers + 1)
         await add(last_row(x=h, out=last))
         if int8x:
             await add(rms_norm_int8x(x=last, weight=w["final_norm"], act=last_q, eps=c.norm_eps, tokens=1))
@@ -244,6 +260,7 @@ class Decoder:
         await add(argmax(values=self.logits, block_keys=block_keys, block_index=block_index, result=self.ids))
         await add(token_history(next_id=self.ids, history=self.history, offset=self.offset, pos=pos, advance=gpu))
         self.plan.record()
+        progress("pipelines", c.layers + 1, c.layers + 1)
 
     def _check_step(self, tokens: int) -> None:
         if self.position + tokens > self.capacity:

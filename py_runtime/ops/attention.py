@@ -138,12 +138,18 @@ def kv_cache_write(*, k: Tensor, v: Tensor, cache: KVCache, tokens: int | str = 
 
 
 def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table: Tensor, cache: KVCache, heads: int,
-                        layout: str, tokens: int | str = TOKENS, pos: int | str = POS) -> Op:
+                        layout: str, tokens: int | str = TOKENS, pos: int | str = POS,
+                        qk_norm: tuple[Tensor, Tensor] | None = None, eps: float = 1e-6) -> Op:
     """q_out = RoPE(q); cache[pos:pos + tokens] = f16(RoPE(k)), f16(v): ops.rope.rope on q and on k and
     kv_cache_write in one dispatch, for q [>= tokens, heads, D] and k, v [>= tokens, Hkv, D] f32, with
-    head_dim a multiple of 4 and a cos/sin table from ops.rope (cos_sin_table_gpu or cos_sin_table)."""
+    head_dim a multiple of 4 and a cos/sin table from ops.rope (cos_sin_table_gpu or cos_sin_table).
+    `qk_norm` (the q and k weights, f32 [D]) first normalizes each head of q and k (Qwen3's per-head
+    RMSNorm, ops.norm.rms_norm(heads=) with `eps`): a workgroup per (token, head) row."""
     dim, kv_heads = cache.head_dim, cache.kv_heads
     problems = []
+    for name, weight in zip(("q", "k"), qk_norm or ()):
+        if weight.dtype != "f32" or weight.shape != (dim,):
+            problems.append(f"the {name} norm weight {weight!r} must be f32 [{dim}]")
     if layout not in LAYOUTS:
         problems.append(f"unknown RoPE layout {layout!r} (known: {', '.join(LAYOUTS)})")
     if dim % 4:
@@ -167,15 +173,24 @@ def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table
         if p + t > table.shape[0]:
             raise ValueError(f"{label}: positions [{p}, {p + t}) outside the {table.shape[0]}-row cos/sin table")
         work = t * (heads + kv_heads) * dim // 4
-        return Sizing(workgroups=linear_grid(work, spec.invocations, live_limit(live)) if work else IDLE,
-                      params=spec.pack_params(tokens=t, heads=heads, kv_heads=kv_heads, half=dim // 2, pos=p,
-                                              capacity=cache.capacity, table_rows=table.shape[0]),
+        fields = dict(tokens=t, heads=heads, kv_heads=kv_heads, half=dim // 2, pos=p, capacity=cache.capacity,
+                      table_rows=table.shape[0])
+        if qk_norm:                                         # a workgroup per (token, head) row
+            grid = linear_grid(t * (heads + kv_heads), 1, live_limit(live)) if work else IDLE
+            fields["eps"] = eps
+        else:
+            grid = linear_grid(work, spec.invocations, live_limit(live)) if work else IDLE
+        return Sizing(workgroups=grid, params=spec.pack_params(**fields),
                       bytes_moved=4 * t * dim * (2 * heads + 2 * kv_heads) + 2 * 2 * t * kv_heads * dim
                       + 4 * t * dim * (heads + kv_heads), flops=6 * t * (heads + kv_heads) * dim // 2)
 
-    return single(OpCall(label=label, kernel=f"rope_kv_cache_write_{layout}", route="rope_kv_cache_write",
-                         tensors={"q": q, "k": k, "v": v, "table": table, "q_out": q_out, "k_cache": cache.k,
-                                  "v_cache": cache.v, "offset": cache.offset}, sizing=sizing))
+    tensors = {"q": q, "k": k, "v": v, "table": table, "q_out": q_out, "k_cache": cache.k, "v_cache": cache.v,
+               "offset": cache.offset}
+    if qk_norm:
+        tensors.update(q_norm=qk_norm[0], k_norm=qk_norm[1])
+    return single(OpCall(label=label, kernel=f"rope_kv_cache_write_{layout}{'_norm' if qk_norm else ''}",
+                         route="rope_kv_cache_write_norm" if qk_norm else "rope_kv_cache_write", tensors=tensors,
+                         sizing=sizing))
 
 
 @dataclass(frozen=True)
@@ -193,6 +208,7 @@ class _Attention:
     q32: bool = False
     flash_split: tuple[str, int] | None = None
     gpu_position: bool = False
+    int8: object = None             # Int8Activations of out's row, written by the decode's reduce pass
 
     @property
     def group(self) -> int:
@@ -325,16 +341,23 @@ def _flash(subgroup: bool):
         def reduce(spec, live):
             active, splits, fields = plan(live)
             counted = active and not req.gpu_position
+            if req.int8 is not None:
+                fields.update(row=req.heads * dim, group_size=req.int8.group_size)
             return Sizing(workgroups=(req.heads, 1, 1) if active else IDLE, params=spec.pack_params(**fields),
                           bytes_moved=4 * req.heads * splits * (dim + 2) + 4 * req.heads * dim if counted else 0)
+
+        reduce_tensors = {"part_ml": req.scratch.part_ml, "part_o": req.scratch.part_o, "out": req.out,
+                          "offset": cache.offset}
+        if req.int8 is not None:
+            reduce_tensors.update(act_words=req.int8.words, act_stats=req.int8.stats)
 
         scratch = req.scratch
         return [OpCall(label=f"{req.label}.flash_split", kernel=split_kernel, route=route,
                        tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "part_ml": scratch.part_ml,
                                 "part_o": scratch.part_o, "offset": cache.offset}, sizing=split, phase="decode"),
-                OpCall(label=f"{req.label}.flash_reduce", kernel="sdpa_flash_reduce", route=route,
-                       tensors={"part_ml": scratch.part_ml, "part_o": scratch.part_o, "out": req.out,
-                                "offset": cache.offset}, sizing=reduce, phase="decode")]
+                OpCall(label=f"{req.label}.flash_reduce",
+                       kernel="sdpa_flash_reduce_i8x" if req.int8 is not None else "sdpa_flash_reduce", route=route,
+                       tensors=reduce_tensors, sizing=reduce, phase="decode")]
     return build
 
 
@@ -435,7 +458,8 @@ PREFILL_ROUTES = (*(Route(name=route, guard=_tiled_guard(route), build=_tiled(ro
 
 def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int, adapter,
          scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
-         q32: bool = False, flash_split: tuple[str, int] | None = None, gpu_position: bool = False) -> Op:
+         q32: bool = False, flash_split: tuple[str, int] | None = None, gpu_position: bool = False,
+         int8=None) -> Op:
     """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
     (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
     scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
@@ -444,7 +468,9 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
     sdpa_flash_split_sg kernel of this geometry, workgroups wanted) replaces the tuning table's pick, for
     benchmark sweeps. `gpu_position`: decode steps add the cache's offset to `pos`, which the GPU advances
     between steps (KVCache), so the FlashDecoding passes are sized once for any context; the
-    materialized decode route, sized by the context, refuses it."""
+    materialized decode route, sized by the context, refuses it. `int8` (Int8Activations of out's rows
+    as [tokens, heads * D]) makes a decode's FlashDecoding reduce also write its row quantized for an
+    int8x linear, in place of quantize_activations (heads of whole groups; a prefill still needs one)."""
     if flash_split is not None:
         values = kernel(flash_split[0]).template_values
         if (values["G"], 32 * values["W"] >= cache.head_dim) != (heads // cache.kv_heads, True):
@@ -459,24 +485,27 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
             problems.append(f"{name} {t!r} must be f32 [tokens, {heads}, {dim}]")
     if scratch.capacity < cache.capacity:
         problems.append(f"the scratch's scores hold {scratch.capacity} keys per row, fewer than the cache's {cache.capacity}")
+    if int8 is not None and (int8.x.buffer != out.buffer or int8.k != heads * dim or dim % int8.group_size):
+        problems.append(f"int8 activations of {int8.x.name!r} (K {int8.k}, groups of {int8.group_size}) are not of out's "
+                        f"rows of {heads} x {dim} in whole groups per head")
     if problems:
         raise ValueError("sdpa: " + "; ".join(problems))
     label = f"sdpa({out.name})"
     req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label,
-                     adapter, q32, flash_split, gpu_position)
+                     adapter, q32, flash_split, gpu_position, int8)
     if force is not None:
         slot, routes = ("decode", DECODE_ROUTES) if force in {r.name for r in DECODE_ROUTES} else ("prefill",
                                                                                                    PREFILL_ROUTES)
         route, decision = choose(routes, req, op=label, slot=slot, force=force)
-        if gpu_position and route.name not in FLASH_ROUTES:
-            raise ValueError(f"{label}: {route.name} reads the position from its params alone; gpu_position "
-                             f"needs a FlashDecoding route ({', '.join(FLASH_ROUTES)})")
+        if (gpu_position or int8 is not None) and route.name not in FLASH_ROUTES:
+            raise ValueError(f"{label}: {route.name} reads the position from its params alone and writes f32 "
+                             f"only; gpu_position and int8 need a FlashDecoding route ({', '.join(FLASH_ROUTES)})")
         return Op(label, tuple(_materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)),
                   (decision,))
     decode, decode_why = choose(DECODE_ROUTES, req, op=label, slot="decode")
-    if gpu_position and decode.name == "sdpa_materialized":
+    if (gpu_position or int8 is not None) and decode.name == "sdpa_materialized":
         raise ValueError(f"{label}: the decode route here is sdpa_materialized ({decode_why}), whose passes are "
-                         f"sized by the context on the host: the position cannot live on the GPU")
+                         f"sized by the context on the host and write f32 only: neither gpu_position nor int8")
     if decode.name == "sdpa_materialized":
         return Op(label, tuple(decode.build(req)), (decode_why,))
     prefill, prefill_why = choose(PREFILL_ROUTES, req, op=label, slot="prefill")

@@ -17,9 +17,11 @@ from ..checks.attention import PRESETS as ATTENTION_PRESETS
 from ..checks.attention_bench import ATTENTION_PRESETS as ATTENTION_BENCH_PRESETS
 from ..checks.attention import run_attention_checks
 from ..checks.decoder_blocks import ALLOWED_LENGTHS, MODELS, DecoderBlocksOptions, run_decoder_blocks
+from ..checks.generate import COMPARE_SIZES, SIZES, run_compare, run_generate
 from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_check
 from ..checks.host_cost import run_host_cost
 from ..checks.model_bench import POSITIONS, run_model_bench
+from ..checks.model_soak import run_model_soak
 from ..checks.peer_bench import FLAVOURS, PEER_DEVICES, PEERS, run_peer_bench
 from ..checks.model_run import MODEL_KEYS, POLICIES, ModelRunOptions, run_model_check
 from ..checks.kernel_bench import BENCH_PRESETS, STEP_PRESETS, run_kernel_bench
@@ -31,9 +33,11 @@ from ..checks.unary import CheckOptions, run_unary_check
 from ..ops.unary import UNARY_OPS
 from .schema import Option, validate
 
-__all__ = ["Workload", "WORKLOADS", "DEFAULT_SUITE", "KINDS", "Option", "get", "by_kind", "schemas"]
+__all__ = ["Workload", "WORKLOADS", "DEFAULT_SUITE", "PAGE_SUITE", "KINDS", "Option", "get", "by_kind", "schemas"]
 
-KINDS = ("check", "bench")      # check: judged in the runtime and/or by the host oracle; bench: measures only
+# check: judged in the runtime and/or by the host oracle; bench: measures only; view: the page's model
+# views, which run, measure and hand their logits to the dev server's oracle (the page asks it)
+KINDS = ("check", "bench", "view")
 Runner = Callable[..., Awaitable[dict]]
 
 
@@ -189,6 +193,27 @@ MODEL = Workload(
     runner=_model, renderer="model")
 
 
+async def _model_soak(runtime, options, sink, progress):
+    return await run_model_soak(runtime, **options, progress=progress)
+
+
+_SOAK = _defaults(run_model_soak)
+MODEL_SOAK = Workload(
+    name="model_soak", title="A long greedy decode twice: identical tokens, flat memory, the context's end refused",
+    kind="check",
+    options=(Option(name="model", type="str", default=_SOAK["model"], allowed=MODEL_KEYS),
+             Option(name="layers", type="int", default=_SOAK["layers"], minimum=1,
+                    help="decoder layers (default: the model's)"),
+             Option(name="prompt", type="int", default=_SOAK["prompt"], minimum=1, help="prompt tokens"),
+             Option(name="steps", type="int", default=_SOAK["steps"], minimum=1, help="greedy decode steps per run"),
+             Option(name="policy", type="str", default=_SOAK["policy"], allowed=POLICIES,
+                    help="activations of the decode linears"),
+             Option(name="seed", type="int", default=_SOAK["seed"]),
+             Option(name="batch", type="int", default=_SOAK["batch"], minimum=1,
+                    help="decode steps between readbacks of the generated ids")),
+    runner=_model_soak, renderer="model_soak")
+
+
 async def _model_bench(runtime, options, sink, progress):
     return await run_model_bench(runtime, **options, progress=progress)
 
@@ -280,6 +305,50 @@ HOST_COST = Workload(
              Option(name="steps", type="int", default=_HOST["steps"], minimum=1)),
     runner=_host_cost, renderer="host_cost", aliases=("host",))
 
+_SIZE = Option(name="size", type="str", default="auto", allowed=("auto", *SIZES),
+               help="auto: small on a CPU adapter, full (the real geometry) on a GPU; options given win")
+_VIEW_COMMON = (
+    Option(name="model", type="str", default=None, allowed=MODEL_KEYS, help="the geometry (auto: from size)"),
+    Option(name="layers", type="int", default=None, minimum=1, help="decoder layers (auto: from size)"),
+    Option(name="prompt", type="int", default=None, minimum=1, help="prompt tokens (auto: from size)"),
+    Option(name="decode", type="int", default=None, minimum=1, help="greedy decode steps (auto: from size)"),
+)
+_VIEW_TAIL = (
+    Option(name="seed", type="int", default=7, help="weights and prompt"),
+    Option(name="batch", type="int", default=8, minimum=1, help="decode steps between readbacks of the ids"),
+    Option(name="profile", type="bool", default=True, help="one profiled prefill and decode step"),
+    Option(name="oracle", type="bool", default=True, help="ask the dev server's transformers oracle"),
+)
+
+GENERATE = Workload(
+    name="generate",
+    title="A model generating: tok/s, time to first token, routes, kernel shares, the oracle's verdict",
+    kind="view",
+    options=(_SIZE, *_VIEW_COMMON,
+             Option(name="policy", type="str", default=None, allowed=POLICIES,
+                    help="activations of the linears (auto: from size)"),
+             Option(name="position", type="str", default="auto", allowed=tuple(POSITIONS),
+                    help="where the sequence's position lives between decode steps (auto: the GPU where the "
+                         "plan allows)"),
+             *_VIEW_TAIL),
+    runner=run_generate, renderer="generate")
+
+COMPARE = Workload(
+    name="compare",
+    title="Two settings of one model (policy, position), alternating: tok/s, kernel deltas, routes, tokens",
+    kind="view",
+    options=(Option(name="size", type="str", default="auto", allowed=("auto", *COMPARE_SIZES), help=_SIZE.help),
+             *_VIEW_COMMON,
+             Option(name="a", type="str", default="f32", allowed=POLICIES, help="policy of side a"),
+             Option(name="b", type="str", default="int8x", allowed=POLICIES, help="policy of side b"),
+             Option(name="a_position", type="str", default="auto", allowed=tuple(POSITIONS),
+                    help="where side a's position lives between decode steps"),
+             Option(name="b_position", type="str", default="auto", allowed=tuple(POSITIONS),
+                    help="where side b's position lives between decode steps"),
+             Option(name="rounds", type="int", default=2, minimum=1, help="timed passes of each side, alternating"),
+             *_VIEW_TAIL),
+    runner=run_compare, renderer="compare")
+
 
 
 async def _tokenizer(runtime, options, sink, progress):
@@ -292,10 +361,11 @@ TOKENIZER = Workload(
     options=(Option(name="vocabularies", type="str list", default=VOCABULARIES, allowed=VOCABULARIES),),
     runner=_tokenizer, renderer="tokenizer")
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS, ATTENTION, MODEL,
-                                                      TOKENIZER, MODEL_BENCH, PEER_BENCH,
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (GENERATE, COMPARE, UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS,
+                                                      ATTENTION, MODEL, MODEL_SOAK, TOKENIZER, MODEL_BENCH, PEER_BENCH,
                                                       KERNEL_BENCH, HOST_COST)}
-DEFAULT_SUITE = UNARY.name
+DEFAULT_SUITE = UNARY.name       # the CLI's `check` default
+PAGE_SUITE = GENERATE.name       # the page's default view
 
 
 def get(name: str) -> Workload:
@@ -312,4 +382,5 @@ def by_kind(kind: str) -> list[Workload]:
 
 def schemas() -> dict:
     """Every workload's declaration as plain JSON (the page's and the CLI's source for choices)."""
-    return {"default_suite": DEFAULT_SUITE, "workloads": {name: w.to_json() for name, w in WORKLOADS.items()}}
+    return {"default_suite": DEFAULT_SUITE, "page_suite": PAGE_SUITE,
+            "workloads": {name: w.to_json() for name, w in WORKLOADS.items()}}

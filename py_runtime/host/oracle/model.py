@@ -53,8 +53,9 @@ from ...models.weights import GROUP_SIZE, MatrixSpec, weight_specs
 from .decoder_blocks import rope_cos_sin_reference
 from .synth import synth_key_np, synth_values_np
 
-__all__ = ["q4_dequantized_np", "q4_matrix_np", "HfTensor", "hf_layout", "hf_config", "model_weights_np", "hf_model", "OracleRun", "run_oracle", "tolerance_sigmas",
-           "verify_model_report", "judge_logits", "verify_peer_report", "PEER_POLICY"]
+__all__ = ["q4_dequantized_np", "q4_matrix_np", "HfTensor", "hf_layout", "hf_config", "model_weights_np", "hf_model",
+           "OracleRun", "run_oracle", "tolerance_sigmas", "verify_generation", "verify_model_report", "judge_logits",
+           "verify_peer_report", "PEER_POLICY"]
 
 U = 2.0 ** -24
 SAFETY = 4.0
@@ -362,6 +363,57 @@ def judge_logits(config: ModelConfig, seed: int, prompt: list[int], tokens: list
         rows.append({"step": index, "error_sigma": error, "sigma": sigma})
     return {"tolerance_sigma": tolerance, "worst_sigma": worst, "worst_of_tolerance": worst / tolerance,
             "near_ties": near_ties, "steps": rows}
+
+
+def verify_generation(run: dict, logits: dict[int, np.ndarray]) -> dict:
+    """Judge a generated sequence (the page's `generate` and `compare` views) against the transformers oracle.
+
+    `run`: model, layers, seed, policy, prompt_ids and tokens (the greedy token after the prompt and after
+    each decode step); `logits`: the GPU's f32 logits at some of those steps (step -> [V]). Every token must
+    be the oracle's argmax, fed the GPU's own tokens, except within 2 tolerances of it (a near tie); every
+    given step's logits must be within the policy's tolerance and their argmax the token chosen.
+    Returns {"verdict": "passed" | "failed", "failures", "worst_sigma", "tolerance_sigma", "near_ties", ...}."""
+    config = model_config(run["model"], run["layers"])
+    tokens = [int(t) for t in run["tokens"]]
+    if not tokens:
+        raise ValueError("no generated tokens to judge")
+    oracle = run_oracle(config, int(run["seed"]), tuple(int(t) for t in run["prompt_ids"]), tuple(tokens[:-1]))
+    tolerance = tolerance_sigmas(config, run["policy"])
+    failures, near_ties, worst, checked_logits = [], [], 0.0, []
+    for step, token in enumerate(tokens):
+        exact = oracle[step]
+        sigma = float(np.sqrt(np.mean(exact ** 2)))
+        best = int(np.argmax(exact))
+        if token != best:
+            gap = float(exact[best] - exact[token]) / sigma if 0 <= token < exact.size else math.inf
+            if gap <= 2 * tolerance:
+                near_ties.append({"step": step, "gpu": token, "oracle": best, "gap_sigma": gap})
+            else:
+                failures.append(f"step {step}: the GPU chose {token}, the oracle {best}, {gap:.3g} sigma apart "
+                                f"(over 2 x {tolerance:.3g})")
+    for step, gpu in sorted(logits.items()):
+        if not 0 <= step < len(tokens):
+            failures.append(f"logits of step {step}: no such step (0..{len(tokens) - 1})")
+            continue
+        exact = oracle[step]
+        if gpu.shape != exact.shape:
+            failures.append(f"step {step}: {gpu.size} logits, the oracle has {exact.size}")
+            continue
+        if not np.all(np.isfinite(gpu)):
+            failures.append(f"step {step}: non-finite logits")
+            continue
+        if int(np.argmax(gpu)) != tokens[step]:
+            failures.append(f"step {step}: token {tokens[step]}, but its logits' argmax is {int(np.argmax(gpu))}")
+        sigma = float(np.sqrt(np.mean(exact ** 2)))
+        error = float(np.max(np.abs(gpu.astype(np.float64) - exact))) / sigma
+        worst = max(worst, error)
+        checked_logits.append(step)
+        if error > tolerance:
+            failures.append(f"step {step}: logits off by {error:.3g} sigma, over the {run['policy']} tolerance "
+                            f"{tolerance:.3g}")
+    return {"verdict": "failed" if failures else "passed", "failures": failures[:8], "worst_sigma": worst,
+            "tolerance_sigma": tolerance, "worst_of_tolerance": worst / tolerance, "near_ties": near_ties,
+            "tokens_checked": len(tokens), "logits_checked": checked_logits}
 
 
 PEER_POLICY = "int8x"       # the peer build's MatMulNBits carry accuracy_level 4: int8 activations allowed

@@ -40,7 +40,6 @@ fn split_layout() -> vec3<u32> {
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> offset: array<u32>;
 @group(0) @binding(4) var<uniform> params: Params;
-
 const RWG: u32 = 128u;                        // the reduce's invocations
 const MAXSPLITS: u32 = 256u;                  // ops/attention.py MAX_SPLITS: two per invocation
 const PER: u32 = 8u;                          // partial output words an invocation loads at once
