@@ -58,3 +58,17 @@ def test_tiny_shared_device_subgroup_kernels_are_wrong_on_swiftshader(lab, run_i
 @pytest.mark.full
 def test_llama_two_layers_both_engines_match_transformers(lab, run_id):
     _compare(lab, run_id, model="llama", prompt=32, decode=2, trials=1)
+
+
+def test_the_compare_view_runs_the_peer_as_side_b(lab, results_dir):
+    """The page's compare view with b=ort-web: ours (f32) against ONNX Runtime Web, both judged by the dev
+    server's oracle (the peer build found through vendor/peer/index.json)."""
+    build_peer(repo_root(), "tiny", 2, 7, log=lambda line: None)
+    shot = results_dir / "demo-compare-peer.png"
+    run = lab.run_page({"suite": "compare", "a": "f32", "b": "ort-web", "prompt": 16, "decode": 4, "rounds": 2},
+                       timeout_s=600, screenshot=shot)
+    assert_clean(run)
+    assert run.status_text.startswith("PASS: tiny (made up), 2 layers: decode "), run.status_text
+    assert [r["verdict"] for r in run.report["oracle"]["runs"]] == ["passed", "passed"]
+    assert "Side b is a peer engine: ort-web (ONNX Runtime Web 1.30.0" in run.page_text
+    assert not run.report["sides"]["b"]["share_device"]          # SwiftShader: auto gives it its own device

@@ -506,11 +506,17 @@ function renderCompare(report) {
       ["decode tok/s per round", a.rounds_decode_tok_s.map((x) => fixed(x)).join(", "),
         b.rounds_decode_tok_s.map((x) => fixed(x)).join(", "), ""],
       ["same tokens every round", a.tokens_repeat ? "yes" : "NO", b.tokens_repeat ? "yes" : "NO", ""],
-      ["position between steps", a.position_on_gpu ? "GPU" : "host", b.position_on_gpu ? "GPU" : "host", ""],
+      ["position between steps", a.engine ? "-" : a.position_on_gpu ? "GPU" : "host",
+        b.engine ? "-" : b.position_on_gpu ? "GPU" : "host", ""],
     ]),
     el("p", { class: "tokens" }, `Tokens agree at ${agree.same} of ${agree.of} positions` +
       (agree.first_difference === null ? " (identical)." : `; first difference at step ${agree.first_difference}.`)),
-    el("p", { class: "tokens" }, `a: ${a.tokens.join(" ")}`), el("p", { class: "tokens" }, `b: ${b.tokens.join(" ")}`));
+    el("p", { class: "tokens" }, `a: ${a.tokens.join(" ")}`), el("p", { class: "tokens" }, `b: ${b.tokens.join(" ")}`),
+    ...(b.engine ? [el("p", {}, `Side b is a peer engine: ${b.setting} on ` +
+      `${b.share_device ? "our GPUDevice" : "a device of its own without subgroups"}, build ${b.peer_build.key} ` +
+      `(our Q4 levels and scales, int4 block ${b.peer_build.block_size}). Its prefill is timed to its first id on ` +
+      "the host (its time to first token); it has no routes or kernel timings here; the oracle judges it with " +
+      "the int8x tolerance.")] : []));
   const routeRows = ["prefill", "decode"].map((phase) => [phase,
     textCell(report.routes_differ[phase].only_a.join(", ") || "-"),
     textCell(report.routes_differ[phase].only_b.join(", ") || "-")]);

@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 
 from ..models.config import model_config
-from ..models.decoder import Decoder
+from ..models.decoder import POLICIES, Decoder
 from .model_bench import POSITIONS, kernel_rows
 from .model_run import prompt_ids
 from .outcome import NOT_CHECKED, no_progress
@@ -241,6 +241,9 @@ async def run_compare(runtime, options: dict, sink=None, progress=no_progress) -
     options, choice = resolve_size(options, adapter.info, COMPARE_SIZES)
     base = model_config(options["model"], options["layers"])
     options["layers"] = base.layers
+    if options["b"] not in POLICIES:         # a peer engine (ONNX Runtime Web) as side b
+        from .peer_bench import compare_with_peer
+        return await compare_with_peer(runtime, options, choice, sink, progress)
     prompt = prompt_ids(base.vocab, options["seed"], options["prompt"])
     sides = {label: {"policy": options[label], "position": options[f"{label}_position"]} for label in ("a", "b")}
     started = time.perf_counter()

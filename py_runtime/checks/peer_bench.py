@@ -29,7 +29,7 @@ from ..runtime import Runtime
 from .model_run import prompt_ids
 from .outcome import NOT_CHECKED, no_progress
 
-__all__ = ["run_peer_bench", "PEERS", "FLAVOURS", "PEER_DEVICES", "peer_shares_device"]
+__all__ = ["run_peer_bench", "compare_with_peer", "PEERS", "FLAVOURS", "PEER_DEVICES", "peer_shares_device"]
 
 PEERS = ("ort-web",)
 # Where the peer runs: on our GPUDevice, on one of its own without the subgroups feature, or "auto": ours
@@ -58,6 +58,36 @@ async def _fetch_json(url: str) -> dict:
     return json.loads(await fetch_bytes(url))
 
 
+async def _peer_build(config, seed: int, key: str | None) -> tuple[str, dict]:
+    """The peer build's folder name and peer.json: `key`, or the build of this model, depth and seed that
+    vendor/peer/index.json names (written by `webgpu-llm-lab peer build`)."""
+    if not key:
+        name = f"{config.key}-L{config.layers}-s{seed}"
+        try:
+            index = await _fetch_json("vendor/peer/index.json")
+        except FileNotFoundError:
+            index = {}
+        if name not in index:
+            raise ValueError(f"no peer build of {name} is served: run `webgpu-llm-lab peer build --model "
+                             f"{config.key} --layers {config.layers} --seed {seed}`")
+        key = index[name]
+    build = await _fetch_json(f"vendor/peer/{key}/peer.json")
+    wanted = {"model": config.key, "layers": config.layers, "seed": seed}
+    found = {name: build.get(name) for name in wanted}
+    if found != wanted:
+        raise ValueError(f"peer build {key} is {found}, this run wants {wanted}")
+    return key, build
+
+
+async def _create_engine(device, config, key: str, flavour: str, share_device: bool):
+    folder = f"vendor/peer/{key}/"
+    return await device.create_peer(
+        module_url="peer/ort_web.mjs", share_device=share_device,
+        options={"ortUrl": f"vendor/ort/{flavour}/{_ENTRY[flavour]}", "modelUrl": folder + "model.onnx",
+                 "dataUrl": folder + "model.onnx.data", "layers": config.layers, "kvHeads": config.kv_heads,
+                 "headDim": config.head_dim, "vocab": config.vocab})
+
+
 def _medians(rounds: list[dict], prompt: int, decode: int) -> dict:
     prefill = statistics.median(r["prefill_s"] for r in rounds)
     decode_s = statistics.median(r["decode_s"] for r in rounds)
@@ -76,14 +106,7 @@ async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = 
         raise ValueError("the peer engine (ONNX Runtime Web) runs in the page only: use --backend browser")
     config = model_config(model, layers)
     share_device = peer_shares_device(runtime.device.adapter, peer_device)
-    if not key:
-        raise ValueError("key: the peer build's folder under vendor/peer/ (`webgpu-llm-lab peer build` prints it)")
-    folder = f"vendor/peer/{key}/"
-    build = await _fetch_json(folder + "peer.json")
-    wanted = {"model": config.key, "layers": config.layers, "seed": seed}
-    found = {name: build.get(name) for name in wanted}
-    if found != wanted:
-        raise ValueError(f"peer build {key} is {found}, this run wants {wanted}")
+    key, build = await _peer_build(config, seed, key)
     if prompt + decode > build["capacity"]:
         raise ValueError(f"prompt {prompt} + decode {decode} exceed the peer build's {build['capacity']} positions")
     ids = prompt_ids(config.vocab, seed, prompt)
@@ -96,11 +119,7 @@ async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = 
     engine = None
     try:
         progress("peer compare", 1, stages)
-        engine = await device.create_peer(
-            module_url="peer/ort_web.mjs", share_device=share_device,
-            options={"ortUrl": f"vendor/ort/{flavour}/{_ENTRY[flavour]}", "modelUrl": folder + "model.onnx",
-                     "dataUrl": folder + "model.onnx.data", "layers": config.layers, "kvHeads": config.kv_heads,
-                     "headDim": config.head_dim, "vocab": config.vocab})
+        engine = await _create_engine(device, config, key, flavour, share_device)
         progress("peer compare", 2, stages)
 
         # checked: ours as the model suite runs it, the peer with its logits rows kept
@@ -174,5 +193,97 @@ async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = 
         "tokens_agree": {"same": agree, "of": len(ours_tokens)},
         "measured": "wall clock until the ids are on the host; medians of alternating rounds",
         "wall_s": None,
+        "result": NOT_CHECKED,
+    }
+
+
+async def compare_with_peer(runtime: Runtime, options: dict, choice: dict, sink, progress) -> dict:
+    """The page's compare view with side b the peer (b=ort-web): side a is ours as the view runs it
+    (checks/generate.py), side b ONNX Runtime Web on the same prompt ids; rounds alternate; the oracle judges
+    both sides' logits at the prompt's last position and the last step (the peer with the int8x tolerance)."""
+    from .generate import (_build, _kernel_deltas, _median, _oracle_run, _profiled, _setting_name, _summary,
+                           _timed_pass, _warm_up)
+
+    config = model_config(options["model"], options["layers"])
+    prompt = prompt_ids(config.vocab, options["seed"], options["prompt"])
+    decode, rounds = options["decode"], options["rounds"]
+    key, build = await _peer_build(config, options["seed"], options.get("peer_key"))
+    setting = {"policy": options["a"], "position": options["a_position"]}
+    share_device = peer_shares_device(runtime.device.adapter, options.get("peer_device", "auto"))
+    started = time.perf_counter()
+    decoder = await _build(runtime, config, options, setting, progress)
+    engine = None
+    try:
+        await _warm_up(decoder, prompt, decode, progress)
+        progress("peer", 0, 1)
+        engine = await _create_engine(runtime.device, config, key, options.get("flavour", "jspi"), share_device)
+        await runtime.device.peer_generate(engine, prompt, min(decode, 2), False)
+        progress("peer", 1, 1)
+        build_s = time.perf_counter() - started
+        ours, theirs = [], []
+        for index in range(rounds):
+            progress("rounds", index, rounds)
+            ours.append(await _timed_pass(decoder, prompt, decode, options["batch"], progress))
+            run = await runtime.device.peer_generate(engine, prompt, decode, [0, decode])
+            theirs.append({"prefill_tok_s": len(prompt) / (run["prefill_ms"] / 1e3), "ttft_ms": run["prefill_ms"],
+                           "decode_tok_s": decode / (run["decode_ms"] / 1e3), "tokens": run["tokens"],
+                           "logits": dict(zip(sorted({0, decode}), run["logits"]))})
+        progress("rounds", rounds, rounds)
+        kernels, unprofiled = [], "profile=0"
+        if options["profile"]:
+            kernels, _, unprofiled = await _profiled(decoder, prompt, runtime)
+        position_on_gpu, peer_info = decoder.position_on_gpu, runtime.device.peer_info(engine)
+    finally:
+        if engine is not None:
+            await runtime.device.release_peer(engine)
+        decoder.release()
+    last_a, last_b = ours[-1], theirs[-1]
+    runs = [_oracle_run("a", config, options, setting["policy"], prompt, last_a),
+            _oracle_run("b", config, options, "int8x", prompt, last_b)]
+    if sink is not None:
+        for run, timed in zip(runs, (last_a, last_b)):
+            for step, data in timed["logits"].items():
+                await sink(run["logits"][str(step)], data)
+    peer_name = f"{options['b']} (ONNX Runtime Web {peer_info.get('ortVersion') or ''}, {options.get('flavour', 'jspi')})"
+    sides = {
+        "a": {**setting, "setting": _setting_name(setting), "position_on_gpu": position_on_gpu, **_summary(last_a),
+              "prefill_tok_s": _median([p["prefill_tok_s"] for p in ours]),
+              "ttft_ms": _median([p["ttft_ms"] for p in ours]),
+              "decode_tok_s": _median([p["decode_tok_s"] for p in ours]),
+              "rounds_decode_tok_s": [p["decode_tok_s"] for p in ours],
+              "tokens_repeat": all(p["tokens"] == last_a["tokens"] for p in ours), "kernels": kernels},
+        "b": {"policy": options["b"], "position": "host", "setting": peer_name, "engine": options["b"],
+              "position_on_gpu": False, "tokens": last_b["tokens"], "routes": {"prefill": [], "decode": []},
+              "host_ms_per_token": None,
+              # the peer's prefill is timed to its first id on the host (its time to first token)
+              "prefill_tok_s": _median([p["prefill_tok_s"] for p in theirs]),
+              "ttft_ms": _median([p["ttft_ms"] for p in theirs]),
+              "decode_tok_s": _median([p["decode_tok_s"] for p in theirs]),
+              "rounds_decode_tok_s": [p["decode_tok_s"] for p in theirs],
+              "tokens_repeat": all(p["tokens"] == last_b["tokens"] for p in theirs), "kernels": [],
+              "share_device": share_device, "peer_build": build},
+    }
+    a, b = sides["a"]["tokens"], sides["b"]["tokens"]
+    agree = sum(x == y for x, y in zip(a, b))
+    first_difference = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    return {
+        "suite": "compare",
+        "adapter": runtime.device.adapter.to_json(),
+        "config": config.to_json(),
+        "options": options,
+        "choice": choice,
+        "prompt_ids": prompt,
+        "sides": sides,
+        "peer": {"engine": options["b"], "key": key, "share_device": share_device, "info": peer_info},
+        "tokens_agree": {"same": agree, "of": len(a), "first_difference": first_difference},
+        "routes_differ": {phase: {"only_a": sorted(set(sides["a"]["routes"][phase])), "only_b": []}
+                          for phase in ("prefill", "decode")},
+        "kernel_deltas": _kernel_deltas(kernels, []),
+        "unprofiled": unprofiled if not kernels else None,
+        "build_s": round(build_s, 3),
+        "wall_s": round(time.perf_counter() - started, 3),
+        "oracle_runs": runs if options["oracle"] else [],
+        "oracle": {"verdict": "pending" if options["oracle"] else NOT_CHECKED,
+                   "reason": None if options["oracle"] else "oracle=0"},
         "result": NOT_CHECKED,
     }

@@ -292,10 +292,10 @@ class BrowserDevice(Device):
     def peer_info(self, peer: Handle) -> dict:
         return dict(peer.raw[2])
 
-    async def peer_generate(self, peer: Handle, prompt: list[int], decode: int, keep_logits: bool) -> dict:
-        """Our addition: one greedy run of the peer (see ort_web.mjs for what its times include);
-        logits rows come back as f32 bytes."""
-        result = await peer.raw[0].generate(to_js(list(prompt)), decode, keep_logits)
+    async def peer_generate(self, peer: Handle, prompt: list[int], decode: int, keep: bool | list[int]) -> dict:
+        """Our addition: one greedy run of the peer (see ort_web.mjs for what its times include); the logits
+        rows of the steps in `keep` (True: all) come back as f32 bytes, in step order."""
+        result = await peer.raw[0].generate(to_js(list(prompt)), decode, to_js(keep))
         return {"tokens": [int(t) for t in result.tokens], "prefill_ms": float(result.prefillMs),
                 "decode_ms": float(result.decodeMs), "logits": [row.to_bytes() for row in result.logits]}
 

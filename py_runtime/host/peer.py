@@ -100,7 +100,18 @@ def find_peer(root: Path, config: ModelConfig, seed: int) -> Path | None:
         return None
     if not (found[0] / "model.onnx.data").exists():
         materialize(found[0])
+    write_index(root)
     return found[0]
+
+
+def write_index(root: Path) -> None:
+    """web/vendor/peer/index.json: {"<model>-L<layers>-s<seed>": folder name} of every complete build, so
+    the page's compare view finds a build without the host's hash."""
+    index = {}
+    for folder in sorted((root / PEER_DIR).iterdir()):
+        if (folder / "peer.json").exists() and not folder.name.endswith(".partial"):
+            index[folder.name.rsplit("-", 1)[0]] = folder.name
+    (root / PEER_DIR / "index.json").write_text(json.dumps(index, indent=1) + "\n")
 
 
 def export_peer(folder: Path, target: Path) -> Path:
@@ -369,6 +380,7 @@ def build_peer(root: Path, model: str, layers: int | None, seed: int, *, log=pri
         return found
     folder = root / PEER_DIR / peer_key(config, seed)
     if (folder / "peer.json").exists() and (folder / "model.onnx.data").exists():
+        write_index(root)
         return folder
     if (folder / "peer.json").exists() and (folder / "recipe.json").exists():
         log(f"[peer] {folder.name}: writing model.onnx.data from the recipe")
@@ -404,6 +416,7 @@ def build_peer(root: Path, model: str, layers: int | None, seed: int, *, log=pri
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
     shutil.rmtree(work, ignore_errors=True)
+    write_index(root)
     log(f"[peer] {folder} ({meta['build_s']} s)")
     return folder
 

@@ -60,8 +60,10 @@ export async function createPeer({ ortUrl, modelUrl, dataUrl, device, layers, kv
     return feeds;
   }
 
-  // Greedy generation: the prompt, then `decode` steps. keepLogits: also return every step's logits row.
-  async function generate(promptIds, decode, keepLogits) {
+  // Greedy generation: the prompt, then `decode` steps. keep: true (every step's logits row), or a list of
+  // the steps whose rows to return (0: the prompt's last position); the rows come back in step order.
+  async function generate(promptIds, decode, keep) {
+    const keepStep = keep === true ? () => true : ((steps) => (step) => steps.has(step))(new Set(keep || []));
     let past = emptyPast();
     let ids = Array.from(promptIds);
     let length = 0;
@@ -87,7 +89,7 @@ export async function createPeer({ ortUrl, modelUrl, dataUrl, device, layers, kv
       }
       const next = argmax(row);
       tokens.push(next);
-      if (keepLogits) kept.push(row);
+      if (keepStep(step)) kept.push(row);
       if (step === 0) firstMs = performance.now() - started;
       ids = [next];
     }
