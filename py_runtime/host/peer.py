@@ -9,8 +9,8 @@ content hash of everything the files depend on (so a rerun with the same inputs 
      (our GROUP_SIZE), symmetric, fp32 inputs and outputs (use_webgpu_fp32: no shader-f16 needed; neither
      SwiftShader nor Chromium on the H200 exposes it). It gives MatMulNBits linears (q, k and v fused),
      GroupQueryAttention with its own RoPE, and the embedding gathered from the tied lm_head's int4 weight
-  2b. one repair of the builder's graph: its lm_head reads layer 0's post-attention norm, not the final
-     norm (rewire_lm_head; found by the logits check against transformers)
+  2b. one repair of the builder's graph where needed: the tiny model's lm_head read layer 0's post-attention
+     norm, not the final norm (rewire_lm_head; found by the logits check against transformers)
   3. our weights put back exactly: the builder re-quantizes our dequantized values by round-to-nearest,
      which is exact only for groups whose largest magnitude is a -8 level; every MatMulNBits weight is
      overwritten with our own levels and scales (its format is ours: value = (level - 8) * scale, 64 per
@@ -199,10 +199,10 @@ def run_builder(checkpoint: Path, out: Path, cache: Path) -> None:
 
 
 def rewire_lm_head(path: Path, config: ModelConfig) -> str | None:
-    """The builder (onnxruntime-genai 0.18 with transformers 5, tied embeddings) wires the lm_head to layer
-    0's post-attention norm instead of the final norm (its logits then ignore every later layer: checked
-    against transformers, 3 sigma off). Connects it to the final norm's output and moves it last (the
-    graph's topological order). Returns what it changed, or None."""
+    """For the tiny model (onnxruntime-genai 0.18, transformers 5; the Llama and Qwen3 builds are wired right)
+    the builder feeds the lm_head layer 0's post-attention norm instead of the final norm (its logits then
+    ignore every later layer: 3 sigma off transformers). Connects it to the final norm's output and moves it
+    last (the graph's topological order). Returns what it changed, or None where it was right."""
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
