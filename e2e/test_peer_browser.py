@@ -44,7 +44,7 @@ def _compare(lab, run_id, *, model, prompt, decode, trials, peer_device="auto"):
 
 def test_tiny_both_engines_match_transformers(lab, run_id):
     """auto: on SwiftShader (subgroups of 4) the peer gets a device of its own without subgroups."""
-    report = _compare(lab, run_id, model="tiny", prompt=64, decode=8, trials=2)
+    report = _compare(lab, run_id, model="tiny", prompt=32, decode=8, trials=2)
     assert not report["options"]["share_device"], "SwiftShader's subgroups are 4 wide: auto must not share"
 
 
