@@ -45,7 +45,7 @@ from ..models.weights import GROUP_SIZE, MatrixSpec, VectorSpec, weight_specs
 from .oracle.model import HfTensor, hf_config, hf_layout, q4_matrix_np
 from .oracle.synth import synth_values_np
 
-__all__ = ["PEER_DIR", "PEER_CAPACITY", "BUILDER_OPTIONS", "CARRIED", "PeerBuild", "build_peer", "find_peer",
+__all__ = ["PEER_DIR", "PEER_CAPACITY", "BUILDER_OPTIONS", "CARRIED", "build_peer", "find_peer",
            "export_peer", "materialize",
            "peer_key", "run_ort_cpu", "PeerError"]
 
@@ -59,10 +59,6 @@ FORMAT = 1                      # part of the content hash: bump it when what th
 
 class PeerError(RuntimeError):
     pass
-
-
-class PeerBuild(dict):
-    """peer.json: what was built and how (a plain dict, for the page and the reports)."""
 
 
 def _versions() -> dict:
@@ -404,11 +400,11 @@ def build_peer(root: Path, model: str, layers: int | None, seed: int, *, log=pri
     shutil.copy(work / "onnx" / "model.onnx", staging / "model.onnx")
     (staging / "recipe.json").write_text(json.dumps(entries))
     (staging / "literal.bin").write_bytes(literal)
-    meta = PeerBuild(model=config.key, layers=config.layers, seed=seed, key=folder.name, capacity=PEER_CAPACITY,
-                     block_size=BLOCK_SIZE, io_dtype="float32", builder_options=list(BUILDER_OPTIONS),
-                     versions=_versions(), config=config.to_json(), builder_fixes=fixes,
-                     builder_max_step_error=max([e.get("builder_max_step_error", 0.0) for e in entries] or [0.0]),
-                     build_s=None)
+    meta = dict(model=config.key, layers=config.layers, seed=seed, key=folder.name, capacity=PEER_CAPACITY,
+                block_size=BLOCK_SIZE, io_dtype="float32", builder_options=list(BUILDER_OPTIONS),
+                versions=_versions(), config=config.to_json(), builder_fixes=fixes,
+                builder_max_step_error=max([e.get("builder_max_step_error", 0.0) for e in entries] or [0.0]),
+                build_s=None)
     (staging / "peer.json").write_text(json.dumps(meta, indent=2))
     materialize(staging)
     meta["build_s"] = round(time.perf_counter() - started, 1)
