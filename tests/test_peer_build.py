@@ -66,3 +66,16 @@ def test_a_rebuild_of_the_same_inputs_is_a_cache_hit(tiny_peer):
     started = time.perf_counter()
     assert build_peer(repo_root(), "tiny", 2, SEED, log=lambda line: None) == tiny_peer
     assert time.perf_counter() - started < 1.0
+
+
+@pytest.mark.full
+def test_llama_two_layers_peer_matches_transformers_on_onnxruntime_cpu():
+    """Llama-3.2-1B's width (llama3 RoPE scaling, GQA 32/8, a 128K vocabulary) at 2 layers: about a minute to
+    build on 2 cores, then the same judgement as the tiny model's."""
+    config = model_config("llama", 2)
+    folder = build_peer(repo_root(), "llama", 2, SEED, log=lambda line: None)
+    prompt = prompt_ids(config.vocab, SEED, 32)
+    tokens, logits = run_ort_cpu(folder, prompt, 4)
+    judged = judge_logits(config, SEED, prompt, tokens, [row.astype(np.float64) for row in logits],
+                          tolerance_sigmas(config, PEER_POLICY), "peer")
+    assert judged["worst_of_tolerance"] <= 1, judged
