@@ -96,7 +96,7 @@ def _medians(rounds: list[dict], prompt: int, decode: int) -> dict:
 
 
 async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = "", model: str = "llama",
-                         layers: int | None = 2, prompt: int = 32, decode: int = 8, policy: str = "f32",
+                         layers: int | None = None, prompt: int = 32, decode: int = 8, policy: str = "f32",
                          seed: int = 7, batch: int = 16, trials: int = 3, flavour: str = "jspi",
                          peer_device: str = "auto", checked: int | None = None, artifacts: bool = True, sink=None,
                          progress=no_progress) -> dict:
@@ -110,6 +110,7 @@ async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = 
     if prompt + decode > build["capacity"]:
         raise ValueError(f"prompt {prompt} + decode {decode} exceed the peer build's {build['capacity']} positions")
     ids = prompt_ids(config.vocab, seed, prompt)
+    started = time.perf_counter()
     checked_steps = decode if checked is None else min(checked, decode)
     stages = 4 + 2 * trials
     progress("peer compare", 0, stages)
@@ -192,7 +193,7 @@ async def run_peer_bench(runtime: Runtime, *, peer: str = "ort-web", key: str = 
         "ratio": ratio,
         "tokens_agree": {"same": agree, "of": len(ours_tokens)},
         "measured": "wall clock until the ids are on the host; medians of alternating rounds",
-        "wall_s": None,
+        "wall_s": round(time.perf_counter() - started, 3),
         "result": NOT_CHECKED,
     }
 
