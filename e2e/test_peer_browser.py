@@ -31,7 +31,9 @@ def _compare(lab, run_id, *, model, prompt, decode, trials, peer_device="auto"):
     report = run.report
     assert report["result"] == "not checked" and run.status_text.startswith("NOT CHECKED:"), run.status_text
     report["oracle"] = verify_peer_report(report, lambda name: (results / name).read_bytes())
-    print("\n" + format_peer_bench(report))
+    table = format_peer_bench(report)
+    print("\n" + table)
+    (results / "compare.txt").write_text(table + "\n")
     for engine, verdict in report["oracle"].items():
         assert verdict["passed"], f"{engine}: {verdict}"
     for engine in ("ours", "peer"):
