@@ -210,6 +210,14 @@ def test_unprofiled_run_says_so(run):
     assert "timestamps quantized</dt><dd>not profiled" in page
 
 
+def test_oracle_verdict_is_shown_where_the_json_has_one(run):
+    judged = {**run, "result": "passed", "oracle": {"result": "passed", "max_error": 1.5e-6, "near_ties": 0}}
+    tree = Tree(model_bench_html(judged))
+    facts = dict(zip((_text(e) for e in tree.all("dt")), (_text(e) for e in tree.all("dd"))))
+    assert facts["oracle"] == "passed max error 1.5e-06, near ties 0"
+    assert _text(Tree(model_bench_html(run)).all("span", "status")[0]) == "not checked"
+
+
 def test_committed_example_html_is_current(run):
     """docs/bench/swiftshader-example/: the HTML is what this module makes of the JSON beside it."""
     assert (EXAMPLE / "model-llama-browser.html").read_text() == model_bench_html(run)

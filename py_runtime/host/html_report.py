@@ -132,7 +132,7 @@ def _oracle(run: dict) -> _Html:
     """The oracle's verdict where the JSON carries one; a benchmark alone checks nothing and says so."""
     oracle = run.get("oracle")
     if isinstance(oracle, dict):
-        details = ", ".join(f"{_e(k.replace('_', ' '))} {_e(_num(v, 4) if isinstance(v, float) else v)}"
+        details = ", ".join(f"{_e(k.replace('_', ' '))} {_e(f'{v:.4g}' if isinstance(v, float) else v)}"
                             for k, v in oracle.items() if k != "result")
         return _Html(f"{_status(oracle.get('result', run['result']))} {details}")
     if run["result"] == "not checked":
