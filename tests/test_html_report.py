@@ -61,6 +61,20 @@ def _text(element) -> str:
     return "".join(element["text"])
 
 
+# The report's number formats: fixed decimals, three significant digits below 1; times in us, in ms from
+# 10 ms; shares to 0.1%, "<0.1%" below that.
+def _figure(value: float, digits: int = 1) -> str:
+    return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:,.{digits}f}"
+
+
+def _time(ns: float) -> str:
+    return f"{ns / 1e3:,.1f} us" if ns < 1e7 else f"{ns / 1e6:,.1f} ms"
+
+
+def _share(share: float) -> str:
+    return "<0.1%" if 0 < share < 0.0005 else f"{100 * share:.1f}%"
+
+
 @pytest.fixture(scope="module")
 def run() -> dict:
     return json.loads((EXAMPLE / "model-llama-browser.json").read_text())
@@ -134,9 +148,9 @@ def test_report_shows_the_json_figures(run):
     page = model_bench_html(run)
     tree = Tree(page)
     cards = [_text(e) for e in tree.all("div", "card")]
-    assert cards == [f"{run['prefill_tok_s']:,.1f}prefill tok/s", f"{run['decode_tok_s']:,.1f}decode tok/s",
-                     f"{run['ttft_ms']:,.1f}time to first token, ms",
-                     f"{run['host_ms_per_token']:,.2f}host ms per decode token"]
+    assert cards == [f"{_figure(run['prefill_tok_s'])}prefill tok/s", f"{_figure(run['decode_tok_s'])}decode tok/s",
+                     f"{_figure(run['ttft_ms'])}time to first token, ms",
+                     f"{_figure(run['host_ms_per_token'], 2)}host ms per decode token"]
     facts = dict(zip((_text(e) for e in tree.all("dt")), (_text(e) for e in tree.all("dd"))))
     o = run["options"]
     assert facts["depth"] == f"{o['layers']} layers" and facts["policy"] == o["policy"]
@@ -151,12 +165,12 @@ def test_report_shows_the_json_figures(run):
     for phase, column in (("prefill", 0), ("decode", 1)):
         assert {name for name, ran in routes.items() if ran[column] == "\u2713"} == set(run["routes"][phase])
     kernel_rows = [r for r in rows if len(r) == 7 and r[0] != "kernel"]
-    expected = [[k["kernel"], k["route"], str(k["dispatches"]), f"{k['ns'] / 1e3:,.1f}", f"{100 * k['share']:.1f}%",
-                 f"{k['bytes'] / k['ns']:,.1f}" if k["bytes"] else "-",
-                 f"{k['flops'] / k['ns']:,.1f}" if k["flops"] else "-"] for k in run["kernels"]]
+    expected = [[k["kernel"], k["route"], str(k["dispatches"]), _time(k["ns"]), _share(k["share"]),
+                 _figure(k["bytes"] / k["ns"]) if k["bytes"] else "-",
+                 _figure(k["flops"] / k["ns"]) if k["flops"] else "-"] for k in run["kernels"]]
     assert [r for r in kernel_rows if r[0] != "whole step"] == expected
     totals = [r for r in kernel_rows if r[0] == "whole step"]
-    assert [t[3] for t in totals] == [f"{sum(k['ns'] for k in run['kernels'] if k['phase'] == p) / 1e3:,.1f}"
+    assert [t[3] for t in totals] == [_time(sum(k["ns"] for k in run["kernels"] if k["phase"] == p))
                                       for p in ("prefill", "decode")]
 
 
@@ -189,7 +203,7 @@ def test_several_runs_are_compared_side_by_side(run):
     assert [e["attrs"]["id"] for e in tree.all("section") if "id" in e["attrs"]] == ["run-1", "run-2"]
     rows = _table_rows(page)
     assert rows[1][:2] == ["1", "engine A"] and rows[2][:2] == ["2", "engine B"]
-    assert rows[2][3] == f"{faster['decode_tok_s']:,.1f} (2.00x)"
+    assert rows[2][3] == f"{_figure(faster['decode_tok_s'])} (2.00x)"
     decode = tree.all("rect", "metric")[2:4]            # the charts: prefill, decode, TTFT, host ms
     widths = {b["attrs"]["data-label"]: float(b["attrs"]["width"]) for b in decode}
     assert widths["run 2"] == 2 * widths["run 1"]
@@ -198,7 +212,7 @@ def test_several_runs_are_compared_side_by_side(run):
     decode_kernel = next(k for k in run["kernels"]
                          if k["phase"] == "decode" and (k["kernel"], k["route"]) not in prefill)
     row = next(r for r in rows if r[:2] == [decode_kernel["kernel"], decode_kernel["route"]] and len(r) == 4)
-    assert row[3] == "-" and row[2].endswith(f"({100 * decode_kernel['share']:.1f}%)")
+    assert row[3] == "-" and row[2] == f"{_time(decode_kernel['ns'])}({_share(decode_kernel['share'])})"
     with pytest.raises(ValueError, match="1 labels for 2 runs"):
         model_bench_html([run, faster], labels=["one"])
 

@@ -80,6 +80,7 @@ svg .bar.decode { fill: #e08a2c; }
 svg .bar.metric { fill: #4f9a6a; }
 .routes table { width: auto; min-width: 50%; }
 .routes td:not(:first-child), .routes th:not(:first-child) { text-align: center; min-width: 6em; }
+.scroll { overflow-x: auto; }
 details { margin: 8px 0; }
 summary { cursor: pointer; color: #3d4654; }
 .note { color: #5b6575; font-size: 13px; }
@@ -95,11 +96,24 @@ def _e(value) -> str:
 
 
 def _num(value, digits: int = 1) -> str:
+    """`digits` decimals with thousands separators; three significant digits below 1 (CPU adapters run at
+    fractions of a token per second, and 0.0 would hide them)."""
     if value is None:
         return "-"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
+    if 0 < abs(value) < 1:
+        return f"{value:.3g}"
     return f"{value:,.{digits}f}"
+
+
+def _share(share: float) -> str:
+    return "<0.1%" if 0 < share < 0.0005 else f"{100 * share:.1f}%"
+
+
+def _time(ns: float) -> str:
+    """GPU time in us, or in ms from 10 ms (CPU adapters)."""
+    return f"{ns / 1e3:,.1f} us" if ns < 1e7 else f"{ns / 1e6:,.1f} ms"
 
 
 TEXT = ' class="text"'
@@ -169,7 +183,9 @@ def _header(run: dict) -> _Html:
     device = set(adapter.get("device_features", ()))
     chips = "".join(f'<span class="chip{" on" if f in device else ""}">{_e(f)}</span>'
                     for f in adapter.get("features", ()))
-    facts += [("adapter", f"{_adapter_name(adapter)} ({adapter['backend']} backend)"),
+    cpu = info.get("isFallbackAdapter") is True or str(info.get("adapter_type", "")).upper() == "CPU"
+    facts += [("adapter", f"{_adapter_name(adapter)} ({adapter['backend']} backend)"
+                          + ("; a CPU adapter: compare ratios within the run, not speeds" if cpu else "")),
               ("adapter info", _Html(f'<span class="note">{pairs}</span>')),
               ("features", _Html(f'<div class="chips">{chips}</div><span class="note">highlighted: enabled on the '
                                  "device</span>"))]
@@ -217,13 +233,13 @@ def _chart_labels(rows: list[dict]) -> list[str]:
 
 def _kernel_table(rows: list[dict]) -> _Html:
     body = [[_Html(f"<code>{_e(r['kernel'])}</code>"), _Html(f"<code>{_e(r['route'])}</code>"), r["dispatches"],
-             _num(r["ns"] / 1e3, 1), f"{100 * r['share']:.1f}%", _num(_rate(r.get("bytes"), r["ns"]), 1),
+             _time(r["ns"]), _share(r["share"]), _num(_rate(r.get("bytes"), r["ns"]), 1),
              _num(_rate(r.get("flops"), r["ns"]), 1)] for r in rows]
     ns, moved = sum(r["ns"] for r in rows), sum(r.get("bytes", 0) for r in rows)
     flops = sum(r.get("flops", 0) for r in rows) if all("flops" in r for r in rows) else None
-    total = ["whole step", "", sum(r["dispatches"] for r in rows), _num(ns / 1e3, 1), "100.0%",
+    total = ["whole step", "", sum(r["dispatches"] for r in rows), _time(ns), "100.0%",
              _num(_rate(moved, ns), 1), _num(_rate(flops, ns), 1)]
-    return _table(["kernel", "route", "dispatches", "GPU us", "share of step", "GB/s", "GFLOP/s"], body, total=total,
+    return _table(["kernel", "route", "dispatches", "GPU time", "share of step", "GB/s", "GFLOP/s"], body, total=total,
                   text_columns=2)
 
 
@@ -253,8 +269,8 @@ def _bars(items: list[tuple[str, float, str, str]], css: str, label: str, geomet
 
 
 def _share_chart(rows: list[dict], phase: str) -> _Html:
-    items = [(label, r["share"], f"{100 * r['share']:.1f}%",
-              f"{r['kernel']} ({r['route']}): {r['ns'] / 1e3:,.1f} us, {100 * r['share']:.1f}% of the {phase}")
+    items = [(label, r["share"], _share(r["share"]),
+              f"{r['kernel']} ({r['route']}): {_time(r['ns'])}, {_share(r['share'])} of the {phase}")
              for label, r in zip(_chart_labels(rows), rows)]
     return _bars(items, phase, f"each kernel's share of the {phase}", SHARE_CHART)
 
@@ -284,6 +300,10 @@ def _run_section(run: dict, index: int | None, label: str) -> _Html:
                  f"{_header(run)}<h3>Routes that ran</h3>{_routes(run)}<h3>Per kernel</h3>{_kernels(run)}</section>")
 
 
+def _time_and_share(row: dict) -> _Html:
+    return _Html(f'{_e(_time(row["ns"]))}<br><span class="note">({_e(_share(row["share"]))})</span>')
+
+
 def _versus(value, first) -> str:
     return f" ({value / first:.2f}x)" if value and first else ""
 
@@ -295,7 +315,8 @@ def _comparison(runs: list[dict], labels: list[str]) -> _Html:
              *(_num(run.get(key), digits) + (_versus(run.get(key), runs[0].get(key)) if i > 1 else "")
                for key, _, _, _, digits in HEADLINES)]
             for i, (run, label) in enumerate(zip(runs, labels), 1)]
-    out = [_table(["run", "what ran", *(header for _, _, header, _, _ in HEADLINES)], rows, text_columns=2)]
+    table = _table(["run", "what ran", *(header for _, _, header, _, _ in HEADLINES)], rows, text_columns=2)
+    out = [_Html(f'<div class="scroll">{table}</div>')]
     charts = []
     for key, name, _, better, digits in HEADLINES:
         values = [run.get(key) for run in runs]
@@ -315,10 +336,14 @@ def _comparison(runs: list[dict], labels: list[str]) -> _Html:
         if not keys:
             continue
         body = [[_Html(f"<code>{_e(kernel)}</code>"), _Html(f"<code>{_e(route)}</code>"),
-                 *(f"{table[(kernel, route)]['ns'] / 1e3:,.1f} us ({100 * table[(kernel, route)]['share']:.1f}%)"
-                   if (kernel, route) in table else "-" for table in per_run)] for kernel, route in keys]
+                 *(_time_and_share(table[(kernel, route)]) if (kernel, route) in table else "-"
+                   for table in per_run)] for kernel, route in keys]
+        total = ["whole step", "", *(_time(sum(r["ns"] for r in table.values())) if table else "-"
+                                     for table in per_run)]
+        table = _table(["kernel", "route", *(f"run {i}" for i in range(1, len(runs) + 1))], body, total=total,
+                       text_columns=2)
         out += [f"<h3>Per kernel, {_e(phase)}: GPU time (share of the step)</h3>",
-                _table(["kernel", "route", *(f"run {i}" for i in range(1, len(runs) + 1))], body, text_columns=2)]
+                _Html(f'<div class="scroll">{table}</div>')]
     return _Html("".join(out))
 
 
