@@ -249,7 +249,7 @@ def _bars(items: list[tuple[str, float, str, str]], css: str, label: str, geomet
     top = AXIS_HEIGHT if g.axis else 2
     height = top + ROW_HEIGHT * len(items) + 4
     x0 = g.label_width + 10
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {g.width} {height}" width="{g.width}" '
+    parts = [f'<svg viewBox="0 0 {g.width} {height}" width="{g.width}" '
              f'height="{height}" role="img" aria-label="{_e(label)}">']
     for tick in range(5 if g.axis else 0):
         x = x0 + g.track_width * tick / 4
