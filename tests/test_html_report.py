@@ -234,6 +234,11 @@ def test_oracle_verdict_is_shown_where_the_json_has_one(run):
     assert _text(Tree(model_bench_html(run)).all("span", "status")[0]) == "not checked"
 
 
-def test_committed_example_html_is_current(run):
-    """docs/bench/swiftshader-example/: the HTML is what this module makes of the JSON beside it."""
-    assert (EXAMPLE / "model-llama-browser.html").read_text() == model_bench_html(run)
+@pytest.mark.parametrize("html_name, json_names", [
+    ("model-llama-browser.html", ["model-llama-browser.json"]),
+    ("model-llama-int8x-browser.html", ["model-llama-int8x-browser.json"]),
+    ("compare-f32-int8x.html", ["model-llama-browser.json", "model-llama-int8x-browser.json"])])
+def test_committed_example_html_is_current(html_name, json_names):
+    """docs/bench/swiftshader-example/: each HTML is what this module makes of the JSON beside it."""
+    runs = [json.loads((EXAMPLE / name).read_text()) for name in json_names]
+    assert (EXAMPLE / html_name).read_text() == model_bench_html(runs if len(runs) > 1 else runs[0])
