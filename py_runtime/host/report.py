@@ -173,10 +173,11 @@ def format_model_bench(report: dict) -> str:
     rows = [[r["phase"], r["kernel"], r["route"], r["dispatches"], f"{r['ns'] / 1e3:.1f}", f"{100 * r['share']:.1f}%"]
             for r in report["kernels"]]
     decode = report["decode_tok_s"]
+    reads = "after every step" if o["batch"] == 1 else f"every {o['batch']}"
     lines = [
         _adapter_line(report),
         f"{c['name']}, {o['layers']} layers, policy {o['policy']}: prompt {o['prompt']}, {o['decode']} greedy decode "
-        f"steps ending at position {o['context']} (ids read every {o['batch']}); position on the "
+        f"steps ending at position {o['context']} (ids read {reads}); position on the "
         f"{'GPU' if report['position_on_gpu'] else 'host'}; {d['recorded']} dispatches recorded, {d['prefill']} run "
         f"per prefill, {d['decode']} per decode step",
         _table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token", "GPU us/step (one pass)"],
