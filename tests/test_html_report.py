@@ -156,7 +156,10 @@ def test_report_shows_the_json_figures(run):
     facts = dict(zip((_text(e) for e in tree.all("dt")), (_text(e) for e in tree.all("dd"))))
     o = run["options"]
     assert facts["depth"] == f"{o['layers']} layers" and facts["policy"] == o["policy"]
-    assert facts["lengths"].startswith(f"prompt {o['prompt']} tokens, {o['decode']} greedy decode steps")
+    assert facts["lengths"].startswith(f"prompt {o['prompt']} tokens, {o['decode']} greedy decode steps ending at "
+                                       f"position {o['context']} (ids read ")
+    assert facts["position"] == (f"on the {'GPU' if run['position_on_gpu'] else 'host'} between decode steps "
+                                 f"(asked: {o['position']})")
     assert facts["timestamps quantized"] == ("yes: per-kernel times are rounded, shares are coarse"
                                              if run["timestamps_quantized"] else "no")
     assert facts["oracle"].startswith(run["result"])

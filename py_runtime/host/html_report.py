@@ -134,8 +134,10 @@ def _adapter_name(adapter: dict) -> str:
 
 def _run_label(run: dict) -> str:
     o = run["options"]
-    return (f"{run['config']['name']}, {o['layers']} layers, {o['policy']}, prompt {o['prompt']}, "
-            f"{run['adapter']['backend']} on {_adapter_name(run['adapter'])}")
+    long_context = o.get("context", 0) > o["prompt"] + o["decode"]
+    return (f"{run['config']['name']}, {o['layers']} layers, {o['policy']}, prompt {o['prompt']}"
+            + (f", context {o['context']}" if long_context else "")
+            + f", {run['adapter']['backend']} on {_adapter_name(run['adapter'])}")
 
 
 def _status(result: str) -> _Html:
@@ -168,11 +170,15 @@ def _header(run: dict) -> _Html:
                 + (", q/k norm" if c.get("qk_norm") else "") + (", tied lm_head" if c.get("tied_embeddings") else ""))
     model = c["name"] if c["name"] == c["key"] else f"{c['name']} (--model {c['key']})"
     facts = [("model", model), ("geometry", geometry), ("depth", f"{o['layers']} layers"),
-             ("lengths", f"prompt {o['prompt']} tokens, {o['decode']} greedy decode steps (ids read "
+             ("lengths", f"prompt {o['prompt']} tokens, {o['decode']} greedy decode steps"
+                         + (f" ending at position {o['context']}" if o.get("context") else "") + " (ids read "
                          + ("after every step" if o["batch"] == 1 else f"every {o['batch']} steps")
                          + f"), seed {o['seed']}"),
-             ("policy", o["policy"]), ("oracle", _oracle(run)),
-             ("timestamps quantized", _quantized(run.get("timestamps_quantized")))]
+             ("policy", o["policy"])]
+    if run.get("position_on_gpu") is not None:
+        facts.append(("position", f"on the {'GPU' if run['position_on_gpu'] else 'host'} between decode steps"
+                                  + (f" (asked: {o['position']})" if o.get("position") else "")))
+    facts += [("oracle", _oracle(run)), ("timestamps quantized", _quantized(run.get("timestamps_quantized")))]
     if d:
         facts.append(("dispatches", f"{d.get('recorded')} recorded; {d.get('prefill')} run per prefill, "
                                     f"{d.get('decode')} per decode step"))
@@ -295,8 +301,9 @@ def _run_section(run: dict, index: int | None, label: str) -> _Html:
     anchor = f' id="run-{index}"' if index is not None else ""
     return _Html(f"<section{anchor}>{heading}{_headline(run)}"
                  f'<p class="note">Unprofiled: prefill tok/s is the prompt over the prefill\'s wall time; time to '
-                 "first token adds the first id's readback; decode steps are submitted back to back and their ids "
-                 "read in batches; host ms per token is the host's share of a step (GPU not waited on).</p>"
+                 "first token adds the first id's readback; decode tok/s is the steps, submitted back to back, over "
+                 "their wall time (ids read as the lengths below say); host ms per token is the host's share of a "
+                 "step (GPU not waited on).</p>"
                  f"{_header(run)}<h3>Routes that ran</h3>{_routes(run)}<h3>Per kernel</h3>{_kernels(run)}</section>")
 
 
