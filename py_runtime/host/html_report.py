@@ -34,11 +34,14 @@ class ChartGeometry:
 
 SHARE_CHART = ChartGeometry(width=960, label_width=260, track_width=580, label_chars=36, axis=True)
 METRIC_CHART = ChartGeometry(width=480, label_width=60, track_width=320, label_chars=8, axis=False)
-# (JSON key, card label, table header, which way is better, digits)
-HEADLINES = (("prefill_tok_s", "prefill tok/s", "prefill tok/s", "higher is better", 1),
-             ("decode_tok_s", "decode tok/s", "decode tok/s", "higher is better", 1),
-             ("ttft_ms", "time to first token, ms", "TTFT ms", "lower is better", 1),
-             ("host_ms_per_token", "host ms per decode token", "host ms/token", "lower is better", 2))
+# (JSON key, card label, table header, which way is better, format)
+HEADLINES = (("prefill_tok_s", "prefill tok/s", "prefill tok/s", "higher is better", lambda v: _num(v, 1)),
+             ("decode_tok_s", "decode tok/s", "decode tok/s", "higher is better", lambda v: _num(v, 1)),
+             ("ttft_ms", "time to first token, ms", "TTFT ms", "lower is better", lambda v: _num(v, 1)),
+             ("host_ms_per_token", "host ms per decode token", "host ms/token", "lower is better",
+              lambda v: _num(v, 2)),
+             ("decode_span_us", "GPU time of a decode step (one pass)", "GPU per step", "lower is better",
+              lambda v: "-" if v is None else _time(1e3 * v)))
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d2430; margin: 0;
@@ -52,9 +55,9 @@ code, .mono { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, mono
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 3px 16px; margin: 8px 0; }
 dl.facts dt { color: #5b6575; }
 dl.facts dd { margin: 0; }
-.cards { display: grid; grid-template-columns: repeat(4, 1fr); gap: 12px; margin: 12px 0; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(180px, 1fr)); gap: 12px; margin: 12px 0; }
 .card { border: 1px solid #dde3ea; border-radius: 6px; padding: 10px 14px; }
-.card .value { font-size: 26px; font-weight: 600; }
+.card .value { font-size: 24px; font-weight: 600; white-space: nowrap; }
 .card .label { color: #5b6575; }
 table { border-collapse: collapse; margin: 8px 0; width: 100%; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #e6eaf0; text-align: right; white-space: nowrap; }
@@ -208,8 +211,8 @@ def _header(run: dict) -> _Html:
 
 
 def _headline(run: dict) -> _Html:
-    cards = "".join(f'<div class="card"><div class="value">{_e(_num(run.get(key), digits))}</div>'
-                    f'<div class="label">{_e(label)}</div></div>' for key, label, _, _, digits in HEADLINES)
+    cards = "".join(f'<div class="card"><div class="value">{_e(shown(run.get(key)))}</div>'
+                    f'<div class="label">{_e(label)}</div></div>' for key, label, _, _, shown in HEADLINES)
     return _Html(f'<div class="cards">{cards}</div>')
 
 
@@ -300,10 +303,11 @@ def _run_section(run: dict, index: int | None, label: str) -> _Html:
     heading = f"<h2>{_e(f'Run {index}: {label}')}</h2>" if index is not None else ""
     anchor = f' id="run-{index}"' if index is not None else ""
     return _Html(f"<section{anchor}>{heading}{_headline(run)}"
-                 f'<p class="note">Unprofiled: prefill tok/s is the prompt over the prefill\'s wall time; time to '
-                 "first token adds the first id's readback; decode tok/s is the steps, submitted back to back, over "
-                 "their wall time (ids read as the lengths below say); host ms per token is the host's share of a "
-                 "step (GPU not waited on).</p>"
+                 f'<p class="note">Prefill tok/s: the prompt over the prefill\'s wall time; time to first token adds '
+                 "the first id's readback; decode tok/s: the steps, submitted back to back, over their wall time (ids "
+                 "read as the lengths below say); host ms per token: the host's share of a step (GPU not waited on); "
+                 "all four unprofiled. GPU time of a decode step: one step's single pass between two timestamps "
+                 "(median of up to 5; '-' without timestamp queries), its GPU work without the submits.</p>"
                  f"{_header(run)}<h3>Routes that ran</h3>{_routes(run)}<h3>Per kernel</h3>{_kernels(run)}</section>")
 
 
@@ -319,18 +323,18 @@ def _comparison(runs: list[dict], labels: list[str]) -> _Html:
     """Headline figures side by side (later runs also as a ratio to run 1), a chart per figure, and each
     kernel's time in every run."""
     rows = [[_Html(f'<a href="#run-{i}">{i}</a>'), label,
-             *(_num(run.get(key), digits) + (_versus(run.get(key), runs[0].get(key)) if i > 1 else "")
-               for key, _, _, _, digits in HEADLINES)]
+             *(shown(run.get(key)) + (_versus(run.get(key), runs[0].get(key)) if i > 1 else "")
+               for key, _, _, _, shown in HEADLINES)]
             for i, (run, label) in enumerate(zip(runs, labels), 1)]
     table = _table(["run", "what ran", *(header for _, _, header, _, _ in HEADLINES)], rows, text_columns=2)
     out = [_Html(f'<div class="scroll">{table}</div>')]
     charts = []
-    for key, name, _, better, digits in HEADLINES:
+    for key, name, _, better, shown in HEADLINES:
         values = [run.get(key) for run in runs]
         top = max((v for v in values if v), default=0)
         if not top:
             continue
-        items = [(f"run {i}", (v or 0) / top, _num(v, digits), f"{label}: {_num(v, 3)} {name}")
+        items = [(f"run {i}", (v or 0) / top, shown(v), f"{label}: {shown(v)} {name}")
                  for i, (v, label) in enumerate(zip(values, labels), 1)]
         charts.append(f"<div><h3>{_e(name)} <span class=\"note\">({_e(better)})</span></h3>"
                       f"{_bars(items, 'metric', name, METRIC_CHART)}</div>")
