@@ -351,10 +351,10 @@ def _comparison(runs: list[dict], labels: list[str]) -> _Html:
                    for table in per_run)] for kernel, route in keys]
         total = ["whole step", "", *(_time(sum(r["ns"] for r in table.values())) if table else "-"
                                      for table in per_run)]
-        table = _table(["kernel", "route", *(f"run {i}" for i in range(1, len(runs) + 1))], body, total=total,
-                       text_columns=2)
+        kernels = _table(["kernel", "route", *(f"run {i}" for i in range(1, len(runs) + 1))], body, total=total,
+                         text_columns=2)
         out += [f"<h3>Per kernel, {_e(phase)}: GPU time (share of the step)</h3>",
-                _Html(f'<div class="scroll">{table}</div>')]
+                _Html(f'<div class="scroll">{kernels}</div>')]
     return _Html("".join(out))
 
 
