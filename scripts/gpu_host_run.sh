@@ -13,6 +13,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   || { echo "wheel install failed"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export LAB_CHROMIUM=${LAB_CHROMIUM:-/opt/gpu-browser/chromium-gpu}
+if [ -d .whl/fonts ]; then     # the host has no fonts; without one Chromium aborts on the page's form controls
+  printf '<?xml version="1.0"?>\n<fontconfig><dir>%s</dir><cachedir>/tmp/lab-fontconfig</cachedir></fontconfig>\n' \
+    "$PWD/.whl/fonts" > /tmp/lab-fonts.conf
+  export FONTCONFIG_FILE=/tmp/lab-fonts.conf
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$work/nvidia-smi.csv" 2>&1
 # Clocks and power through the run (GPUs downclock between measurements; the bench warms up first).
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,pstate,utilization.gpu --format=csv -lms 250 \

@@ -17,5 +17,10 @@ mkdir .whl
 ${PYTHON:-python3} -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d .whl "${wheels[@]}" "$@"
+# One font: the host has none, and Chromium aborts (SkFontMgr_FontConfigInterface "Not implemented") when
+# the page's form controls ask for a font where fontconfig knows of none. gpu_host_run.sh points
+# fontconfig at it. Debian's fonts-dejavu-core (Chromium's dependencies bring it).
+mkdir .whl/fonts
+cp /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf .whl/fonts/
 ls -l .whl
-echo "gpu_host_wheels.sh: $(ls .whl | wc -l) wheels, $(du -sh .whl | cut -f1) in .whl/ (git-ignored: name .whl in a device call's carry)"
+echo "gpu_host_wheels.sh: $(ls .whl/*.whl | wc -l) wheels and a font, $(du -sh .whl | cut -f1) in .whl/ (git-ignored: name .whl in a device call's carry)"

@@ -47,6 +47,22 @@ def test_bench_kernels_tiny_preset_reports_ratios(tmp_path, capsys):
     assert captured.err.splitlines() == ["kernel bench cases: 0/5", "kernel bench cases: 5/5"], captured.err
 
 
+def test_bench_model_writes_json_and_html_beside_it(tmp_path, capsys):
+    target = tmp_path / "model.json"
+    assert main(["bench", "model", "--backend", "native", "--model", "tiny", "--prompt", "8", "--decode", "3",
+                 "--json", str(target)]) == 0
+    report = json.loads(target.read_text())
+    page = target.with_suffix(".html")
+    out = capsys.readouterr().out
+    assert f"report: {target}" in out and f"html: {page}" in out and "result: not checked" in out
+    assert report["result"] == "not checked" and report["options"]["decode"] == 3
+    # Profiled on lavapipe: each kernel's bytes and flops, so the report can show GB/s and GFLOP/s.
+    assert report["kernels"] and all(k["ns"] > 0 and k["bytes"] >= 0 and k["flops"] >= 0 for k in report["kernels"])
+    assert all(k["bytes"] > 0 and k["flops"] > 0 for k in report["kernels"] if k["kernel"].startswith("q4gsw_gemm"))
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and f"{report['prefill_tok_s']:,.1f}" in text
+
+
 def test_bench_kernels_decode_step_runs_every_route(tmp_path, capsys):
     target = tmp_path / "step.json"
     assert main(["bench", "kernels", "--backend", "native", "--preset", "tiny_step", "--trials", "1",

@@ -74,6 +74,19 @@ def test_llama_int8x_policy_is_within_its_own_bound():
     assert "q4_gemm_dp4a" not in decode
 
 
+def test_the_unfused_and_materialized_routes_match_transformers_too():
+    """The route choices beside the policy (Decoder attention= and fused=): int8x with q, k, v as three
+    linears, gate/up/swiglu apart at every step and the materialized attention, which keeps the position
+    on the host, judged by the same oracle and bound."""
+    report, artifacts = _run({"model": "llama", "policy": "int8x", "attention": "materialized", "fused": False, **CI})
+    judged = verify_model_report(report, artifacts.__getitem__)
+    assert judged["worst_of_tolerance"] <= 1, judged
+    decode = _routes(report, 1)
+    assert "sdpa_materialized" in decode and not decode & {"sdpa_flash_subgroup", "sdpa_flash_decode"}
+    assert "swiglu_fused" in decode and not decode & {"q4_gemv_int8x_qkv", "q4_gemv_int8x_glu"}
+    assert "sdpa_materialized" in _routes(report, 0) and "sdpa_k16" not in _routes(report, 0)
+
+
 def test_interleaved_rope_and_an_untied_head_match_through_the_per_head_permutation():
     report, artifacts = _run({"model": "awkward", "layers": 2, "prompt": 9, "decode": 3})
     assert report["config"]["rope_layout"] == "interleaved" and not report["config"]["tied_embeddings"]

@@ -26,14 +26,14 @@ def _wgsl(struct_body: str, uniform: str = "@group(0) @binding(1) var<uniform> p
             f"{uniform}\n@compute @workgroup_size(64)\nfn main() {{}}\n")
 
 
-def test_six_u32_fields_pack_back_to_back():
-    # q4gsw_gemv: six u32 (align 4, size 4) at 0, 4, ..., 20; the struct ends at 24, a multiple of
-    # its alignment (4), so its size is 24.
+def test_seven_u32_fields_pack_back_to_back():
+    # q4gsw_gemv: seven u32 (align 4, size 4) at 0, 4, ..., 24; the struct ends at 28, a multiple of
+    # its alignment (4), so its size is 28.
     layout = kernel("q4gsw_gemv_wg_r8").params_layout
-    assert layout.struct == "Params" and layout.size == 24
+    assert layout.struct == "Params" and layout.size == 28
     assert _fields("q4gsw_gemv_wg_r8") == [
         ("k", "u32", 0, 4), ("n", "u32", 4, 4), ("n_total", "u32", 8, 4), ("n_offset", "u32", 12, 4),
-        ("group_size", "u32", 16, 4), ("has_bias", "u32", 20, 4)]
+        ("group_size", "u32", 16, 4), ("has_bias", "u32", 20, 4), ("accumulate", "u32", 24, 4)]
 
 
 def test_vec4_fields_align_to_16_and_round_the_struct_up_to_16():
@@ -118,10 +118,10 @@ def test_every_generated_kernel_with_a_uniform_binding_has_a_layout_by_the_struc
 
 def test_packing_matches_the_hand_written_struct_pack_and_round_trips():
     gemv = kernel("q4gsw_gemv_wg_r8")
-    values = dict(k=2048, n=8192, n_total=8192, n_offset=0, group_size=64, has_bias=True)
+    values = dict(k=2048, n=8192, n_total=8192, n_offset=0, group_size=64, has_bias=True, accumulate=False)
     data = gemv.pack_params(**values)
-    assert data == struct.pack("<6I", 2048, 8192, 8192, 0, 64, 1)
-    assert gemv.params_layout.unpack(data) == {**values, "has_bias": 1}
+    assert data == struct.pack("<7I", 2048, 8192, 8192, 0, 64, 1, 0)
+    assert gemv.params_layout.unpack(data) == {**values, "has_bias": 1, "accumulate": 0}
     binary = kernel("binary_add").pack_params(shape=(1, 2, 3, 4), a_strides=[0, 12, 4, 1], b_strides=(0, 0, 0, 1), length=24)
     assert binary == struct.pack("<13I12x", 1, 2, 3, 4, 0, 12, 4, 1, 0, 0, 0, 1, 24)
     fill = kernel("fill_uniform")
@@ -132,10 +132,10 @@ def test_packing_matches_the_hand_written_struct_pack_and_round_trips():
 
 def test_missing_and_unknown_fields_are_named_with_the_kernel_and_its_fields():
     with pytest.raises(ParamsError) as caught:
-        kernel("q4gsw_gemv_wg_r8").pack_params(k=1, n=1, n_total=1, nn=1, group_size=64, has_bias=0)
+        kernel("q4gsw_gemv_wg_r8").pack_params(k=1, n=1, n_total=1, nn=1, group_size=64, has_bias=0, accumulate=0)
     assert str(caught.value) == (
         "kernel q4gsw_gemv_wg_r8: params missing ['n_offset'], unknown ['nn']; fields are "
-        "['k: u32', 'n: u32', 'n_total: u32', 'n_offset: u32', 'group_size: u32', 'has_bias: u32']")
+        "['k: u32', 'n: u32', 'n_total: u32', 'n_offset: u32', 'group_size: u32', 'has_bias: u32', 'accumulate: u32']")
 
 
 @pytest.mark.parametrize("name,values,fragment", [

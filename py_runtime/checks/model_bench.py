@@ -38,15 +38,16 @@ def _active_dispatches(plan) -> int:
 
 
 def kernel_rows(execution, phase: str) -> list[dict]:
-    """One row per kernel of a profiled step: dispatches, GPU ns and share of the step."""
+    """One row per kernel of a profiled step: dispatches, GPU ns, bytes moved, flops and share of the step."""
     by_kernel: dict[tuple[str, str], dict] = {}
     for row in execution.rows:
         entry = by_kernel.setdefault((row.kernel, row.route), {"phase": phase, "kernel": row.kernel,
                                                                "route": row.route, "dispatches": 0, "ns": 0,
-                                                               "bytes": 0})
+                                                               "bytes": 0, "flops": 0})
         entry["dispatches"] += 1
         entry["ns"] += row.ns
         entry["bytes"] += row.bytes_moved
+        entry["flops"] += row.flops
     total = sum(entry["ns"] for entry in by_kernel.values()) or 1
     rows = sorted(by_kernel.values(), key=lambda entry: -entry["ns"])
     for entry in rows:

@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass
 
 from ..models.config import MODELS, model_config
-from ..models.decoder import POLICIES, Decoder
+from ..models.decoder import ATTENTION, POLICIES, Decoder
 from ..ops.synth import synth_hash
 from ..runtime import Runtime
 from .outcome import FAILED, NOT_CHECKED, no_progress
 
-__all__ = ["ModelRunOptions", "MODEL_KEYS", "POLICIES", "prompt_ids", "run_model_check"]
+__all__ = ["ModelRunOptions", "MODEL_KEYS", "POLICIES", "ATTENTION", "prompt_ids", "run_model_check"]
 
 MODEL_KEYS = tuple(MODELS)
 PROMPT_STREAM = 77
@@ -36,6 +36,8 @@ class ModelRunOptions:
     policy: str = "f32"
     seed: int = 7
     batch: int = 4              # generated ids read back every `batch` steps in the free pass
+    attention: str = "auto"     # models/decoder.py ATTENTION
+    fused: bool = True          # the fused QKV and gate/up + SwiGLU routes where they apply
     artifacts: bool = True
 
 
@@ -51,7 +53,8 @@ async def run_model_check(runtime: Runtime, options: ModelRunOptions, sink=None,
     progress("model", 0, stages)
     started = time.perf_counter()
     decoder = await Decoder.create(runtime, config, seed=options.seed, max_prompt=options.prompt,
-                                   capacity=options.prompt + options.decode, policy=options.policy)
+                                   capacity=options.prompt + options.decode, policy=options.policy,
+                                   attention=options.attention, fused=options.fused)
     try:
         build_s = time.perf_counter() - started
         progress("model", 1, stages)
@@ -80,7 +83,8 @@ async def run_model_check(runtime: Runtime, options: ModelRunOptions, sink=None,
         "adapter": runtime.device.adapter.to_json(),
         "config": config.to_json(),
         "options": {"model": options.model, "layers": options.layers, "prompt": options.prompt,
-                    "decode": options.decode, "policy": options.policy, "seed": options.seed, "batch": options.batch},
+                    "decode": options.decode, "policy": options.policy, "seed": options.seed, "batch": options.batch,
+                    "attention": options.attention, "fused": options.fused},
         "prompt_ids": prompt,
         "tokens": checked,                  # one per logits artifact: the greedy token each step chose
         "free_tokens": free["ids"],

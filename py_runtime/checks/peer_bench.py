@@ -209,7 +209,8 @@ async def compare_with_peer(runtime: Runtime, options: dict, choice: dict, sink,
     prompt = prompt_ids(config.vocab, options["seed"], options["prompt"])
     decode, rounds = options["decode"], options["rounds"]
     key, build = await _peer_build(config, options["seed"], options.get("peer_key"))
-    setting = {"policy": options["a"], "position": options["a_position"]}
+    setting = {"policy": options["a"], "position": options["a_position"], "attention": options["a_attention"],
+               "fused": options["a_fused"]}
     share_device = peer_shares_device(runtime.device.adapter, options.get("peer_device", "auto"))
     started = time.perf_counter()
     decoder = await _build(runtime, config, options, setting, progress)

@@ -266,6 +266,9 @@ BENCH_OUTPUT = {
     "peer_bench": ("format_peer_bench", "results/bench/compare-{model}-{backend}.json"),
 }
 
+# Benchmarks that also write a self-contained HTML report beside their JSON.
+BENCH_HTML = {"model_bench": "write_model_bench_html"}
+
 
 def _peer(args) -> int:
     from .codegen import repo_root
@@ -367,8 +370,13 @@ def _bench(args) -> int:
         _judge_compare(report, artifacts, json_path)
     print(getattr(formats, formatter)(report))
     preset = options.get("preset", workload.option("preset").default if workload.option("preset") else "")
-    _write_json(report, args.json or default_json.format(backend=args.backend, preset=preset,
-                                                         model=options.get("model", "")))
+    json_path = args.json or default_json.format(backend=args.backend, preset=preset, model=options.get("model", ""))
+    _write_json(report, json_path)
+    if workload.name in BENCH_HTML:
+        from . import html_report
+
+        written = getattr(html_report, BENCH_HTML[workload.name])(report, Path(json_path).with_suffix(".html"))
+        print(f"html: {written}")
     print(f"result: {report['result']}")
     return _exit_code(report["result"])
 

@@ -164,20 +164,26 @@ def format_kernel_bench(report: dict) -> str:
     return "\n".join(out)
 
 
+def _figure(value: float) -> str:
+    """One decimal; three significant digits below 1 (a CPU adapter's fraction of a token per second)."""
+    return f"{value:.3g}" if 0 < abs(value) < 1 else f"{value:.1f}"
+
+
 def format_model_bench(report: dict) -> str:
     o, c, d = report["options"], report["config"], report["dispatches"]
     rows = [[r["phase"], r["kernel"], r["route"], r["dispatches"], f"{r['ns'] / 1e3:.1f}", f"{100 * r['share']:.1f}%"]
             for r in report["kernels"]]
     decode = report["decode_tok_s"]
+    reads = "after every step" if o["batch"] == 1 else f"every {o['batch']}"
     lines = [
         _adapter_line(report),
         f"{c['name']}, {o['layers']} layers, policy {o['policy']}: prompt {o['prompt']}, {o['decode']} greedy decode "
-        f"steps ending at position {o['context']} (ids read every {o['batch']}); position on the "
+        f"steps ending at position {o['context']} (ids read {reads}); position on the "
         f"{'GPU' if report['position_on_gpu'] else 'host'}; {d['recorded']} dispatches recorded, {d['prefill']} run "
         f"per prefill, {d['decode']} per decode step",
         _table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token", "GPU us/step (one pass)"],
-               [[f"{report['prefill_tok_s']:.1f}", f"{report['ttft_ms']:.1f}",
-                 f"{decode:.1f}" if decode else "-", f"{report['host_ms_per_token']:.3f}",
+               [[_figure(report["prefill_tok_s"]), _figure(report["ttft_ms"]),
+                 _figure(decode) if decode else "-", f"{report['host_ms_per_token']:.3f}",
                  f"{report['decode_span_us']:.1f}" if report.get("decode_span_us") else "-"]]),
         f"routes: prefill {', '.join(report['routes']['prefill'])}; decode {', '.join(report['routes']['decode'])}",
     ]

@@ -31,6 +31,13 @@ Activation policies (POLICIES):
          (the fused QKV and the fused gate/up + SwiGLU), prefills the DP4A GEMMs (gate and up apart,
          then swiglu: those idle at decode)
 
+Route choices beside the policy (for comparing routes; the defaults are the fastest measured):
+  attention  "auto" (the route tables' choice: FlashDecoding, the tiled prefill routes) or "materialized"
+             (sdpa_materialized at every token count; its passes are sized on the host, so the position
+             stays there)
+  fused      True (the fused QKV GEMM/GEMV and, int8x, the fused gate/up + SwiGLU GEMV where they apply) or
+             False (q, k, v as three linears; gate, up and swiglu apart at every step)
+
 Bad input is refused before anything is dispatched: a prompt longer than the plan's rows or with
 ids outside the vocabulary, a step past the KV cache (the context is full), an unknown policy.
 """
@@ -56,9 +63,10 @@ from ..tensors import Tensor
 from .config import ModelConfig
 from .weights import GROUP_SIZE, ModelWeights
 
-__all__ = ["POLICIES", "Decoder", "ContextFull"]
+__all__ = ["POLICIES", "ATTENTION", "Decoder", "ContextFull"]
 
 POLICIES = ("f32", "int8x")
+ATTENTION = ("auto", "materialized")    # the attention routes' choice: the guards', or the materialized one
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -95,9 +103,10 @@ class Decoder:
     `await prefill(prompt)`, then `await step()` per greedy token; `await tokens()` reads the sequence."""
 
     def __init__(self, runtime, config: ModelConfig, weights: ModelWeights, *, max_prompt: int, capacity: int,
-                 policy: str, gpu_position: bool | None):
+                 policy: str, gpu_position: bool | None, attention: str = "auto", fused: bool = True):
         self.runtime, self.config, self.weights = runtime, config, weights
         self.max_prompt, self.capacity, self.policy = max_prompt, capacity, policy
+        self.attention, self.fused = attention, fused
         self.gpu_position = gpu_position     # None: wherever the plan allows (position_on_gpu says)
         self.position_on_gpu = False
         self.position = 0           # positions the KV cache holds; the next step starts here (the host's count)
@@ -107,19 +116,23 @@ class Decoder:
 
     @classmethod
     async def create(cls, runtime, config: ModelConfig, *, seed: int, max_prompt: int, capacity: int,
-                     policy: str = "f32", gpu_position: bool | None = None, progress=None) -> "Decoder":
+                     policy: str = "f32", gpu_position: bool | None = None, attention: str = "auto",
+                     fused: bool = True, progress=None) -> "Decoder":
         """Allocate the synthetic weights and every buffer, record the plan (every op validates its
         shapes here, before anything runs), then generate the weights on the GPU. `gpu_position`
         False keeps the position on the host (every step re-sized); True refuses a plan that cannot
         keep it on the GPU; None (default) keeps it there where the plan allows. `progress(stage, done,
-        total)` hears "pipelines" once per layer recorded (and the head) and "weights" around their generation."""
+        total)` hears "pipelines" once per layer recorded (and the head) and "weights" around their generation.
+        `attention` and `fused`: the route choices of the module docstring."""
         if policy not in POLICIES:
             raise ValueError(f"unknown activation policy {policy!r}; known: {POLICIES}")
+        if attention not in ATTENTION:
+            raise ValueError(f"unknown attention choice {attention!r}; known: {ATTENTION}")
         if not 1 <= max_prompt <= capacity:
             raise ValueError(f"{config.name}: max_prompt {max_prompt} must be 1..capacity ({capacity})")
         weights = await ModelWeights.allocate(runtime, config, seed=seed, scales_rows=policy == "int8x")
         decoder = cls(runtime, config, weights, max_prompt=max_prompt, capacity=capacity, policy=policy,
-                      gpu_position=gpu_position)
+                      gpu_position=gpu_position, attention=attention, fused=fused)
         progress = progress or _no_progress
         try:
             await decoder._record(progress)
@@ -180,8 +193,9 @@ class Decoder:
         scratch = await AttentionScratch.allocate(self.runtime, f"{c.key}.attn_scratch", heads=c.heads, head_dim=hd,
                                                   max_tokens=rows, capacity=self.capacity)
         self._owned += [scratch.scores, scratch.part_ml, scratch.part_o]
+        forced = "sdpa_materialized" if self.attention == "materialized" else None
         decode_route = sdpa(q=q_rot, cache=caches[0], out=attn, scratch=scratch, heads=c.heads,
-                            adapter=adapter).calls[0].route
+                            adapter=adapter, force=forced).calls[0].route
         possible = hd % 4 == 0 and decode_route in FLASH_ROUTES
         if self.gpu_position and not possible:
             raise ValueError(f"{c.name}: the position cannot live on the GPU here (head_dim {hd}"
@@ -209,9 +223,17 @@ class Decoder:
             progress("pipelines", i, c.layers + 1)
             layer = lambda name: w[f"layers.{i}.{name}"]    # noqa: E731
             await norm_into_xn(layer("attn_norm"))
-            await add(q4_linear_qkv(x=xn, weight=layer("qkv"), adapter=adapter, int8=xn_q if int8x else None,
-                                    outs=(_view(q, (rows, c.q_dim)), _view(k, (rows, c.kv_dim)),
-                                          _view(v, (rows, c.kv_dim)))))
+            qkv, qkv_outs = layer("qkv"), (_view(q, (rows, c.q_dim)), _view(k, (rows, c.kv_dim)),
+                                           _view(v, (rows, c.kv_dim)))
+            if self.fused:
+                await add(q4_linear_qkv(x=xn, weight=qkv, adapter=adapter, int8=xn_q if int8x else None, outs=qkv_outs))
+            else:
+                first = 0
+                for out in qkv_outs:
+                    width = out.shape[-1]
+                    await add(q4_linear(x=xn, weight=qkv.rows(qkv.n_offset + first, width), out=out, adapter=adapter,
+                                        int8=xn_q if int8x else False))
+                    first += width
             q_src, k_src = q, k
             fused_norm = c.qk_norm and hd % 4 == 0      # folded into the fused RoPE + cache write
             if c.qk_norm and not fused_norm:
@@ -229,7 +251,7 @@ class Decoder:
                 await add(rope(src=k_src, dst=k_rot, table=table, heads=c.kv_heads, head_dim=hd, layout=c.rope_layout))
                 await add(kv_cache_write(k=k_rot, v=v, cache=caches[i]))
             await add(sdpa(q=q_rot, cache=caches[i], out=attn, scratch=scratch, heads=c.heads, adapter=adapter,
-                           pos=pos, gpu_position=gpu, int8=attn_q if reduce_quantizes else None))
+                           pos=pos, gpu_position=gpu, int8=attn_q if reduce_quantizes else None, force=forced))
             if int8x:           # (a decode's FlashDecoding reduce writes it where reduce_quantizes)
                 quantize = quantize_activations(attn_q)
                 await add(_prefill_only(quantize) if reduce_quantizes else quantize)
@@ -240,10 +262,12 @@ class Decoder:
             separate = [q4_linear(x=xn, weight=gate_up.rows(0, f), out=gate, adapter=adapter, int8=xn_q if int8x else False),
                         q4_linear(x=xn, weight=gate_up.rows(f, f), out=up, adapter=adapter, int8=xn_q if int8x else False),
                         swiglu(gate=gate, up=up, out=act)]
+            glu = int8x and self.fused         # the fused gate/up + SwiGLU GEMV serves the decode
             for op in separate:
-                await add(_prefill_only(op) if int8x else op)
-            if int8x:
+                await add(_prefill_only(op) if glu else op)
+            if glu:
                 await add(q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter))
+            if int8x:
                 await add(quantize_activations(act_q))
             await add(q4_linear(x=act, weight=layer("down"), out=h, adapter=adapter,
                                 int8=act_q if int8x else False, accumulate=True))

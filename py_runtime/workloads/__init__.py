@@ -22,6 +22,7 @@ from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_c
 from ..checks.host_cost import run_host_cost
 from ..checks.model_bench import POSITIONS, run_model_bench
 from ..checks.model_soak import run_model_soak
+from ..checks.model_run import ATTENTION as ATTENTION_CHOICES
 from ..checks.peer_bench import FLAVOURS, PEER_DEVICES, PEERS, run_peer_bench
 from ..checks.model_run import MODEL_KEYS, POLICIES, ModelRunOptions, run_model_check
 from ..checks.kernel_bench import BENCH_PRESETS, STEP_PRESETS, run_kernel_bench
@@ -189,6 +190,9 @@ MODEL = Workload(
              Option(name="seed", type="int", default=_MODEL.seed),
              Option(name="batch", type="int", default=_MODEL.batch, minimum=1,
                     help="decode steps between readbacks of the generated ids"),
+             Option(name="attention", type="str", default=_MODEL.attention, allowed=ATTENTION_CHOICES,
+                    help="attention routes: the route tables' choice, or materialized at every step"),
+             Option(name="fused", type="bool", default=_MODEL.fused, help="the fused QKV and gate/up + SwiGLU routes"),
              _ARTIFACTS_ON),
     runner=_model, renderer="model")
 
@@ -331,12 +335,16 @@ GENERATE = Workload(
              Option(name="position", type="str", default="auto", allowed=tuple(POSITIONS),
                     help="where the sequence's position lives between decode steps (auto: the GPU where the "
                          "plan allows)"),
+             Option(name="attention", type="str", default="auto", allowed=ATTENTION_CHOICES,
+                    help="attention routes: the route tables' choice, or materialized at every step"),
+             Option(name="fused", type="bool", default=True, help="the fused QKV and gate/up + SwiGLU routes"),
              *_VIEW_TAIL),
     runner=run_generate, renderer="generate")
 
 COMPARE = Workload(
     name="compare",
-    title="Two settings of one model (policy, position), alternating: tok/s, kernel deltas, routes, tokens",
+    title="Two settings of one model (policy, position, attention, fusion), alternating: tok/s, kernel deltas, "
+          "routes, tokens",
     kind="view",
     options=(Option(name="size", type="str", default="auto", allowed=("auto", *COMPARE_SIZES), help=_SIZE.help),
              *_VIEW_COMMON,
@@ -347,6 +355,10 @@ COMPARE = Workload(
                     help="where side a's position lives between decode steps"),
              Option(name="b_position", type="str", default="auto", allowed=tuple(POSITIONS),
                     help="where side b's position lives between decode steps"),
+             Option(name="a_attention", type="str", default="auto", allowed=ATTENTION_CHOICES, help="side a's attention routes"),
+             Option(name="b_attention", type="str", default="auto", allowed=ATTENTION_CHOICES, help="side b's attention routes"),
+             Option(name="a_fused", type="bool", default=True, help="side a: the fused QKV and gate/up + SwiGLU"),
+             Option(name="b_fused", type="bool", default=True, help="side b: the fused QKV and gate/up + SwiGLU"),
              Option(name="rounds", type="int", default=2, minimum=1, help="timed passes of each side, alternating"),
              Option(name="peer_key", type="str", default=None,
                     help="b=ort-web: the peer build under vendor/peer/ (default: the one index.json names)"),
