@@ -267,7 +267,7 @@ BENCH_OUTPUT = {
 }
 
 # Benchmarks that also write a self-contained HTML report beside their JSON.
-BENCH_HTML = {"model_bench": "write_model_bench_html"}
+BENCH_HTML = {"model_bench": "write_model_bench_html", "peer_bench": "write_peer_bench_html"}
 
 
 def _peer(args) -> int:
@@ -328,6 +328,8 @@ def _peer_judge(args) -> int:
     _judge_compare(report, {p.name: p.read_bytes() for p in folder.iterdir()}, str(path))
     print(format_peer_bench(report))
     _write_json(report, str(path))
+    from .html_report import write_peer_bench_html
+    print(f"html: {write_peer_bench_html(report, path.with_suffix('.html'))}")
     print(f"result: {report['result']}")
     return _exit_code(report["result"])
 

@@ -16,7 +16,7 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["model_bench_html", "write_model_bench_html"]
+__all__ = ["model_bench_html", "write_model_bench_html", "peer_bench_html", "write_peer_bench_html"]
 
 PHASES = ("prefill", "decode")
 ROW_HEIGHT, AXIS_HEIGHT = 20, 20
@@ -388,4 +388,35 @@ def write_model_bench_html(runs: dict | list[dict], path: str | Path, labels: li
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(model_bench_html(runs, labels, title), encoding="utf-8")
+    return path
+
+
+def peer_bench_html(report: dict) -> str:
+    """A `bench compare --peer` report (checks/peer_bench.py) as two runs side by side: ours and the peer's,
+    each with its medians, generated ids and the oracle's verdict on its logits."""
+    o, runs, labels = report["options"], [], []
+    verdicts = report.get("oracle") or {}
+    for engine in ("ours", "peer"):
+        side = report["engines"][engine]
+        verdict = verdicts.get(engine)
+        policy = o["policy"] if engine == "ours" else (f"{o['peer']} {o['flavour']} (int4 block "
+                                                       f"{report['peer_build']['block_size']}, our weights)")
+        oracle = None
+        if verdict is not None:
+            oracle = {"result": "passed" if verdict["passed"] else "failed", "tolerance": verdict["policy"]}
+            oracle.update({k: verdict[k] for k in ("worst_sigma", "tolerance_sigma", "error") if k in verdict})
+        runs.append({"options": {**o, "policy": policy, "batch": o["batch"] if engine == "ours" else 1},
+                     "config": report["config"], "adapter": report["adapter"],
+                     "result": oracle["result"] if oracle else "not checked", "oracle": oracle,
+                     "prefill_tok_s": side["prefill_tok_s"], "decode_tok_s": side["decode_tok_s"],
+                     "ttft_ms": 1e3 * side["prefill_s"], "generated": side["tokens"], "kernels": [], "routes": {}})
+        labels.append("ours" if engine == "ours" else o["peer"])
+    return model_bench_html(runs, labels, title=f"bench compare: {report['config']['name']}, {o['layers']} layers, "
+                                                 f"ours vs {o['peer']}")
+
+
+def write_peer_bench_html(report: dict, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(peer_bench_html(report), encoding="utf-8")
     return path
