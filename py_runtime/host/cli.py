@@ -117,7 +117,8 @@ def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playw
     ensure_current(root)
     results = root / "results"
     run_id = time.strftime("cli-%Y%m%d-%H%M%S")
-    query = {"suite": workload.name, **to_text(workload.options, values)}
+    # the page bounds the whole run too (main.js: 900 s unless told): give it the host's limit
+    query = {"suite": workload.name, **to_text(workload.options, values), "timeout": str(int(timeout))}
     if driver == "plain":
         from .plain_browser import run_page_plain
 
