@@ -34,8 +34,9 @@ __all__ = ["run_peer_bench", "compare_with_peer", "PEERS", "FLAVOURS", "PEER_DEV
 PEERS = ("ort-web",)
 # Where the peer runs: on our GPUDevice, on one of its own without the subgroups feature, or "auto": ours
 # unless the adapter's subgroups are narrower than MIN_SUBGROUP. On SwiftShader (subgroups of 4) ORT-web's
-# subgroup kernels gave prefill logits 1.25 sigma off transformers at a 128-token prompt (tiny, 2 layers;
-# right at 16 tokens), and right ones on a device without subgroups.
+# GroupQueryAttention on our device (subgroups on) gave prefill logits 1.25 sigma off transformers at a
+# 128-token prompt (tiny, 2 layers; right at 16 tokens); with its GQA nodes forced to ORT's CPU provider the
+# rest (MatMulNBits on subgroups among it) was right, and so was everything on a device without subgroups.
 PEER_DEVICES = ("auto", "shared", "own")
 MIN_SUBGROUP = 8
 FLAVOURS = ("asyncify", "jspi")         # ORT-web's wasm builds (web/vendor/ort/<flavour>/)
