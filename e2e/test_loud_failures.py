@@ -57,8 +57,8 @@ def test_unknown_suite_lists_every_suite(lab):
     run = lab.run_page({"suite": "unray"}, timeout_s=120)
     assert run.state == "error"
     assert ("unknown suite 'unray'; suites: ['generate', 'compare', 'unary', 'runtime', 'q4', 'elementwise', "
-            "'decoder_blocks', 'attention', 'model', 'model_soak', 'tokenizer', 'model_bench', 'kernel_bench', "
-            "'host_cost']") in run.error, \
+            "'decoder_blocks', 'attention', 'model', 'model_soak', 'tokenizer', 'model_bench', 'peer_bench', "
+            "'kernel_bench', 'host_cost']") in run.error, \
         run.error
 
 

@@ -192,6 +192,24 @@ class Device:
         timestamps="span": the step's one pass between two timestamps, returned as [begin, end] ns."""
         raise NotImplementedError
 
+    # Our addition: a peer engine (ONNX Runtime Web) beside ours, in the browser only; a backend without one
+    # says so by name.
+    async def create_peer(self, *, module_url: str, options: dict, share_device: bool = True) -> Handle:
+        """Our addition: the peer engine on this device (browser backend: web/peer/ort_web.mjs)."""
+        raise NotImplementedError(f"{type(self).__name__}: the peer engine runs in the browser backend only")
+
+    def peer_info(self, peer: Handle) -> dict:
+        """Our addition: what the peer reports about itself (its build, flavour, device)."""
+        raise NotImplementedError(f"{type(self).__name__}: the peer engine runs in the browser backend only")
+
+    async def peer_generate(self, peer: Handle, prompt: list[int], decode: int, keep: bool | list[int]) -> dict:
+        """Our addition: one greedy run of the peer: tokens, prefill_ms, decode_ms, the kept logits rows."""
+        raise NotImplementedError(f"{type(self).__name__}: the peer engine runs in the browser backend only")
+
+    async def release_peer(self, peer: Handle) -> None:
+        """Our addition: the peer's sessions (and its own device, if it had one) released."""
+        raise NotImplementedError(f"{type(self).__name__}: the peer engine runs in the browser backend only")
+
     def host_heap_bytes(self) -> int | None:
         """Our addition: the host's heap in bytes as the backend sees it (the page's JS heap where
         Chromium reports it; the native process's resident set), or None where it cannot tell."""
