@@ -96,18 +96,17 @@ async def _timed_pass(decoder: Decoder, prompt: list[int], decode: int, batch: i
     progress("prefill", 1, 1, {"text": f"{s} tokens, {s / prefill_s:.1f} tok/s, first token after "
                                        f"{1000 * ttft_s:.0f} ms", "tokens": list(generated)})
     prefill_logits = await decoder.read_logits()
-    decode_routes, host_ns = [], 0
     began = time.perf_counter()
-    for done in range(1, decode + 1):
-        step_began = time.perf_counter_ns()
-        decode_routes = list((await decoder.step()).routes)
-        host_ns += time.perf_counter_ns() - step_began
-        if done % batch == 0 or done == decode:
-            generated += await decoder.tokens(s + len(generated), decoder.position + 1)
-            elapsed = time.perf_counter() - began
-            progress("decode", done, decode, {"text": f"{done} tokens, {done / elapsed:.1f} tok/s",
-                                              "tokens": list(generated)})
+
+    def on_batch(done, ids):
+        elapsed = time.perf_counter() - began
+        progress("decode", done, decode, {"text": f"{done} tokens, {done / elapsed:.1f} tok/s",
+                                          "tokens": generated + ids})
+
+    run = await decoder.decode(decode, batch=batch, on_batch=on_batch)
     decode_s = time.perf_counter() - began
+    generated += run.ids
+    decode_routes, host_ns = list(run.execution.routes) if run.execution else [], run.host_ns
     last_logits = await decoder.read_logits() if decode else prefill_logits
     return {"prefill_tok_s": s / prefill_s, "ttft_ms": 1000 * ttft_s,
             "decode_tok_s": decode / decode_s if decode else None,

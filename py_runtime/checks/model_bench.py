@@ -82,19 +82,12 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         prefill_dispatches = _active_dispatches(decoder.plan)
         generated = await decoder.tokens(prompt, prompt + 1)
         ttft_s = time.perf_counter() - began
-        for done in range(1, fill + 1):
-            await decoder.step()
-            if done % batch == 0 or done == fill:       # bounds the queue as the measured loop does
-                generated += await decoder.tokens(prompt + len(generated), decoder.position + 1)
-        host_ns, decode_routes = 0, []
+        generated += (await decoder.decode(fill, batch=batch)).ids     # read back per batch as measured below
         began = time.perf_counter()
-        for done in range(1, decode + 1):
-            step_began = time.perf_counter_ns()
-            decode_routes = list((await decoder.step()).routes)
-            host_ns += time.perf_counter_ns() - step_began
-            if done % batch == 0 or done == decode:
-                generated += await decoder.tokens(prompt + len(generated), decoder.position + 1)
+        run = await decoder.decode(decode, batch=batch)
         decode_s = time.perf_counter() - began
+        generated += run.ids
+        host_ns, decode_routes = run.host_ns, list(run.execution.routes) if run.execution else []
         decode_dispatches = _active_dispatches(decoder.plan)
         progress("model bench", 3, 4)
 

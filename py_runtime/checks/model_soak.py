@@ -31,17 +31,6 @@ def _gpu_bytes(runtime: Runtime) -> int:
     return runtime.tensors.allocated_bytes + runtime.params.page_size * len(runtime.params.pages)
 
 
-async def _sequence(decoder: Decoder, prompt: list[int], steps: int, batch: int, progress, label: str) -> list[int]:
-    await decoder.prefill(prompt)
-    generated = await decoder.tokens(len(prompt), len(prompt) + 1)
-    for done in range(1, steps + 1):
-        await decoder.step()
-        if done % batch == 0 or done == steps:
-            generated += await decoder.tokens(len(prompt) + len(generated), decoder.position + 1)
-            progress(label, done, steps)
-    return generated
-
-
 async def run_model_soak(runtime: Runtime, *, model: str = "tiny", layers: int | None = None, prompt: int = 16,
                          steps: int = 10000, policy: str = "int8x", seed: int = 7, batch: int = 256,
                          progress=no_progress) -> dict:
@@ -56,8 +45,9 @@ async def run_model_soak(runtime: Runtime, *, model: str = "tiny", layers: int |
         runs = []
         for run in (1, 2):
             began = time.perf_counter()
-            tokens = await _sequence(decoder, ids, steps, batch, progress, f"run {run}")
-            runs.append({"tokens": tokens, "decode_s": round(time.perf_counter() - began, 3)})
+            sequence = await decoder.generate(ids, steps, batch=batch,
+                                              on_batch=lambda done, _, run=run: progress(f"run {run}", done, steps))
+            runs.append({"tokens": sequence["ids"], "decode_s": round(time.perf_counter() - began, 3)})
         after = {"gpu_bytes": _gpu_bytes(runtime), "host_heap_bytes": runtime.device.host_heap_bytes()}
         try:
             await decoder.step()

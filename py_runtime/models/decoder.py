@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..dispatch import IDLE, POS, TOKENS, Op, live_value
 from ..ops.argmax import argmax, argmax_blocks_needed
@@ -63,7 +63,7 @@ from ..tensors import Tensor
 from .config import ModelConfig
 from .weights import GROUP_SIZE, ModelWeights
 
-__all__ = ["POLICIES", "ATTENTION", "Decoder", "ContextFull"]
+__all__ = ["POLICIES", "ATTENTION", "Decoder", "DecodeRun", "ContextFull"]
 
 POLICIES = ("f32", "int8x")
 ATTENTION = ("auto", "materialized")    # the attention routes' choice: the guards', or the materialized one
@@ -75,6 +75,16 @@ def _no_progress(stage: str, done: int, total: int) -> None:
 
 class ContextFull(ValueError):
     """A step would write past the KV cache."""
+
+
+@dataclass(frozen=True)
+class DecodeRun:
+    """What Decoder.decode returns: the ids the steps chose, the host time of the steps' calls (GPU not
+    waited on), and the last step's execution (its attested routes)."""
+
+    ids: list[int]
+    host_ns: int
+    execution: Execution | None
 
 
 def _view(tensor: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -338,9 +348,9 @@ class Decoder:
         """The last step's logits (f32, the vocabulary's length)."""
         return await self.runtime.device.read_buffer(self.logits.buffer, 4 * self.config.vocab)
 
-    async def generate(self, prompt: list[int], steps: int, *, batch: int = 16) -> dict:
-        """Prefill, then `steps` greedy decode steps submitted back to back; the generated ids are read
-        every `batch` steps (the only host round trips). Returns the ids and the host-side timings."""
+    async def generate(self, prompt: list[int], steps: int, *, batch: int = 16, on_batch=None) -> dict:
+        """Prefill, then `steps` greedy decode steps (decode()). Returns the generated ids (the prefill's
+        token first) and the host-side timings."""
         if steps < 0 or batch < 1:
             raise ValueError(f"steps {steps} and batch {batch} must be >= 0 and >= 1")
         if len(prompt) + steps > self.capacity:
@@ -350,13 +360,24 @@ class Decoder:
         await self.prefill(prompt)
         first = await self.tokens(len(prompt), len(prompt) + 1)
         prefill_s = time.perf_counter() - started
-        generated = list(first)
         decode_started = time.perf_counter()
+        run = await self.decode(steps, batch=batch, on_batch=on_batch)
+        return {"ids": first + run.ids, "prefill_s": prefill_s, "decode_s": time.perf_counter() - decode_started}
+
+    async def decode(self, steps: int, *, batch: int = 16, on_batch=None) -> "DecodeRun":
+        """`steps` greedy decode steps of the current sequence, submitted back to back; the ids they choose
+        are read after every `batch` steps and after the last (the only host round trips), and
+        `on_batch(done, ids)` hears each read (the steps done, every id read so far)."""
+        ids, host_ns, execution = [], 0, None
         for done in range(1, steps + 1):
-            await self.step()
+            began = time.perf_counter_ns()
+            execution = await self.step()
+            host_ns += time.perf_counter_ns() - began
             if done % batch == 0 or done == steps:
-                generated += await self.tokens(len(prompt) + len(generated), self.position + 1)
-        return {"ids": generated, "prefill_s": prefill_s, "decode_s": time.perf_counter() - decode_started}
+                ids += await self.tokens(self.position + 1 - (done - len(ids)), self.position + 1)
+                if on_batch is not None:
+                    on_batch(done, ids)
+        return DecodeRun(ids, host_ns, execution)
 
     def release(self) -> None:
         if self.plan is not None:
