@@ -26,10 +26,12 @@ materialized decode route) the host re-sizes the position's dispatches before ea
 Activation policies (POLICIES):
   f32    every linear reads f32 activations (GEMVs at a decode step, GEMMs at a prefill)
   int8x  every step quantizes each linear's input to int8 per group once, every row (rms_norm_int8x
-         where a norm produces it, a decode's FlashDecoding reduce for the o-proj's, quantize_activations
+         where a norm produces it, a decode's FlashDecoding reduce for the o-proj's, a decode's fused
+         gate/up + SwiGLU for down's where its route q4_gemv_int8x_glu_q8 runs, quantize_activations
          otherwise): decode steps run the int8x GEMVs
          (the fused QKV and the fused gate/up + SwiGLU), prefills the DP4A GEMMs (gate and up apart,
-         then swiglu: those idle at decode)
+         then swiglu: those idle at decode). The SwiGLU's f32 output (act) is still written at a decode
+         step, but only the prefill reads it (its quantize_activations) where the fused GLU quantizes.
 
 Route choices beside the policy (for comparing routes; the defaults are the fastest measured):
   attention  "auto" (the route tables' choice: FlashDecoding, the tiled prefill routes) or "materialized"
@@ -275,10 +277,14 @@ class Decoder:
             glu = int8x and self.fused         # the fused gate/up + SwiGLU GEMV serves the decode
             for op in separate:
                 await add(_prefill_only(op) if glu else op)
+            glu_quantizes = False
             if glu:
-                await add(q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter))
-            if int8x:
-                await add(quantize_activations(act_q))
+                glu_op = q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter, int8_out=act_q)
+                glu_quantizes = glu_op.calls[0].route == "q4_gemv_int8x_glu_q8"
+                await add(glu_op)
+            if int8x:           # (a decode's fused GLU writes it where glu_quantizes)
+                quantize = quantize_activations(act_q)
+                await add(_prefill_only(quantize) if glu_quantizes else quantize)
             await add(q4_linear(x=act, weight=layer("down"), out=h, adapter=adapter,
                                 int8=act_q if int8x else False, accumulate=True))
 

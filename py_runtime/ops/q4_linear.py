@@ -25,7 +25,9 @@ decode and attestation shows what ran. Each slot takes the first route whose gua
 
 The fused kinds add a route in front of the separate linears: q4_gemv_int8x_qkv (the decode QKV as
 one GEMV writing q, k and v) and q4_qkv_fused_bk64 (the prefill QKV at Llama's exact geometry);
-q4_gemv_int8x_glu is gate/up + SwiGLU as one decode GEMV.
+q4_gemv_int8x_glu is gate/up + SwiGLU as one decode GEMV; given Int8Activations of its output
+(q4_linear_glu(int8_out=)), q4_gemv_int8x_glu_q8 goes first: the same GEMV also writing its output
+quantized for the next int8x linear, where a workgroup of the variant holds whole groups of the output.
 
 Which variant of a GEMV family runs is a speed choice, not a route: the adapter's tuning table
 (tuning.py) picks it; `gemv_shape` pins one (benchmark sweeps, checks), and `gemm_shape` the DP4A
@@ -51,7 +53,7 @@ from .tuning import Tuning, tuning_for
 
 __all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "gemv_shapes", "gemv_int8_max_k", "gemv_group_size",
            "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE",
-           "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
+           "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GLU_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
 
 _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
 _GEMV_INVOCATIONS = 256         # every GEMV variant's workgroup (q4gsw_gemv.yaml)
@@ -64,15 +66,16 @@ QKV_FUSED_SHAPE = LLAMA_3_2_1B.qkv_shape()
 @cache
 def gemv_shapes(kind: str, tier: str | None = None) -> tuple[str, ...]:
     """The variant names (suffixes) the kernel registry holds for a decode GEMV kind: "f32" and "int8"
-    (q4gsw_gemv), "int8x", "int8x_qkv", "int8x_glu" and each of those + "_sr" (q4gsw_gemv_i8x);
-    `tier` keeps the shipped (route-reachable) or the sweep (benchmark-only) ones."""
+    (q4gsw_gemv), "int8x", "int8x_qkv", "int8x_glu", "int8x_glu_q8" and each of those + "_sr"
+    (q4gsw_gemv_i8x); `tier` keeps the shipped (route-reachable) or the sweep (benchmark-only) ones."""
     if kind in ("f32", "int8"):
         prefix, int8 = "q4gsw_gemv_wg_", kind == "int8"
         return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix)
                      and bool(kernel(name).template_values.get("I8")) == int8)
-    match = re.fullmatch(r"int8x(_qkv|_glu)?(_sr)?", kind)
+    match = re.fullmatch(r"int8x(_qkv|_glu_q8|_glu)?(_sr)?", kind)
     if not match:
-        raise ValueError(f"unknown GEMV kind {kind!r}: f32, int8, int8x, int8x_qkv, int8x_glu, each int8x kind + _sr")
+        raise ValueError(f"unknown GEMV kind {kind!r}: f32, int8, int8x, int8x_qkv, int8x_glu, int8x_glu_q8, "
+                         f"each int8x kind + _sr")
     prefix = f"q4gsw_gemv_i8x{match.group(1) or ''}{match.group(2) or ''}_wg_"
     return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
 
@@ -124,6 +127,7 @@ class _Linear:
     gemm_shape: str | None = None
     capacity: int = field(default=0)
     accumulate: bool = False        # out += the product: a residual add folded into the linear
+    int8_out: Int8Activations | None = None     # glu: the output's int8 form, for q4_gemv_int8x_glu_q8
 
     @property
     def limits(self) -> dict:
@@ -220,26 +224,84 @@ def _gemv_decode(route: str):
     return build
 
 
-def _int8x_kind(req: _Linear) -> str:
-    return "_glu" if req.glu else "_qkv" if len(req.outs) == 3 else ""
+def _int8x_kind(req: _Linear, q8: bool = False) -> str:
+    return ("_glu_q8" if q8 else "_glu") if req.glu else "_qkv" if len(req.outs) == 3 else ""
 
 
-def _int8x_decode(req: _Linear) -> OpCall:
+def _int8x_shape(req: _Linear, q8: bool = False) -> str:
+    """The variant an int8x GEMV runs: the pinned one, else the tuning table's."""
+    w = req.weight
+    n_out = w.n // 2 if req.glu else w.n
+    rows_copy = w.scales_rows is not None
+    if q8:
+        return req.gemv_shape or req.tuning.gemv_int8x_glu_q8(w.k, n_out, rows_copy)
+    aligned = w.n_total % 4 == 0 and w.n_offset % 4 == 0 and n_out % 4 == 0
+    # With the row-major copy a row's scales are contiguous: the vec4 loads across rows have no use.
+    return req.gemv_shape or req.tuning.gemv_int8x(w.k, n_out, aligned and not rows_copy, req.glu, rows_copy)
+
+
+def _int8x_kernel(req: _Linear, q8: bool = False) -> str:
+    subgroups = "subgroups" in req.adapter.device_features      # any width: the kernel caps a warp at its workgroup
+    return (f"q4gsw_gemv_i8x{_int8x_kind(req, q8)}{'_sr' if req.weight.scales_rows is not None else ''}_"
+            f"{'sg' if subgroups else 'wg'}_{_int8x_shape(req, q8)}")
+
+
+def _sr(req: _Linear) -> str:
+    return "_sr" if req.weight.scales_rows is not None else ""
+
+
+def _glu_plain_pin(req: _Linear) -> str | None:
+    if req.gemv_shape is not None and req.gemv_shape not in gemv_shapes(f"int8x_glu{_sr(req)}"):
+        return f"the pinned variant {req.gemv_shape!r} is a quantizing (q8) one"
+    return None
+
+
+def _q8_workgroup_bytes(values: dict) -> int:
+    """The workgroup memory of a _glu_q8 variant (q4gsw_gemv_i8x.wgsl): its rows, a peak and a sum per
+    octet, and the reduction's slices (subgroups, KS > 1) or its tree (no subgroups)."""
+    rows, ks = values["RG"] * values["R"], values["KS"]
+    reduction = 2 * ks * rows if values["SUBGROUP"] and ks > 1 else 0 if values["SUBGROUP"] else 2 * 32 * ks * rows
+    return 4 * (rows + 2 * (rows // 8) + reduction)
+
+
+def _glu_q8_guard(req: _Linear) -> str | None:
+    out_act = req.int8_out
+    if out_act is None:
+        return "no int8 activations of the output given (int8_out=Int8Activations)"
+    if req.gemv_shape is not None and req.gemv_shape not in gemv_shapes(f"int8x_glu_q8{_sr(req)}"):
+        return f"the pinned variant {req.gemv_shape!r} is a plain GLU one"
+    values = kernel(_int8x_kernel(req, q8=True)).template_values
+    rows, invocations = values["RG"] * values["R"], 32 * values["RG"] * values["KS"]
+    if rows % out_act.group_size:
+        return (f"{_int8x_shape(req, q8=True)}'s workgroups hold {rows} output rows, not whole groups of "
+                f"{out_act.group_size}")
+    limits = req.limits
+    allowed = min(limits.get("maxComputeInvocationsPerWorkgroup", 0), limits.get("maxComputeWorkgroupSizeX", 0))
+    if invocations > allowed:
+        return f"{_int8x_shape(req, q8=True)}'s workgroups are {invocations} invocations; the adapter allows {allowed}"
+    storage = limits.get("maxComputeWorkgroupStorageSize", 0)
+    if _q8_workgroup_bytes(values) > storage:
+        return (f"{_int8x_shape(req, q8=True)} needs {_q8_workgroup_bytes(values)} bytes of workgroup memory; "
+                f"the adapter allows {storage}")
+    if limits.get("maxStorageBuffersPerShaderStage", 0) < 7:
+        return "needs 7 storage buffers per shader stage"
+    return None
+
+
+def _int8x_decode(req: _Linear, q8: bool = False) -> OpCall:
     """The q4_gemv_int8x dispatch (decode only). Three outputs make it the fused decode QKV: rows of the
     packed weight split n_q, n_kv, n_kv; `glu` the fused gate/up + SwiGLU: gate rows [0, n), up rows
-    [n, 2n), n = the output's."""
+    [n, 2n), n = the output's; `q8` that GEMV also writing req.int8_out (the output quantized)."""
     act, w, label = req.int8, req.weight, req.label
     n_out = w.n // 2 if req.glu else w.n
     rows_copy = w.scales_rows is not None
     aligned = w.n_total % 4 == 0 and w.n_offset % 4 == 0 and n_out % 4 == 0
-    kind = _int8x_kind(req)
-    # With the row-major copy a row's scales are contiguous: the vec4 loads across rows have no use.
-    shape = req.gemv_shape or req.tuning.gemv_int8x(w.k, n_out, aligned and not rows_copy, req.glu, rows_copy)
+    kind = _int8x_kind(req, q8)
+    shape = _int8x_shape(req, q8)
     if shape.endswith("v") and not aligned:
         raise ValueError(f"{label}: {shape!r} loads scales as vec4, which needs n_total ({w.n_total}), n_offset "
                          f"({w.n_offset}) and the output rows ({n_out}) to be multiples of 4")
-    subgroups = "subgroups" in req.adapter.device_features      # any width: the kernel caps a warp at its workgroup
-    name = f"q4gsw_gemv_i8x{kind}{'_sr' if rows_copy else ''}_{'sg' if subgroups else 'wg'}_{shape}"
+    name = _int8x_kernel(req, q8)
     has_bias = req.bias is not None
     qkv = kind == "_qkv"
 
@@ -252,6 +314,9 @@ def _int8x_decode(req: _Linear) -> OpCall:
                       has_bias=has_bias, accumulate=req.accumulate)
         if qkv:
             fields.update(n_q=req.outs[0].shape[-1], n_kv=req.outs[1].shape[-1])
+        if q8:
+            fields.update(out_group_size=req.int8_out.group_size)
+            moved += n_out + 8 * (n_out // 32)          # the int8 row and its chunk stats
         return Sizing(workgroups=linear_grid(-(-n_out // rows_per_group), 1, live_limit(live)) if active else IDLE,
                       params=spec.pack_params(**fields), bytes_moved=moved if active else 0,
                       flops=flops if active else 0)
@@ -262,6 +327,8 @@ def _int8x_decode(req: _Linear) -> OpCall:
         tensors["bias"] = req.bias if has_bias else w.scales
     if qkv:
         tensors.update({"out_k": req.outs[1], "out_v": req.outs[2]})
+    if q8:
+        tensors.update({"act_words": req.int8_out.words, "act_stats": req.int8_out.stats})
     return OpCall(label=f"{label}.decode", kernel=name, route=f"q4_gemv_int8x{kind}", tensors=tensors, sizing=sizing,
                   phase="decode")
 
@@ -408,10 +475,10 @@ def _check_pin(req: _Linear) -> None:
     if shape is None:
         return
     if req.prequantized:
-        kind = f"int8x{_int8x_kind(req)}{'_sr' if w.scales_rows is not None else ''}"
-        if shape not in gemv_shapes(kind):
-            raise ValueError(f"{req.label}: pre-quantized activations need a GEMV shape of {gemv_shapes(kind)}, "
-                             f"not {shape!r}")
+        kinds = [f"int8x{_int8x_kind(req)}{_sr(req)}"] + [f"int8x_glu_q8{_sr(req)}"] * (req.int8_out is not None)
+        known = tuple(s for kind in kinds for s in gemv_shapes(kind))
+        if shape not in known:
+            raise ValueError(f"{req.label}: pre-quantized activations need a GEMV shape of {known}, not {shape!r}")
         return
     if shape in gemv_shapes("int8"):
         if gemv_group_size(shape) != w.group_size:
@@ -463,20 +530,37 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
     return Op(label, tuple(calls.values()), decisions)
 
 
+GLU_ROUTES = (
+    Route(name="q4_gemv_int8x_glu_q8", guard=lambda req: _int8x_guard(req) or _glu_q8_guard(req),
+          build=lambda req: _int8x_decode(req, q8=True)),
+    Route(name="q4_gemv_int8x_glu", guard=lambda req: _int8x_guard(req) or _glu_plain_pin(req), build=_int8x_decode),
+)
+
+
 def q4_linear_glu(*, act: Int8Activations, weight: Q4Weight, out: Tensor, adapter: AdapterReport,
-                  tokens: int | str = TOKENS, gemv_shape: str | None = None, tuning: str | None = None) -> Op:
+                  tokens: int | str = TOKENS, gemv_shape: str | None = None, tuning: str | None = None,
+                  int8_out: Int8Activations | None = None) -> Op:
     """out = silu(x @ W_gate.T) * (x @ W_up.T) for a packed [2N, K] weight (gate rows, then up rows) and
     activations quantized beforehand: one fused decode dispatch (q4_gemv_int8x_glu), idle unless the live
-    token count is 1. A prefill runs gate, up and swiglu as separate ops."""
+    token count is 1. A prefill runs gate, up and swiglu as separate ops. `int8_out` (Int8Activations of
+    out) asks the dispatch to write out's row quantized too (q4_gemv_int8x_glu_q8, bit for bit what
+    quantize_activations makes of out) where its guard passes; where it does not, the op is the plain
+    GLU and the caller still quantizes out (the op's route says which). `gemv_shape` pins the variant of
+    the route whose kind has it."""
     label = f"q4_linear_glu({out.name})"
     if weight.n % 2 or out.shape[-1] != weight.n // 2:
         raise ValueError(f"{label}: a [{weight.n}, {weight.k}] gate/up weight does not give out {list(out.shape)}: "
                          f"it needs 2 x {out.shape[-1]} rows")
     _check_activations(label, act, weight, None)
+    if int8_out is not None and (int8_out.x.buffer != out.buffer or int8_out.k != out.shape[-1]):
+        raise ValueError(f"{label}: int8 activations of {int8_out.x.name!r} (K {int8_out.k}) are not of out "
+                         f"{list(out.shape)}")
     req = _Linear(label, act.x, weight, (out,), None, tokens, adapter, act, gemv_shape, tuning_for(adapter, tuning),
-                  glu=True, capacity=out.numel // out.shape[-1])
+                  glu=True, capacity=out.numel // out.shape[-1], int8_out=int8_out)
     _check_pin(req)
-    route, decision = choose(DECODE_ROUTES[:1], req, op=label, slot="decode")
+    route, decision = choose(GLU_ROUTES, req, op=label, slot="decode")
+    if route is None:
+        raise RouteUnavailable(decision.explain())
     return Op(label, (route.build(req),), (decision,))
 
 

@@ -24,6 +24,7 @@ class Tuning:
     gemv_f32: Callable[[int, int], str]                     # (K, N) -> q4gsw_gemv shape
     gemv_int8: Callable[[int, int, int], str]               # (K, N, group size) -> q4gsw_gemv i8 shape
     gemv_int8x: Callable[[int, int, bool, bool, bool], str]  # (K, N, vec4 scales ok, glu, row-major copy)
+    gemv_int8x_glu_q8: Callable[[int, int, bool], str]      # (K, N, row-major copy) -> a _glu_q8 shape
     flash_split: Callable[[int, int], tuple[str, int]]     # (G, W) -> sdpa_flash_split_sg variant suffix,
                                                             # workgroups wanted before splits take more steps
 
@@ -77,6 +78,15 @@ def _h200_gemv_int8x(k: int, n: int, scales_vec4: bool, glu: bool, rows_copy: bo
     return "r1u2w2k4" if rows_copy else "r1u1w4k2"
 
 
+def _h200_gemv_int8x_glu_q8(k: int, n: int, rows_copy: bool) -> str:
+    """Not measured yet: the measured GLU picks' shapes with the workgroup widened to 64 rows (whole
+    groups of the quantized output), so a lane keeps its rows and chunks in flight and the step as many
+    lanes in all: 2 rows per lane and 2 chunks (Llama's r2u2w2), one chunk where K is one warp's 32
+    chunks (Qwen's); 1024 invocations, where the H200 allows 1024. Sweep with `bench kernels --preset
+    gemv_int8x` / `gemv_int8x_qwen` and replace."""
+    return "r2u1w32" if rows_copy and k // 32 <= 32 else "r2u2w32"
+
+
 def _h200_flash_split(group: int, words: int) -> tuple[str, int]:
     """From `bench kernels --preset attention_flash_sweep` in Chromium (context 4096, docs/PERFORMANCE.md):
     256 workgroups (one per SM and a little more: longer splits beat more workgroups at every variant);
@@ -93,11 +103,13 @@ def _is_h200(info: dict) -> bool:
 
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
               matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
-              flash_split=_h200_flash_split)
+              gemv_int8x_glu_q8=_h200_gemv_int8x_glu_q8, flash_split=_h200_flash_split)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
                   gemv_int8x=lambda k, n, scales_vec4, glu, rows_copy: "r2u2w1",
+                  # 64 rows in 256 invocations, what every adapter allows (8 rows per lane, 8 warps)
+                  gemv_int8x_glu_q8=lambda k, n, rows_copy: "r8u1w8",
                   flash_split=lambda group, words: ("u2h1", 32))
 TABLES = (H200, PORTABLE)       # the first whose `matches` accepts the adapter's info
 

@@ -24,6 +24,12 @@ $if GLU:
   // This variant is the fused gate/up + SwiGLU: the weight packs gate rows [0, n) then up rows [n, 2n);
   // each output row reads both with the same activations, out[i] = g / (1 + exp(-g)) * u, as
   // shaders/llm/swiglu.wgsl evaluates it. One dispatch for two projections and their activation.
+$if Q8:
+  // It also writes its output quantized to int8 for the next int8x linear (the down projection), in
+  // place of a quantize_activations dispatch: int8_activations.wgsl's layout and arithmetic, groups of
+  // out_group_size within the workgroup's RG x R consecutive rows. A group's peak needs all of its rows,
+  // so the route guard asks for RG x R a multiple of that group size (the workgroup holds whole groups,
+  // and nothing crosses workgroups); the rows meet in workgroup memory after the last store.
 $if QKV:
   // This variant is the fused decode QKV: rows [0, n_q) of a packed [n_q + 2 n_kv, K] weight go to out
   // (q), the next n_kv to out_k, the last n_kv to out_v: one dispatch for three projections of one x.
@@ -57,6 +63,8 @@ struct Params {
   $if QKV:
     n_q: u32,
     n_kv: u32,
+  $if Q8:
+    out_group_size: u32,  // the quantized output's group size (the next linear's)
 }
 
 @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
@@ -70,6 +78,15 @@ $if not GLU:
 $if QKV:
   @group(0) @binding(7) var<storage, read_write> out_k: array<f32>;
   @group(0) @binding(8) var<storage, read_write> out_v: array<f32>;
+$if Q8:
+  @group(0) @binding(7) var<storage, read_write> act_words: array<u32>;
+  @group(0) @binding(8) var<storage, read_write> act_stats: array<vec2<f32>>;
+  const ROWS: u32 = ${RG * R}u;                 // the workgroup's output rows: whole groups
+  const OCTETS: u32 = ROWS / 8u;
+  const TOO_LARGE: f32 = 1.0e38;
+  var<workgroup> rows_out: array<f32, ROWS>;
+  var<workgroup> octet_peaks: array<f32, OCTETS>;
+  var<workgroup> octet_sums: array<i32, OCTETS>;
 $if SUBGROUP and KS > 1:
   var<workgroup> slices: array<f32, ${KS * RG * R * (2 if GLU else 1)}>;
 $if not SUBGROUP:
@@ -88,7 +105,12 @@ $if GLU:
   // exp(-g) = inf for a very negative g gives -0, not NaN.
   fn store_glu(row: u32, g: f32, u: f32) {
     if (row < params.n) {
-      out[row] = g / (1.0 + exp(-g)) * u;
+      $if Q8:
+        let value = g / (1.0 + exp(-g)) * u;
+        out[row] = value;
+        rows_out[row % ROWS] = value;
+      $else:
+        out[row] = g / (1.0 + exp(-g)) * u;
     }
   }
 
@@ -106,6 +128,59 @@ $else:
         }
       $else:
         out[row] = value + select(0.0, out[row], params.accumulate != 0u);
+    }
+  }
+
+$if Q8:
+  fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
+    return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
+  }
+
+  // The workgroup's rows (rows_out, block `block` of ROWS) to int8: invocation o < OCTETS takes octet o,
+  // octet block OCTETS + o of the output row; int8_activations.wgsl's quantize_octet for a row's one pass
+  // (held bit-equal by a test). Rows past n are whole groups (n is a multiple of the group size): not
+  // live, nothing stored. Called in uniform control flow.
+  fn quantize_rows(block: u32, index: u32) {
+    let o = min(index, OCTETS - 1u);
+    let at = block * OCTETS + o;
+    let live = index < OCTETS && at < params.n / 8u;
+    let a = vec4<f32>(rows_out[8u * o], rows_out[8u * o + 1u], rows_out[8u * o + 2u], rows_out[8u * o + 3u]);
+    let b = vec4<f32>(rows_out[8u * o + 4u], rows_out[8u * o + 5u], rows_out[8u * o + 6u], rows_out[8u * o + 7u]);
+    // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
+    let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
+    let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
+                   max(max(abs(b.x), abs(b.y)), max(abs(b.z), abs(b.w))));
+    if (index < OCTETS) {
+      octet_peaks[index] = select(0.0, select(TOO_LARGE, peak, finite), live);
+    }
+    workgroupBarrier();
+    let per_group = params.out_group_size / 8u;
+    let first = o - o % per_group;
+    var largest = 0.0;
+    for (var i = 0u; i < per_group; i++) {
+      largest = max(largest, octet_peaks[first + i]);
+    }
+    let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+    let qa = quantized(a, inverse);
+    let qb = quantized(b, inverse);
+    // Octet j of chunk c: words 2j, 2j + 1 of the chunk's 8, in plane j / 2 (16 values per plane).
+    let chunk = at / 4u;
+    let j = at % 4u;
+    let word = select(0u, params.n / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
+    if (live) {
+      act_words[word] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
+      act_words[word + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+    }
+    let total = qa + qb;
+    if (index < OCTETS) {
+      octet_sums[index] = total.x + total.y + total.z + total.w;
+    }
+    workgroupBarrier();
+    if (live && j == 0u) {
+      let nan = bitcast<f32>(0x7FC00000u | (index & 0u));     // built at run time: a constant NaN is an error
+      let scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
+      let chunk_sum = octet_sums[o] + octet_sums[o + 1u] + octet_sums[o + 2u] + octet_sums[o + 3u];
+      act_stats[chunk] = vec2<f32>(scale, 8.0 * f32(chunk_sum));
     }
   }
 
@@ -244,4 +319,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       $else:
         store(block * RG * R + index, total);
     }
+  $if Q8:
+    workgroupBarrier();
+    quantize_rows(block, index);
 }
