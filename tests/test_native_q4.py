@@ -87,3 +87,77 @@ def test_the_dp4a_verifier_fails_on_a_wrong_output_route_or_activation_and_tells
                                    value_range=WEIGHT_RANGE)
     unquantized = exact + synth_values_np(BIAS_RANGE, seed, stream + 2000, n).astype(np.float64)
     fails({out_name: unquantized.astype(np.float32).tobytes()}, match="outside the DP4A bound")
+
+
+@pytest.mark.parametrize("n, out_group_size", [(320, 64), (96, 32)])
+def test_the_fused_glu_quantizes_its_output_as_quantize_activations_bit_for_bit(n, out_group_size):
+    """q4_linear_glu(int8_out=...): the fused gate/up + SwiGLU GEMV also writes its output as int8 for the
+    down projection; the words and stats must be quantize_activations' of the plain fused GEMV's f32
+    output, bit for bit, and its f32 output the plain GEMV's, for every variant of the kind (shipped and
+    sweep), with and without subgroups and the row-major scale copy: five groups of 64 in 64-row
+    workgroups, and three groups of 32 (the last workgroup half past N), each with a group of zeros
+    (scale 0)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from py_runtime.checks.q4_linear import ACT_RANGE, WEIGHT_RANGE
+    from py_runtime.oneshot import run_op, tensor
+    from py_runtime.ops.int8_activations import Int8Activations, quantize_activations
+    from py_runtime.ops.q4 import Q4Weight, q4_quantize, q4_scales_rows
+    from py_runtime.ops.q4_linear import gemv_shapes, q4_linear_glu
+    from py_runtime.ops.synth import fill_uniform
+    from py_runtime.runtime import Runtime
+    from py_runtime.tensors import Tensor
+
+    k, gs = 2048, 64
+
+    async def main():
+        runtime = await Runtime.create("native")
+        adapter = runtime.device.adapter
+        assert "subgroups" in adapter.device_features
+        without = replace(adapter, device_features=tuple(f for f in adapter.device_features if f != "subgroups"))
+        packed = await tensor(runtime, "w.packed", (2 * n * k // 8,), dtype="u32")
+        scales = await tensor(runtime, "w.scales", (k // gs * 2 * n,))
+        rows = await tensor(runtime, "w.rows", (k // gs * 2 * n,))
+        x = await tensor(runtime, "x", (1, k))
+        act = await Int8Activations.allocate(runtime, x, gs)
+        weight = Q4Weight(packed, scales, k, 2 * n, gs, scales_rows=rows)
+        await run_op(runtime, q4_quantize(weight=weight, synth=(WEIGHT_RANGE, 3, 40)), q4_scales_rows(weight),
+                     fill_uniform(target=x, value_range=ACT_RANGE, seed=3, stream=41), quantize_activations(act),
+                     tokens=1)
+        # The up rows of the second output group at level 0: that group's outputs are 0, its scale 0.
+        zero_rows = range(n + out_group_size, n + 2 * out_group_size)
+        runtime.device.write_buffer(packed.buffer, b"\x88" * (len(zero_rows) * k // 2), zero_rows.start * k // 2)
+        results = {}
+        for rows_copy in (False, True):
+            w = weight if rows_copy else Q4Weight(packed, scales, k, 2 * n, gs)
+            for name, device in (("sg", adapter), ("wg", without)):
+                for shape in gemv_shapes("int8x_glu_q8"):
+                    fused_out, plain_out = await tensor(runtime, "fused", (1, n)), await tensor(runtime, "plain", (1, n))
+                    fused = await Int8Activations.allocate(runtime, fused_out, out_group_size)
+                    plain = await Int8Activations.allocate(runtime, plain_out, out_group_size)
+                    op = q4_linear_glu(act=act, weight=w, out=fused_out, adapter=device, gemv_shape=shape,
+                                       int8_out=fused)
+                    kernel = op.calls[0].kernel
+                    assert kernel == f"q4gsw_gemv_i8x_glu_q8{'_sr' if rows_copy else ''}_{name}_{shape}", kernel
+                    got = await run_op(runtime, op, q4_linear_glu(act=act, weight=w, out=plain_out, adapter=device,
+                                                                  gemv_shape="r2u2w1"),
+                                       quantize_activations(plain), tokens=1,
+                                       read=[fused_out, plain_out, fused.words, fused.stats, plain.words, plain.stats])
+                    results[kernel] = [got[t.name] for t in (fused_out, plain_out, fused.words, plain.words,
+                                                             fused.stats, plain.stats)]
+                    for t in (fused_out, plain_out, *fused.tensors, *plain.tensors):
+                        runtime.tensors.release(t.name)
+        return results
+
+    results = asyncio.run(main())
+    assert len(results) == 2 * 2 * len(gemv_shapes("int8x_glu_q8"))
+    for kernel, (fused_out, plain_out, fused_words, plain_words, fused_stats, plain_stats) in results.items():
+        assert fused_out == plain_out, f"{kernel}: the f32 output differs from the plain GLU's"
+        assert fused_words == plain_words, f"{kernel}: int8 words differ from quantize_activations'"
+        assert fused_stats == plain_stats, f"{kernel}: stats differ from quantize_activations'"
+        stats = np.frombuffer(fused_stats, np.float32).reshape(-1, 2)
+        per_group = out_group_size // 32
+        assert stats.shape[0] == n // 32 and (stats[per_group:2 * per_group, 0] == 0).all()
+        assert (np.delete(stats[:, 0], range(per_group, 2 * per_group)) > 0).all(), kernel
