@@ -18,6 +18,21 @@ def test_every_route_at_real_and_awkward_shapes_matches_the_oracle(lab, run_id):
     routes = {r for case in run.report["cases"] for run_ in case["runs"] for r in run_["routes"]}
     # SwiftShader's subgroups are 4 wide: the subgroup GEMV is the decode route in the browser.
     assert {"q4_gemm_tiled", "q4_gemm_bk64", "q4_qkv_fused_bk64", "q4_linear_generic", "q4_gemv_int8",
-            "int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu", "rms_norm_int8x",
-            "q4_gemm_dp4a"} <= routes
+            "int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu", "q4_gemv_int8x_glu_q8",
+            "rms_norm_int8x", "q4_gemm_dp4a"} <= routes
     assert routes & {"q4_gemv_subgroup", "q4_gemv_workgroup"}
+
+
+def test_the_fused_glu_quantizes_its_output_as_quantize_activations_in_the_page(lab, run_id):
+    """The fused gate/up + SwiGLU writing its output quantized for down (q4_gemv_int8x_glu_q8) on
+    SwiftShader's 4-wide subgroups: bit for bit quantize_activations' of the same output, Llama's and
+    Qwen's shapes and groups of 32 (verify_q4_report's _verify_glu_q8)."""
+    upload = f"{run_id}-q4-glu-q8"
+    only = ["int8x.glu_q8.llama", "int8x.rows.glu_q8.qwen", "int8x.glu_q8_gs32"]
+    run = lab.run_page({"suite": "q4", "only": only, "upload": upload}, timeout_s=600)
+    assert_clean(run)
+    folder = lab.server.results_root / upload
+    verify_q4_report(run.report, lambda name: (folder / name).read_bytes())
+    assert [case["name"] for case in run.report["cases"]] == only
+    assert all(case["runs"][0]["routes"][-1] == "q4_gemv_int8x_glu_q8" for case in run.report["cases"])
+    assert all("_glu_q8_" in case["kernels"][0] and "_sg_" in case["kernels"][0] for case in run.report["cases"])

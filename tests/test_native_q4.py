@@ -32,7 +32,7 @@ def test_every_route_at_real_and_awkward_shapes_matches_the_oracle():
     # lavapipe reports subgroups up to 128 wide, so the workgroup-reduction GEMV is the decode route here.
     assert routes == {"q4_gemv_workgroup", "q4_gemm_tiled", "q4_gemm_bk64", "q4_qkv_fused_bk64", "q4_linear_generic",
                       "q4_gemv_int8", "int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu",
-                      "rms_norm_int8x", "q4_gemm_dp4a"}
+                      "q4_gemv_int8x_glu_q8", "rms_norm_int8x", "q4_gemm_dp4a"}
     assert all(ratio <= 1 for ratio in worst.values())
     assert any(case["weight_artifacts"] for case in report["cases"])       # the twin was compared
 
@@ -87,6 +87,28 @@ def test_the_dp4a_verifier_fails_on_a_wrong_output_route_or_activation_and_tells
                                    value_range=WEIGHT_RANGE)
     unquantized = exact + synth_values_np(BIAS_RANGE, seed, stream + 2000, n).astype(np.float64)
     fails({out_name: unquantized.astype(np.float32).tobytes()}, match="outside the DP4A bound")
+
+
+def test_the_glu_q8_verifier_fails_on_a_wrong_word_stat_or_route():
+    """The q4 check's fused-GLU quantization is not judged vacuously: one int8 word or chunk stat of the
+    GLU's own quantization changed, or the plain GLU attested, each fail."""
+    import copy
+
+    report, artifacts = _run({"only": ["int8x.glu_q8_gs32"]})
+    verify_q4_report(report, artifacts.__getitem__)
+    run_ = report["cases"][0]["runs"][0]
+    fused_words, fused_stats = run_["artifacts"][-4:-2]
+    for name, message in ((fused_words, "int8 words differ"), (fused_stats, "chunk stats differ")):
+        broken = dict(artifacts)
+        data = bytearray(broken[name])
+        data[5] ^= 1
+        broken[name] = bytes(data)
+        with pytest.raises(AssertionError, match=message):
+            verify_q4_report(report, broken.__getitem__)
+    plain = copy.deepcopy(report)
+    plain["cases"][0]["runs"][0]["routes"][-1] = "q4_gemv_int8x_glu"
+    with pytest.raises(AssertionError, match="attested"):
+        verify_q4_report(plain, artifacts.__getitem__)
 
 
 @pytest.mark.parametrize("n, out_group_size", [(320, 64), (96, 32)])

@@ -19,6 +19,7 @@ from ..ops.q4_linear import gemm_dp4a_shapes, gemv_group_size, gemv_shapes, q4_l
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
+from ..tensors import Tensor
 from .outcome import NOT_CHECKED, no_progress
 from .unary import POISON
 
@@ -48,6 +49,8 @@ class LinearCase:
     int8: bool = False                       # decode with int8 activations (q4_gemv_int8)
     int8x: bool = False                      # decode from activations quantized beforehand (q4_gemv_int8x)
     glu: bool = False                        # int8x only: a [2N, K] gate/up weight, out = silu(g) * u (decode)
+    glu_q8: bool = False                     # glu only: out also quantized by the GLU (int8_out), beside
+                                             # quantize_activations of the same out (bit for bit)
     scales_rows: bool = False                # int8x only: the weight carries a row-major scale copy
     norm: bool = False                       # int8x only: x is RMSNorm(raw rows) from rms_norm_int8x
     dp4a: bool = False                       # int8x of every row: the prefill takes q4_gemm_dp4a
@@ -108,6 +111,13 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
     cases += [LinearCase("int8x.llama.gate_up_glu", *_LLAMA["gate_up"], (1,), int8x=True, glu=True),
               LinearCase("int8x.qwen.gate_up_glu", *_QWEN["gate_up"], (1,), int8x=True, glu=True),
               LinearCase("int8x.glu_odd", 160, 37, (1,), group_size=32, int8x=True, glu=True)]
+    # The same writing its output quantized for down too (q4_gemv_int8x_glu_q8, the route's variant),
+    # beside quantize_activations of that output: Llama's, Qwen's with the scale copy, and groups of 32
+    # in workgroups of 64 rows (the last half past N).
+    cases += [LinearCase("int8x.glu_q8.llama", *_LLAMA["gate_up"], (1,), int8x=True, glu=True, glu_q8=True),
+              LinearCase("int8x.rows.glu_q8.qwen", *_QWEN["gate_up"], (1,), int8x=True, glu=True, glu_q8=True,
+                         scales_rows=True),
+              LinearCase("int8x.glu_q8_gs32", 160, 96, (1,), group_size=32, int8x=True, glu=True, glu_q8=True)]
     # (N = 37 is no multiple of 4: the vec4-scale "v" variants get N = 44)
     cases += [LinearCase(f"gemv.{shape}", k, 44 if shape.endswith("v") else 37, (1,), group_size=32, bias=True,
                          gemv_shape=shape, int8x=True)
@@ -258,9 +268,14 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         activations = await Int8Activations.allocate(runtime, x, gs, rows=rows_max if case.dp4a else 1)
         await plan.add(rms_norm_int8x(x=raw, weight=norm_weight, act=activations, eps=NORM_EPS)
                        if case.norm else quantize_activations(activations))
+    out_q8 = alone = None
+    if case.glu_q8:     # the GLU's int8 out, and quantize_activations' of the same out (a view named apart)
+        out_q8 = await Int8Activations.allocate(runtime, outs[0], gs)
+        again = Tensor(f"{prefix}.out_again", outs[0].shape, "f32", outs[0].usage, outs[0].buffer)
+        alone = await Int8Activations.allocate(runtime, again, gs)
     if case.glu:
         linear = q4_linear_glu(act=activations, weight=weight, out=outs[0], adapter=device.adapter,
-                               gemv_shape=case.gemv_shape)
+                               gemv_shape=case.gemv_shape, int8_out=out_q8)
     elif case.n_kv:
         linear = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, int8=activations,
                                gemv_shape=case.gemv_shape)
@@ -269,12 +284,16 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
                            gemv_shape=case.gemv_shape, gemm_shape=case.gemm_shape,
                            int8=activations if activations else case.int8)
     await plan.add(linear)
+    if alone is not None:
+        await plan.add(quantize_activations(alone))
     plan.record()
     runs = []
     for m in case.rows:
         plan.resize(tokens=m)
         for out in outs:
             device.write_buffer(out.buffer, POISON * (m * out.shape[-1]))
+        for tensor in (*(out_q8.tensors if out_q8 else ()), *(alone.tensors if alone else ())):
+            device.write_buffer(tensor.buffer, POISON * tensor.numel)
         execution = await plan.replay()
         artifacts = []
         for out in outs:
@@ -297,6 +316,13 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
                 if sink:
                     await sink(name, await device.read_buffer(tensor.buffer, nbytes))
                 artifacts.append(name)
+        if alone is not None:       # the GLU's quantized out, then quantize_activations' of the same out
+            for tensor, suffix in ((out_q8.words, "u32"), (out_q8.stats, "f32"), (alone.words, "u32"),
+                                   (alone.stats, "f32")):
+                name = f"{tensor.name}.{suffix}"
+                if sink:
+                    await sink(name, await device.read_buffer(tensor.buffer))
+                artifacts.append(name)
         runs.append({"rows": m, "routes": [r for r in execution.routes
                                            if r not in ("q4_quantize", "q4_scales_rows", "fill_uniform")],
                      "artifacts": artifacts})
@@ -310,12 +336,14 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             await sink(weight_artifacts[2], await device.read_buffer(rows_copy.buffer))
     plan.release()
     for tensor in (packed, scales, rows_copy, x, raw, norm_weight, bias, *outs,
-                   *((activations.words, activations.stats) if activations else ())):
+                   *((activations.words, activations.stats) if activations else ()),
+                   *(out_q8.tensors + alone.tensors if alone else ())):
         if tensor is not None:
             tensors.release(tensor.name)
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
             "gemv_shape": case.gemv_shape, "int8": case.int8,
-            "int8x": case.int8x, "glu": case.glu, "scales_rows": case.scales_rows, "norm": case.norm,
+            "int8x": case.int8x, "glu": case.glu, "glu_q8": case.glu_q8, "scales_rows": case.scales_rows,
+            "norm": case.norm,
             "dp4a": case.dp4a, "gemm_shape": case.gemm_shape,
             "kernels": [call.kernel for call in linear],
                 "why": [decision.to_json() for decision in linear.decisions],

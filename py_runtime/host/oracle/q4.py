@@ -325,7 +325,8 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
     k, gs = case["k"], case["group_size"]
     n = case["n"] + 2 * (case["n_kv"] or 0)         # a fused QKV's outputs are compared as one row
     prequantized = bool(case.get("int8x"))
-    gemv = "q4_gemv_int8x_qkv" if case["n_kv"] else "q4_gemv_int8x_glu" if case.get("glu") else "q4_gemv_int8x"
+    gemv = ("q4_gemv_int8x_qkv" if case["n_kv"] else "q4_gemv_int8x_glu_q8" if case.get("glu_q8")
+            else "q4_gemv_int8x_glu" if case.get("glu") else "q4_gemv_int8x")
     producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
     expected = [producer, gemv] if prequantized else ["q4_gemv_int8"]
     assert run["routes"] == expected, f"{case['name']}: attested {run['routes']}, expected {expected}"
@@ -354,8 +355,21 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
     if case["bias"]:
         b = synth_values_np(BIAS_RANGE, seed, case["stream"] + 2000, n).astype(np.float64)
         exact, bound = exact + b, bound + np.abs(b) * 2.0 ** -23
-    return _within_bound(", ".join(out_names), b"".join(read(name) for name in out_names), exact, bound,
-                         "the int8 bound")
+    ratio = _within_bound(", ".join(out_names), b"".join(read(name) for name in out_names), exact, bound,
+                          "the int8 bound")
+    if case.get("glu_q8"):
+        _verify_glu_q8(case, run, read)
+    return ratio
+
+
+def _verify_glu_q8(case: dict, run: dict, read) -> None:
+    """The fused GLU's quantized output (q4_gemv_int8x_glu_q8) is quantize_activations' of the same f32
+    output bit for bit, and that one is the twin's quantization of the (checked) f32 output."""
+    fused_words, fused_stats, words, stats = run["artifacts"][-4:]
+    out = np.frombuffer(read(run["artifacts"][0]), np.float32)
+    _verify_int8_activations(*int8_activations_np(out, case["group_size"]), read(words), read(stats), words)
+    assert read(fused_words) == read(words), f"{case['name']}: the GLU's int8 words differ from quantize_activations'"
+    assert read(fused_stats) == read(stats), f"{case['name']}: the GLU's chunk stats differ from quantize_activations'"
 
 
 def _within_bound(name: str, data: bytes, exact: np.ndarray, bound: np.ndarray, what: str) -> float:
