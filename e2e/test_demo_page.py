@@ -62,7 +62,7 @@ def test_the_default_page_runs_a_model_and_a_person_can_rerun_refuse_stop_and_do
             assert line in progress, progress
         assert "tok/s" in progress.split("decode: 32/32")[1].splitlines()[0]
         routes = page.inner_text("#cases")
-        assert "q4_gemv_int8x_glu" in routes and "q4_gemm_dp4a" in routes and "sdpa_flash_subgroup" in routes
+        assert "q4_gemv_int8x_glu_q8" in routes and "q4_gemm_dp4a" in routes and "sdpa_flash_subgroup" in routes
         assert page.locator("#timings tbody tr").count() >= 20
         assert page.locator("#chart svg rect").count() >= 10
         assert "swiftshader" in page.inner_text("#adapter")
@@ -161,7 +161,7 @@ def test_the_compare_view_runs_two_policies_side_by_side(lab, results_dir):
     assert "Tokens agree at " in text and " of 5 positions" in text
     assert [r["verdict"] for r in run.report["oracle"]["runs"]] == ["passed", "passed"]
     only_b = run.report["routes_differ"]["decode"]["only_b"]
-    assert "q4_gemv_int8x_glu" in only_b and "q4_gemv_int8x_glu" in text.split("Routes that differ")[1]
+    assert "q4_gemv_int8x_glu_q8" in only_b and "q4_gemv_int8x_glu_q8" in text.split("Routes that differ")[1]
     assert "Per kernel: GPU µs of one profiled step, b − a" in text and "only b" in text
     assert shot.stat().st_size > 20_000
 

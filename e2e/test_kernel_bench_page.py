@@ -33,6 +33,7 @@ def test_kernel_bench_page_shows_a_decode_step(lab):
     assert step["routes"]["int8"]["routes"][0] in ("rms_norm", "rms_norm_subgroup")
     # the tiny model: 2 layers x (norm, q, k, v, o, norm, gate, up, swiglu, down) + norm, lm_head
     assert step["routes"]["f32"]["dispatches"] == 22
-    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu"} <= set(step["routes"]["int8x"]["routes"])
+    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu_q8"} <= set(step["routes"]["int8x"]["routes"])
+    assert step["routes"]["int8x"]["dispatches"] == 16      # down's input quantized by the GLU: one fewer per layer
     assert ("decode token: 15 linears, the swiglu and the RMSNorms in one pass" in run.page_text
             and "Decode step: GB/s" in run.page_text)

@@ -29,7 +29,7 @@ def test_the_fused_glu_quantizes_its_output_as_quantize_activations_in_the_page(
     Qwen's shapes and groups of 32 (verify_q4_report's _verify_glu_q8)."""
     upload = f"{run_id}-q4-glu-q8"
     only = ["int8x.glu_q8.llama", "int8x.rows.glu_q8.qwen", "int8x.glu_q8_gs32"]
-    run = lab.run_page({"suite": "q4", "only": only, "upload": upload}, timeout_s=600)
+    run = lab.run_page({"suite": "q4", "only": ",".join(only), "upload": upload}, timeout_s=600)
     assert_clean(run)
     folder = lab.server.results_root / upload
     verify_q4_report(run.report, lambda name: (folder / name).read_bytes())

@@ -204,6 +204,11 @@ class Plan:
         """Routes of the dispatches that run at the current sizes (idle alternatives excluded)."""
         return tuple(dict.fromkeys(e.call.route for e in self._entries if runs_at(e.sizing.workgroups)))
 
+    @property
+    def active_dispatches(self) -> int:
+        """How many dispatches run at the current sizes (idle alternatives excluded)."""
+        return sum(1 for e in self._entries if runs_at(e.sizing.workgroups))
+
     async def replay(self, *, profile: bool | str = False, wait: bool = True) -> Execution:
         """One step. wait=False returns once the work is submitted (host cost only); profiling waits."""
         step = self._step

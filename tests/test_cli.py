@@ -72,14 +72,16 @@ def test_bench_kernels_decode_step_runs_every_route(tmp_path, capsys):
     f32, int8, int8x, unfused = routes["f32"], routes["int8"], routes["int8x"], routes["int8x+rows unfused"]
     # The tiny model's 2 layers x (norm, q, k, v, o, norm, gate, up, swiglu, down) + norm, lm_head, one
     # dispatch each (the int8 GEMV quantizes its own input); pre-quantized: per layer the norm emitting the
-    # int8 row, the fused QKV, a quantize and o, the norm again, the fused gate/up + SwiGLU, a quantize and
-    # down; then lm_head's norm and GEMV. Unfused: each of the 5 norms followed by a quantize.
-    assert (step["linears"], f32["dispatches"], int8["dispatches"], int8x["dispatches"]) == (15, 22, 22, 18)
-    assert unfused["dispatches"] == 23 and routes["int8x+rows"]["dispatches"] == 18
+    # int8 row, the fused QKV, a quantize and o, the norm again, the fused gate/up + SwiGLU emitting down's
+    # int8 row, and down; then lm_head's norm and GEMV. Unfused: each of the 5 norms followed by a quantize,
+    # and a quantize before each down.
+    assert (step["linears"], f32["dispatches"], int8["dispatches"], int8x["dispatches"]) == (15, 22, 22, 16)
+    assert unfused["dispatches"] == 23 and routes["int8x+rows"]["dispatches"] == 16
     assert int8["routes"][1:] == ["q4_gemv_int8", "swiglu_fused"]
-    assert sorted(int8x["routes"]) == ["int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_glu", "q4_gemv_int8x_qkv",
-                                       "rms_norm_int8x"]
+    assert sorted(int8x["routes"]) == ["int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_glu_q8",
+                                       "q4_gemv_int8x_qkv", "rms_norm_int8x"]
     assert "rms_norm_int8x" not in unfused["routes"] and "int8_activations" in unfused["routes"]
+    assert "q4_gemv_int8x_glu" in unfused["routes"] and "q4_gemv_int8x_glu_q8" not in unfused["routes"]
     assert "q4_gemv_int8" not in f32["routes"]
     assert all(r["us"] > 0 and r["ratio_same_stream"] > 0 for r in routes.values()) and step["stream_us"] > 0
     assert "tok/s bound" in capsys.readouterr().out

@@ -44,6 +44,14 @@ def _routes(report, step):
     return set(report["steps"][step]["routes"])
 
 
+def _int8x_decode_step(layers: int) -> int:
+    """Dispatches in an int8x decode step: per layer the norm (quantizing), the fused QKV, RoPE + the cache
+    write, FlashDecoding's split and reduce (quantizing), o, the norm, the fused gate/up + SwiGLU
+    (quantizing) and down; then the embedding, the last row, the final norm, lm_head, argmax's two
+    passes and the token history."""
+    return 9 * layers + 7
+
+
 def test_llama_matches_transformers_on_the_f32_policy(llama):
     report, artifacts = llama
     assert report["result"] == "not checked"            # the free pass agreed; the oracle judges the rest
@@ -67,11 +75,25 @@ def test_llama_int8x_policy_is_within_its_own_bound():
     judged = verify_model_report(report, artifacts.__getitem__)
     assert judged["worst_of_tolerance"] <= 1, judged
     decode = _routes(report, 1)
-    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu", "q4_gemv_int8x", "int8_activations"} <= decode
+    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu_q8", "q4_gemv_int8x"} <= decode
+    # every linear's input quantized by its producer: no quantize_activations dispatch in a decode step
+    assert "int8_activations" not in decode and "int8_activations" in _routes(report, 0)
+    assert report["dispatches"]["decode_step"] == _int8x_decode_step(CI["layers"])
     assert "q4_gemv_int8x" in _routes(report, 0)        # the head runs one row, quantized, at a prefill too
     prefill = _routes(report, 0)                        # the prefill's linears on the DP4A GEMM, none in f32
     assert "q4_gemm_dp4a" in prefill and not prefill & {"q4_gemm_bk64", "q4_gemm_tiled", "q4_qkv_fused_bk64"}
     assert "q4_gemm_dp4a" not in decode
+
+
+def test_qwen3_int8x_policy_is_within_its_own_bound():
+    """Qwen3's geometry takes the same fused routes (its gate/up's K is one warp's 32 chunks)."""
+    report, artifacts = _run({"model": "qwen3", "policy": "int8x", **CI})
+    judged = verify_model_report(report, artifacts.__getitem__)
+    assert judged["worst_of_tolerance"] <= 1, judged
+    decode = _routes(report, 1)
+    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu_q8", "rope_kv_cache_write_norm"} <= decode
+    assert "int8_activations" not in decode
+    assert report["dispatches"]["decode_step"] == _int8x_decode_step(CI["layers"])
 
 
 def test_the_unfused_and_materialized_routes_match_transformers_too():

@@ -66,7 +66,11 @@ def _reachable() -> set[str]:
             ops += [q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=int8) for int8 in (False, True, act, every_row)]
             ops.append(q4_linear(x=x, weight=w, out=out, adapter=adapter, bias=_t("b", n), int8=act))
             if n % 2 == 0:
-                ops.append(q4_linear_glu(act=act, weight=w, out=Tensor("g", (2, n // 2), "f32", 0), adapter=adapter))
+                glu_out = Tensor("g", (2, n // 2), "f32", 0)
+                ops.append(q4_linear_glu(act=act, weight=w, out=glu_out, adapter=adapter))
+                if n // 2 % gs == 0:        # its output quantized for down: the q8 route or the plain GLU
+                    out_act = Int8Activations(glu_out, _t("gq", n // 8, "u32"), _t("gs", n // 32), gs)
+                    ops.append(q4_linear_glu(act=act, weight=w, out=glu_out, adapter=adapter, int8_out=out_act))
             n_kv = n // 4
             qkv_outs = (Tensor("q", (2, n), "f32", 0), Tensor("k", (2, n_kv), "f32", 0), Tensor("v", (2, n_kv), "f32", 0))
             wq = _weight(k, n + 2 * n_kv, gs, rows_copy)
@@ -95,7 +99,7 @@ def test_the_ci_check_pins_every_shipped_gemv_and_dp4a_gemm_variant():
         if not case.int8x:
             pinned.add(("q4gsw_gemv", case.gemv_shape))
             continue
-        kind = "_glu" if case.glu else "_qkv" if case.n_kv else ""
+        kind = ("_glu_q8" if case.glu_q8 else "_glu") if case.glu else "_qkv" if case.n_kv else ""
         pinned.add((f"q4gsw_gemv_i8x{kind}{'_sr' if case.scales_rows else ''}", case.gemv_shape))
     shipped = set()
     for name in kernel_names(tier="shipped"):

@@ -424,7 +424,8 @@ async def _decode_step(runtime: Runtime, config: ModelConfig, trials: int, seed:
     and int8 routes three and two GEMVs (plus the swiglu of gate and up), on the pre-quantized int8 route one
     fused dispatch each (the fused QKV; gate/up + SwiGLU). That route quantizes each layer input once:
     before qkv, o, gate_up and down. The RMSNorms before qkv, gate_up and lm_head run on every route; the
-    int8x ones emit the quantized row themselves (rms_norm_int8x) but for the "unfused" control."""
+    int8x ones emit the quantized row themselves (rms_norm_int8x), and the gate/up + SwiGLU down's input
+    (q4_gemv_int8x_glu_q8, where its guard passes), but for the "unfused" control."""
     tensors, adapter = runtime.tensors, runtime.device.adapter
     hidden, n_q, n_kv, ffn = config.hidden, config.q_dim, config.kv_dim, config.intermediate
     per_layer = (("qkv", hidden, n_q + 2 * n_kv), ("o", n_q, hidden), ("gate_up", hidden, 2 * ffn), ("down", ffn, hidden))
@@ -484,7 +485,7 @@ async def _decode_step(runtime: Runtime, config: ModelConfig, trials: int, seed:
     result = {"geometry": config.name, "linears": len(projections), "weight_bytes": 0, "routes": {}}
     for label, activation, rows_copy, fused_norm in _STEP_ROUTES:
         plan = Plan(runtime, f"step.{label}")
-        moved = 0
+        moved, quantized_by_glu = 0, False
         for name, k, n in linears:
             weight = (weights_rows if rows_copy else weights)[name]
             outs = [part_outs[part] if part else outputs[n] for part, _ in parts(name, n)]
@@ -496,11 +497,15 @@ async def _decode_step(runtime: Runtime, config: ModelConfig, trials: int, seed:
                                         adapter=adapter))
             if activation == "int8x":
                 act = activations[k]
-                if not (normed and fused_norm):
+                if not (normed and fused_norm) and not (name.endswith("down") and quantized_by_glu):
                     await plan.add(quantize_activations(act, tokens=1))
                 if name.endswith("qkv"):
                     ops = [q4_linear_qkv(x=inputs[k], weight=weight, outs=tuple(outs), adapter=adapter, tokens=1,
                                          int8=act)]
+                elif name.endswith("gate_up") and fused_norm:     # down's input written and quantized by the GLU
+                    ops = [q4_linear_glu(act=act, weight=weight, out=inputs[ffn], adapter=adapter, tokens=1,
+                                         int8_out=activations[ffn])]
+                    quantized_by_glu = ops[0].calls[0].route == "q4_gemv_int8x_glu_q8"
                 elif name.endswith("gate_up"):
                     ops = [q4_linear_glu(act=act, weight=weight, out=act_out, adapter=adapter, tokens=1)]
                 else:

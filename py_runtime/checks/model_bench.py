@@ -32,11 +32,6 @@ __all__ = ["run_model_bench", "kernel_rows", "POSITIONS"]
 POSITIONS = {"auto": None, "gpu": True, "host": False}
 
 
-def _active_dispatches(plan) -> int:
-    counts = plan.workgroups
-    return sum(1 for i in range(0, len(counts), 3) if counts[i] * counts[i + 1] * counts[i + 2])
-
-
 def kernel_rows(execution, phase: str) -> list[dict]:
     """One row per kernel of a profiled step: dispatches, GPU ns, bytes moved, flops and share of the step."""
     by_kernel: dict[tuple[str, str], dict] = {}
@@ -79,7 +74,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         began = time.perf_counter()
         prefill = await decoder.prefill(ids)
         prefill_s = time.perf_counter() - began
-        prefill_dispatches = _active_dispatches(decoder.plan)
+        prefill_dispatches = decoder.plan.active_dispatches
         generated = await decoder.tokens(prompt, prompt + 1)
         ttft_s = time.perf_counter() - began
         generated += (await decoder.decode(fill, batch=batch)).ids     # read back per batch as measured below
@@ -88,7 +83,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         decode_s = time.perf_counter() - began
         generated += run.ids
         host_ns, decode_routes = run.host_ns, list(run.execution.routes) if run.execution else []
-        decode_dispatches = _active_dispatches(decoder.plan)
+        decode_dispatches = decoder.plan.active_dispatches
         progress("model bench", 3, 4)
 
         kernels, quantized, decode_span_us = [], None, None

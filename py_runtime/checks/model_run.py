@@ -75,7 +75,9 @@ async def run_model_check(runtime: Runtime, options: ModelRunOptions, sink=None,
             for index, data in enumerate(logits):
                 await sink(f"logits_{index}.f32", data)
         decisions = [decision.to_json() for op in decoder.ops for decision in op.decisions]
-        dispatches = {"recorded": len(decoder.plan)}
+        # (the plan is at a decode step's sizes after the free-running pass, unless it made none)
+        dispatches = {"recorded": len(decoder.plan), "decode_step": decoder.plan.active_dispatches
+                      if options.decode else None}
     finally:
         decoder.release()
     return {

@@ -128,6 +128,13 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
     cases += [LinearCase(f"gemv.glu.{shape}", k, 44 if shape.endswith("v") else 37, (1,), group_size=32,
                          gemv_shape=shape, int8x=True, glu=True)
               for shape in gemv_shapes("int8x_glu", tier) for k in (160, 2048)]
+    # The quantizing GLU's shipped shape with and without the scale copy, groups of 32 (N 96: the second
+    # 64-row workgroup half past N). Its sweep shapes need up to 1024 invocations, more than CPU adapters
+    # in the browser allow: tests/test_native_q4.py holds them bit-equal to the plain GLU natively.
+    cases += [LinearCase(f"gemv.{'rows.' if rows else ''}glu_q8.{shape}", k, 96, (1,), group_size=32,
+                         gemv_shape=shape, int8x=True, glu=True, glu_q8=True, scales_rows=rows)
+              for rows in (False, True) for shape in gemv_shapes(f"int8x_glu_q8{'_sr' if rows else ''}", "shipped")
+              for k in (160, 2048)]
     # The row-major scale copy (the _sr variants): each kind at a real shape (beside a prefill, which
     # keeps reading the reference scales), odd shapes, and every shape with K tails and a bias.
     cases += [LinearCase("int8x.rows.llama.q_o", *_LLAMA["q"], (1, 7), int8x=True, scales_rows=True),

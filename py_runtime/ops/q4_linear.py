@@ -276,7 +276,8 @@ def _glu_q8_guard(req: _Linear) -> str | None:
         return (f"{_int8x_shape(req, q8=True)}'s workgroups hold {rows} output rows, not whole groups of "
                 f"{out_act.group_size}")
     limits = req.limits
-    allowed = min(limits.get("maxComputeInvocationsPerWorkgroup", 0), limits.get("maxComputeWorkgroupSizeX", 0))
+    invocations_allowed = limits.get("maxComputeInvocationsPerWorkgroup", 0)
+    allowed = min(invocations_allowed, limits.get("maxComputeWorkgroupSizeX", invocations_allowed))
     if invocations > allowed:
         return f"{_int8x_shape(req, q8=True)}'s workgroups are {invocations} invocations; the adapter allows {allowed}"
     storage = limits.get("maxComputeWorkgroupStorageSize", 0)

@@ -78,15 +78,6 @@ def _h200_gemv_int8x(k: int, n: int, scales_vec4: bool, glu: bool, rows_copy: bo
     return "r1u2w2k4" if rows_copy else "r1u1w4k2"
 
 
-def _h200_gemv_int8x_glu_q8(k: int, n: int, rows_copy: bool) -> str:
-    """Not measured yet: the measured GLU picks' shapes with the workgroup widened to 64 rows (whole
-    groups of the quantized output), so a lane keeps its rows and chunks in flight and the step as many
-    lanes in all: 2 rows per lane and 2 chunks (Llama's r2u2w2), one chunk where K is one warp's 32
-    chunks (Qwen's); 1024 invocations, where the H200 allows 1024. Sweep with `bench kernels --preset
-    gemv_int8x` / `gemv_int8x_qwen` and replace."""
-    return "r2u1w32" if rows_copy and k // 32 <= 32 else "r2u2w32"
-
-
 def _h200_flash_split(group: int, words: int) -> tuple[str, int]:
     """From `bench kernels --preset attention_flash_sweep` in Chromium (context 4096, docs/PERFORMANCE.md):
     256 workgroups (one per SM and a little more: longer splits beat more workgroups at every variant);
@@ -101,9 +92,13 @@ def _is_h200(info: dict) -> bool:
     return "h200" in f"{info.get('description', '')} {info.get('device', '')}".lower()
 
 
+# The fused gate/up + SwiGLU quantizing its output (_glu_q8) has one shipped shape, r8u1w8: 64 rows (whole
+# groups) in 256 invocations. Not measured on the H200 yet; its sweep shapes r2u2w32 and r2u1w32 keep the
+# measured GLU picks' rows per lane and chunks in flight (Llama's r2u2w2, Qwen's one chunk per lane) in
+# 1024-invocation workgroups (`bench kernels --preset gemv_int8x`, `gemv_int8x_qwen`).
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
               matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
-              gemv_int8x_glu_q8=_h200_gemv_int8x_glu_q8, flash_split=_h200_flash_split)
+              gemv_int8x_glu_q8=lambda k, n, rows_copy: "r8u1w8", flash_split=_h200_flash_split)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
