@@ -59,6 +59,7 @@ class BenchCase:
     int8: bool = False                  # int8 activations (q4_gemv_int8)
     int8x: bool = False                 # pre-quantized int8 activations (q4_gemv_int8x; quantized once, untimed)
     glu: bool = False                   # int8x: the fused gate/up + SwiGLU over a [2N, K] weight
+    glu_q8: bool = False                # glu: writing its output quantized too (q4_gemv_int8x_glu_q8)
     scales_rows: bool = False           # int8x: the weight carries a row-major scale copy (the _sr variants)
     dp4a: bool = False                  # int8 activations of every row (quantized once, timed apart): q4_gemm_dp4a
     gemm_shape: str | None = None       # dp4a: pin the GEMM's tile (None: the route's choice)
@@ -107,7 +108,10 @@ BENCH_PRESETS = {
                      + [BenchCase(f"{prefix}.gate_up_glu.int8x", k, n, 1, int8x=True, glu=True)
                         for prefix, (k, n) in (("llama", _LLAMA_GATE_UP), ("qwen", _QWEN_GATE_UP))]
                      + _decode("llama", _LLAMA, int8x=True, scales_rows=True)
-                     + [BenchCase("llama.gate_up_glu.int8x.rows", *_LLAMA_GATE_UP, 1, int8x=True, glu=True, scales_rows=True)]),
+                     + [BenchCase("llama.gate_up_glu.int8x.rows", *_LLAMA_GATE_UP, 1, int8x=True, glu=True, scales_rows=True)]
+                     + [BenchCase(f"{prefix}.gate_up_glu_q8.int8x.rows", k, n, 1, int8x=True, glu=True, glu_q8=True,
+                                  scales_rows=True)
+                        for prefix, (k, n) in (("llama", _LLAMA_GATE_UP), ("qwen", _QWEN_GATE_UP))]),
     # The pre-quantized int8 GEMV's variants at the Llama shapes, beside the fused int8 route's picks.
     "gemv_int8x": (_decode("llama", _LLAMA, gemv_shapes=gemv_shapes("int8x"), int8x=True)
                    + _decode("llama", _LLAMA, gemv_shapes=gemv_shapes("int8x_sr"), int8x=True, scales_rows=True)
@@ -115,12 +119,16 @@ BENCH_PRESETS = {
                       for g in gemv_shapes("int8x_glu")]
                    + [BenchCase("llama.gate_up_glu.int8x.rows", *_LLAMA_GATE_UP, 1, gemv_shape=g, int8x=True, glu=True,
                                 scales_rows=True) for g in gemv_shapes("int8x_glu_sr")]
+                   + [BenchCase("llama.gate_up_glu_q8.int8x.rows", *_LLAMA_GATE_UP, 1, gemv_shape=g, int8x=True, glu=True,
+                                glu_q8=True, scales_rows=True) for g in gemv_shapes("int8x_glu_q8_sr")]
                    + _decode("llama", _LLAMA, int8=True)),
     # The latency-bound Qwen3 shapes (K 1024 to 3072) and its fused gate/up under the row-major copy's variants.
     "gemv_int8x_qwen": (_decode("qwen", [s for s in _QWEN if s[0] in ("q", "kv", "o", "down")],
                                 gemv_shapes=gemv_shapes("int8x_sr"), int8x=True, scales_rows=True)
                         + [BenchCase("qwen.gate_up_glu.int8x.rows", *_QWEN_GATE_UP, 1, gemv_shape=g, int8x=True, glu=True,
-                                     scales_rows=True) for g in gemv_shapes("int8x_glu_sr")]),
+                                     scales_rows=True) for g in gemv_shapes("int8x_glu_sr")]
+                        + [BenchCase("qwen.gate_up_glu_q8.int8x.rows", *_QWEN_GATE_UP, 1, gemv_shape=g, int8x=True,
+                                     glu=True, glu_q8=True, scales_rows=True) for g in gemv_shapes("int8x_glu_q8_sr")]),
     "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=gemv_shapes("f32"))
                       + _decode("qwen", _QWEN, gemv_shapes=gemv_shapes("f32"))),
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in
@@ -136,9 +144,10 @@ BENCH_PRESETS = {
 }
 
 
-def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8):
+def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8, int8_out=None):
     if case.glu:
-        return q4_linear_glu(act=int8, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape)
+        return q4_linear_glu(act=int8, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
+                             int8_out=int8_out)
     return q4_linear(x=x, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
                      gemm_shape=case.gemm_shape, force=case.route, int8=int8)
 
@@ -309,7 +318,8 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
             int8 = await Int8Activations.allocate(runtime, x, case.group_size, rows=case.rows if case.dp4a else 1)
             setup.append(quantize_activations(int8, tokens=case.rows))
         await _run_once(runtime, "bench.setup", setup)
-        op = _linear(case, x, weight.rows(0, case.weight_rows), out, device.adapter, case.rows, int8)
+        out_q8 = await Int8Activations.allocate(runtime, out, case.group_size) if case.glu_q8 else None
+        op = _linear(case, x, weight.rows(0, case.weight_rows), out, device.adapter, case.rows, int8, out_q8)
         plan = Plan(runtime, f"bench.{case.name}")
         main, moved = await _active_call(runtime, op, case.rows, plan.live)
         for _ in range(repeats):
@@ -329,12 +339,12 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
                "stream_gbps_same_bytes": stream_same, "ratio_same_bytes": gbps / stream_same,
                "ratio_big_stream": gbps / stream_big}
         if case.rows == 1 and chain_bytes > 0:
-            row.update(await _chain_row(runtime, case, weight, x, out, int8, count, trials, sink_tensor, pool,
-                                        moved.bytes_moved, stream_big))
+            row.update(await _chain_row(runtime, case, weight, x, out, (int8, out_q8), count, trials, sink_tensor,
+                                        pool, moved.bytes_moved, stream_big))
         if case.dp4a:
             row["quantize_ns"] = await _measure_op(runtime, quantize_activations(int8, tokens=case.rows), repeats, trials)
         rows.append(row)
-        for tensor in (x, out, *(int8.tensors if case.int8x or case.dp4a else ())):
+        for tensor in (x, out, *(int8.tensors if case.int8x or case.dp4a else ()), *(out_q8.tensors if out_q8 else ())):
             tensors.release(tensor.name)
     progress("kernel bench cases", len(cases), len(cases))
     probes = await _probes(runtime, sink_tensor, repeats, trials) if any(c.rows > 1 for c in cases) else None
@@ -382,11 +392,12 @@ async def _probes(runtime: Runtime, sink_tensor, repeats: int, trials: int) -> d
 
 async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_tensor, pool, moved, stream_big) -> dict:
     """The decode-like figures: the linear over each weight copy in turn, one pass; the same for a
-    streaming read of the same bytes (consecutive regions of the pool)."""
+    streaming read of the same bytes (consecutive regions of the pool). `int8`: (the activations, the
+    output's int8 form or None)."""
     device = runtime.device
     plan = Plan(runtime, f"bench.chain.{case.name}")
     for copy in range(copies):
-        op = _linear(case, x, weight.rows(copy * case.weight_rows, case.weight_rows), out, device.adapter, 1, int8)
+        op = _linear(case, x, weight.rows(copy * case.weight_rows, case.weight_rows), out, device.adapter, 1, *int8)
         await plan.add(op.at(1)[0])
     plan.record()
     chain_ns = await _measure_span(plan, trials)

@@ -257,11 +257,11 @@ def _glu_plain_pin(req: _Linear) -> str | None:
 
 
 def _q8_workgroup_bytes(values: dict) -> int:
-    """The workgroup memory of a _glu_q8 variant (q4gsw_gemv_i8x.wgsl): its rows, a peak and a sum per
-    octet, and the reduction's slices (subgroups, KS > 1) or its tree (no subgroups)."""
+    """The workgroup memory of a _glu_q8 variant (q4gsw_gemv_i8x.wgsl): its rows, and the reduction's
+    slices (subgroups, KS > 1) or its tree (no subgroups)."""
     rows, ks = values["RG"] * values["R"], values["KS"]
     reduction = 2 * ks * rows if values["SUBGROUP"] and ks > 1 else 0 if values["SUBGROUP"] else 2 * 32 * ks * rows
-    return 4 * (rows + 2 * (rows // 8) + reduction)
+    return 4 * (rows + reduction)
 
 
 def _glu_q8_guard(req: _Linear) -> str | None:

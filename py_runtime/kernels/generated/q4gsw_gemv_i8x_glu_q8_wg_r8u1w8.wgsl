@@ -21,7 +21,8 @@
 // place of a quantize_activations dispatch: int8_activations.wgsl's layout and arithmetic, groups of
 // out_group_size within the workgroup's RG x R consecutive rows. A group's peak needs all of its rows,
 // so the route guard asks for RG x R a multiple of that group size (the workgroup holds whole groups,
-// and nothing crosses workgroups); the rows meet in workgroup memory after the last store.
+// and nothing crosses workgroups); the rows meet in workgroup memory after the last store, and one
+// barrier later each group is quantized by the invocations that hold its octets.
 // Warps are 32 invocations; a row's lanes reduce through a workgroup-memory tree.
 const R: u32 = 8u;
 const U: u32 = 1u;
@@ -51,8 +52,6 @@ const ROWS: u32 = 64u;                 // the workgroup's output rows: whole gro
 const OCTETS: u32 = ROWS / 8u;
 const TOO_LARGE: f32 = 1.0e38;
 var<workgroup> rows_out: array<f32, ROWS>;
-var<workgroup> octet_peaks: array<f32, OCTETS>;
-var<workgroup> octet_sums: array<i32, OCTETS>;
 var<workgroup> partial: array<f32, 4096>;
 
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
@@ -77,51 +76,51 @@ fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
   return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
 }
 
+// A value's part in its group's peak: abs(NaN) < TOO_LARGE is false, so a non-finite value (or a
+// magnitude >= 1e38) reads as TOO_LARGE, as in int8_activations.wgsl's per-octet peaks.
+fn peak_of(v: f32) -> f32 {
+  return select(TOO_LARGE, abs(v), abs(v) < TOO_LARGE);
+}
+
 // The workgroup's rows (rows_out, block `block` of ROWS) to int8: invocation o < OCTETS takes octet o,
-// octet block OCTETS + o of the output row; int8_activations.wgsl's quantize_octet for a row's one pass
-// (held bit-equal by a test). Rows past n are whole groups (n is a multiple of the group size): not
-// live, nothing stored. Called in uniform control flow.
+// octet block OCTETS + o of the output row, with int8_activations.wgsl's arithmetic (held bit-equal by
+// a test). Each reads its whole group for the peak, and an octet starting a chunk quantizes the
+// chunk's other three again for its sum (max and integer sums are exact in any order): one barrier,
+// where quantize_octet takes three. Rows past n are whole groups (n is a multiple of the group size):
+// not live, nothing stored. Called in uniform control flow.
 fn quantize_rows(block: u32, index: u32) {
+  workgroupBarrier();                         // every row of the block is in rows_out
   let o = min(index, OCTETS - 1u);
   let at = block * OCTETS + o;
-  let live = index < OCTETS && at < params.n / 8u;
-  let a = vec4<f32>(rows_out[8u * o], rows_out[8u * o + 1u], rows_out[8u * o + 2u], rows_out[8u * o + 3u]);
-  let b = vec4<f32>(rows_out[8u * o + 4u], rows_out[8u * o + 5u], rows_out[8u * o + 6u], rows_out[8u * o + 7u]);
-  // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
-  let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
-  let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
-                 max(max(abs(b.x), abs(b.y)), max(abs(b.z), abs(b.w))));
-  if (index < OCTETS) {
-    octet_peaks[index] = select(0.0, select(TOO_LARGE, peak, finite), live);
-  }
-  workgroupBarrier();
-  let per_group = params.out_group_size / 8u;
-  let first = o - o % per_group;
+  let first = (o - o % (params.out_group_size / 8u)) * 8u;
   var largest = 0.0;
-  for (var i = 0u; i < per_group; i++) {
-    largest = max(largest, octet_peaks[first + i]);
+  for (var i = 0u; i < params.out_group_size; i++) {
+    largest = max(largest, peak_of(rows_out[first + i]));
   }
   let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+  let a = vec4<f32>(rows_out[8u * o], rows_out[8u * o + 1u], rows_out[8u * o + 2u], rows_out[8u * o + 3u]);
+  let b = vec4<f32>(rows_out[8u * o + 4u], rows_out[8u * o + 5u], rows_out[8u * o + 6u], rows_out[8u * o + 7u]);
   let qa = quantized(a, inverse);
   let qb = quantized(b, inverse);
+  if (index >= OCTETS || at >= params.n / 8u) {
+    return;
+  }
   // Octet j of chunk c: words 2j, 2j + 1 of the chunk's 8, in plane j / 2 (16 values per plane).
   let chunk = at / 4u;
   let j = at % 4u;
   let word = select(0u, params.n / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
-  if (live) {
-    act_words[word] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-    act_words[word + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
-  }
-  let total = qa + qb;
-  if (index < OCTETS) {
-    octet_sums[index] = total.x + total.y + total.z + total.w;
-  }
-  workgroupBarrier();
-  if (live && j == 0u) {
+  act_words[word] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
+  act_words[word + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+  if (j == 0u) {
+    var total = qa + qb;
+    for (var p = 1u; p < 4u; p++) {
+      let base = 8u * (o + p);
+      total += quantized(vec4<f32>(rows_out[base], rows_out[base + 1u], rows_out[base + 2u], rows_out[base + 3u]), inverse)
+             + quantized(vec4<f32>(rows_out[base + 4u], rows_out[base + 5u], rows_out[base + 6u], rows_out[base + 7u]), inverse);
+    }
     let nan = bitcast<f32>(0x7FC00000u | (index & 0u));     // built at run time: a constant NaN is an error
     let scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
-    let chunk_sum = octet_sums[o] + octet_sums[o + 1u] + octet_sums[o + 2u] + octet_sums[o + 3u];
-    act_stats[chunk] = vec2<f32>(scale, 8.0 * f32(chunk_sum));
+    act_stats[chunk] = vec2<f32>(scale, 8.0 * f32(total.x + total.y + total.z + total.w));
   }
 }
 
@@ -255,6 +254,5 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       }
     }
   }
-  workgroupBarrier();
   quantize_rows(block, index);
 }
