@@ -56,6 +56,7 @@ ROUTES = (
     "rope_table",           # the RoPE cos/sin table built on the GPU from two sqrt-sized float64 tables
     "rope_kv_cache_write_norm",  # the same with Qwen3's per-head q/k RMSNorm folded in front
     "q4_gemv_int8x_glu_q8",  # the fused gate/up + SwiGLU GEMV also writing its output quantized for down
+    "q4_gemv_int8x_qkv_rope",  # the fused decode QKV GEMV also applying RoPE and writing the KV cache
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup"})

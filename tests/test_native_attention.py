@@ -277,3 +277,86 @@ def test_the_reduce_pass_quantizes_its_output_as_quantize_activations_bit_for_bi
     assert got[fused.stats.name] == got[alone.stats.name]
     stats = np.frombuffer(got[fused.stats.name], np.float32).reshape(-1, 2)
     assert (stats[:, 0] == 0).sum() == (stats.shape[0] // 2) and (stats[:, 0] > 0).sum() == stats.shape[0] // 2
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_the_fused_qkv_applies_rope_and_writes_the_cache_as_rope_kv_cache_write_bit_for_bit(layout):
+    """q4_linear_qkv(rope=...): the decode QKV GEMV also rotates q and k and writes the KV cache; its q_out
+    and both caches must be rope_kv_cache_write's of the plain QKV GEMV's q, k and v, bit for bit, for
+    every variant of the kind, with and without subgroups and the row-major scale copy, at a position
+    that adds the cache's GPU-side offset; the cache's other rows stay untouched."""
+    from dataclasses import replace
+
+    from py_runtime.checks.q4_linear import ACT_RANGE, WEIGHT_RANGE
+    from py_runtime.ops.int8_activations import Int8Activations, quantize_activations
+    from py_runtime.ops.q4 import Q4Weight, q4_quantize, q4_scales_rows
+    from py_runtime.ops.q4_linear import QKVRope, gemv_shapes, q4_linear_qkv
+    from py_runtime.ops.rope import cos_sin_table_gpu
+    from py_runtime.ops.synth import fill_uniform
+
+    k_in, heads, kv_heads, dim, gs, capacity, pos, offset = 256, 4, 2, 64, 64, 16, 5, 3
+    n_q, n_kv = heads * dim, kv_heads * dim
+    n = n_q + 2 * n_kv
+
+    async def main():
+        runtime = await Runtime.create("native")
+        adapter = runtime.device.adapter
+        without = replace(adapter, device_features=tuple(f for f in adapter.device_features if f != "subgroups"))
+        packed = await tensor(runtime, "w.packed", (n * k_in // 8,), dtype="u32")
+        scales = await tensor(runtime, "w.scales", (k_in // gs * n,))
+        rows = await tensor(runtime, "w.rows", (k_in // gs * n,))
+        x = await tensor(runtime, "x", (1, k_in))
+        act = await Int8Activations.allocate(runtime, x, gs)
+        weight = Q4Weight(packed, scales, k_in, n, gs, scales_rows=rows)
+        table = await tensor(runtime, "table", (capacity, dim // 2, 2))
+        await cos_sin_table_gpu(runtime, table, inverse_frequencies(dim, 10000.0))
+        await run_op(runtime, q4_quantize(weight=weight, synth=(WEIGHT_RANGE, 3, 50)), q4_scales_rows(weight),
+                     fill_uniform(target=x, value_range=ACT_RANGE, seed=3, stream=51), quantize_activations(act),
+                     tokens=1)
+        q, k, v = (await tensor(runtime, "q", (1, heads, dim)), await tensor(runtime, "k", (1, kv_heads, dim)),
+                   await tensor(runtime, "v", (1, kv_heads, dim)))
+        flat = tuple(Tensor(t.name, (1, t.shape[1] * dim), "f32", t.usage, t.buffer) for t in (q, k, v))
+        results = {}
+        for rows_copy in (False, True):
+            w = weight if rows_copy else Q4Weight(packed, scales, k_in, n, gs)
+            for name, device in (("sg", adapter), ("wg", without)):
+                for shape in gemv_shapes(f"int8x_qkv_rope_{layout}"):
+                    plain_cache = await KVCache.allocate(runtime, "plain", capacity=capacity, kv_heads=kv_heads,
+                                                         head_dim=dim)
+                    fused_cache = await KVCache.allocate(runtime, "fused", capacity=capacity, kv_heads=kv_heads,
+                                                         head_dim=dim)
+                    for cache in (plain_cache, fused_cache):
+                        runtime.device.write_buffer(cache.offset.buffer, offset.to_bytes(4, "little"))
+                    plain_q, fused_q = await tensor(runtime, "plain_q", (1, heads, dim)), await tensor(
+                        runtime, "fused_q", (1, heads, dim))
+                    fused = q4_linear_qkv(x=x, weight=w, outs=flat, adapter=device, int8=act, gemv_shape=shape,
+                                          rope=QKVRope(q_out=fused_q, table=table, cache=fused_cache, layout=layout,
+                                                       pos=pos))
+                    kernel_name = fused.at(1)[0].kernel
+                    assert kernel_name == (f"q4gsw_gemv_i8x_qkv_rope_{layout}{'_sr' if rows_copy else ''}_{name}_"
+                                           f"{shape}"), kernel_name
+                    plain = q4_linear_qkv(x=x, weight=w, outs=flat, adapter=device, int8=act, gemv_shape="r2u2w1")
+                    assert plain.at(1)[0].route == "q4_gemv_int8x_qkv"
+                    got = await run_op(runtime, fused, plain,
+                                       rope_kv_cache_write(q=q, k=k, v=v, q_out=plain_q, table=table, cache=plain_cache,
+                                                           heads=heads, layout=layout, pos=pos),
+                                       read=[fused_q, plain_q, fused_cache.k, plain_cache.k, fused_cache.v,
+                                             plain_cache.v], tokens=1)
+                    results[kernel_name] = [got[t.name] for t in (fused_q, plain_q, fused_cache.k, plain_cache.k,
+                                                                 fused_cache.v, plain_cache.v)]
+                    for t in (plain_q, fused_q, plain_cache.k, plain_cache.v, plain_cache.offset, fused_cache.k,
+                              fused_cache.v, fused_cache.offset):
+                        runtime.tensors.release(t.name)
+        return results
+
+    results = asyncio.run(main())
+    assert len(results) == 2 * 2 * len(gemv_shapes(f"int8x_qkv_rope_{layout}"))
+    row_words = kv_heads * dim // 2
+    for kernel_name, (fused_q, plain_q, fused_k, plain_k, fused_v, plain_v) in results.items():
+        assert fused_q == plain_q, f"{kernel_name}: the rotated q differs from rope_kv_cache_write's"
+        assert fused_k == plain_k, f"{kernel_name}: the K cache differs"
+        assert fused_v == plain_v, f"{kernel_name}: the V cache differs"
+        words = np.frombuffer(fused_k, np.uint32).reshape(capacity, row_words)
+        written = pos + offset
+        assert words[written].all() and not np.delete(words, written, axis=0).any(), kernel_name
+        assert np.frombuffer(fused_v, np.uint32).reshape(capacity, row_words)[written].all()

@@ -27,7 +27,9 @@ The fused kinds add a route in front of the separate linears: q4_gemv_int8x_qkv 
 one GEMV writing q, k and v) and q4_qkv_fused_bk64 (the prefill QKV at Llama's exact geometry);
 q4_gemv_int8x_glu is gate/up + SwiGLU as one decode GEMV; given Int8Activations of its output
 (q4_linear_glu(int8_out=)), q4_gemv_int8x_glu_q8 goes first: the same GEMV also writing its output
-quantized for the next int8x linear, where a workgroup of the variant holds whole groups of the output.
+quantized for the next int8x linear, where a workgroup of the variant holds whole groups of the output;
+given a QKVRope, q4_gemv_int8x_qkv_rope goes before q4_gemv_int8x_qkv: the decode QKV also applying
+RoPE and writing the KV cache, where a workgroup holds whole heads.
 
 Which variant of a GEMV family runs is a speed choice, not a route: the adapter's tuning table
 (tuning.py) picks it; `gemv_shape` pins one (benchmark sweeps, checks), and `gemm_shape` the DP4A
@@ -41,17 +43,18 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 
-from ..dispatch import Op, OpCall, Sizing, IDLE, TOKENS, linear_grid, live_limit, live_value
+from ..dispatch import Op, OpCall, Sizing, IDLE, POS, TOKENS, linear_grid, live_limit, live_value
 from ..gpu.device import AdapterReport
 from ..kernels import kernel, kernel_names
-from ..models.config import LLAMA_3_2_1B
+from ..models.config import LAYOUTS, LLAMA_3_2_1B
 from ..routing import Route, RouteUnavailable, choose
 from ..tensors import Tensor
+from .attention import KVCache
 from .int8_activations import Int8Activations
 from .q4 import Q4Weight, q4_weight_bytes
 from .tuning import Tuning, tuning_for
 
-__all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "gemv_shapes", "gemv_int8_max_k", "gemv_group_size",
+__all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "gemv_shapes", "gemv_int8_max_k", "gemv_group_size",
            "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE",
            "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GLU_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
 
@@ -66,16 +69,17 @@ QKV_FUSED_SHAPE = LLAMA_3_2_1B.qkv_shape()
 @cache
 def gemv_shapes(kind: str, tier: str | None = None) -> tuple[str, ...]:
     """The variant names (suffixes) the kernel registry holds for a decode GEMV kind: "f32" and "int8"
-    (q4gsw_gemv), "int8x", "int8x_qkv", "int8x_glu", "int8x_glu_q8" and each of those + "_sr"
+    (q4gsw_gemv), "int8x", "int8x_qkv", "int8x_qkv_rope_half", "int8x_qkv_rope_interleaved", "int8x_glu",
+    "int8x_glu_q8" and each of those + "_sr"
     (q4gsw_gemv_i8x); `tier` keeps the shipped (route-reachable) or the sweep (benchmark-only) ones."""
     if kind in ("f32", "int8"):
         prefix, int8 = "q4gsw_gemv_wg_", kind == "int8"
         return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix)
                      and bool(kernel(name).template_values.get("I8")) == int8)
-    match = re.fullmatch(r"int8x(_qkv|_glu_q8|_glu)?(_sr)?", kind)
+    match = re.fullmatch(r"int8x(_qkv_rope_half|_qkv_rope_interleaved|_qkv|_glu_q8|_glu)?(_sr)?", kind)
     if not match:
-        raise ValueError(f"unknown GEMV kind {kind!r}: f32, int8, int8x, int8x_qkv, int8x_glu, int8x_glu_q8, "
-                         f"each int8x kind + _sr")
+        raise ValueError(f"unknown GEMV kind {kind!r}: f32, int8, int8x, int8x_qkv, int8x_qkv_rope_{{half, interleaved}}, "
+                         f"int8x_glu, int8x_glu_q8, each int8x kind + _sr")
     prefix = f"q4gsw_gemv_i8x{match.group(1) or ''}{match.group(2) or ''}_wg_"
     return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
 
@@ -109,6 +113,21 @@ def gemv_group_size(shape: str) -> int:
     return int(kernel(f"q4gsw_gemv_wg_{shape}").template_values["GS"])
 
 
+@dataclass(frozen=True, kw_only=True)
+class QKVRope:
+    """What a decode QKV GEMV may also do (q4_linear_qkv(rope=)): rope_kv_cache_write's work for its one
+    token, with its arguments but q, k and v (the GEMV's own rows): q rotated into q_out [tokens, heads,
+    D], K rotated and V into the cache at `pos` (plus the cache's GPU-side offset). `qk_norm`: a q/k
+    norm precedes RoPE (Qwen3's, folded into rope_kv_cache_write): the epilogue then steps aside."""
+
+    q_out: Tensor
+    table: Tensor
+    cache: KVCache
+    layout: str
+    pos: int | str = POS
+    qk_norm: bool = False
+
+
 @dataclass(frozen=True)
 class _Linear:
     """What a linear's route guards and builders see."""
@@ -128,6 +147,7 @@ class _Linear:
     capacity: int = field(default=0)
     accumulate: bool = False        # out += the product: a residual add folded into the linear
     int8_out: Int8Activations | None = None     # glu: the output's int8 form, for q4_gemv_int8x_glu_q8
+    rope: "QKVRope | None" = None               # qkv: RoPE and the cache write, for q4_gemv_int8x_qkv_rope
 
     @property
     def limits(self) -> dict:
@@ -224,87 +244,113 @@ def _gemv_decode(route: str):
     return build
 
 
-def _int8x_kind(req: _Linear, q8: bool = False) -> str:
-    return ("_glu_q8" if q8 else "_glu") if req.glu else "_qkv" if len(req.outs) == 3 else ""
+def _int8x_kind(req: _Linear, epilogue: str = "") -> str:
+    """The variant kind: "_glu" / "_glu_q8" (epilogue "q8"), "_qkv" / "_qkv_rope_{layout}" (epilogue
+    "rope"), or "" for one output."""
+    if req.glu:
+        return "_glu_q8" if epilogue == "q8" else "_glu"
+    if len(req.outs) == 3:
+        return f"_qkv_rope_{req.rope.layout}" if epilogue == "rope" else "_qkv"
+    return ""
 
 
-def _int8x_shape(req: _Linear, q8: bool = False) -> str:
+def _int8x_shape(req: _Linear, epilogue: str = "") -> str:
     """The variant an int8x GEMV runs: the pinned one, else the tuning table's."""
     w = req.weight
     n_out = w.n // 2 if req.glu else w.n
     rows_copy = w.scales_rows is not None
-    if q8:
+    if epilogue == "q8":
         return req.gemv_shape or req.tuning.gemv_int8x_glu_q8(w.k, n_out, rows_copy)
+    if epilogue == "rope":
+        return req.gemv_shape or req.tuning.gemv_int8x_qkv_rope(w.k, n_out, req.rope.cache.head_dim, rows_copy)
     aligned = w.n_total % 4 == 0 and w.n_offset % 4 == 0 and n_out % 4 == 0
     # With the row-major copy a row's scales are contiguous: the vec4 loads across rows have no use.
     return req.gemv_shape or req.tuning.gemv_int8x(w.k, n_out, aligned and not rows_copy, req.glu, rows_copy)
 
 
-def _int8x_kernel(req: _Linear, q8: bool = False) -> str:
+def _int8x_kernel(req: _Linear, epilogue: str = "") -> str:
     subgroups = "subgroups" in req.adapter.device_features      # any width: the kernel caps a warp at its workgroup
-    return (f"q4gsw_gemv_i8x{_int8x_kind(req, q8)}{'_sr' if req.weight.scales_rows is not None else ''}_"
-            f"{'sg' if subgroups else 'wg'}_{_int8x_shape(req, q8)}")
+    return (f"q4gsw_gemv_i8x{_int8x_kind(req, epilogue)}{_sr(req)}_"
+            f"{'sg' if subgroups else 'wg'}_{_int8x_shape(req, epilogue)}")
 
 
 def _sr(req: _Linear) -> str:
     return "_sr" if req.weight.scales_rows is not None else ""
 
 
-def _glu_plain_pin(req: _Linear) -> str | None:
-    if req.gemv_shape is not None and req.gemv_shape not in gemv_shapes(f"int8x_glu{_sr(req)}"):
-        return f"the pinned variant {req.gemv_shape!r} is a quantizing (q8) one"
-    return None
+def _plain_pin(kind: str, other: str):
+    """A plain kind's guard against a pinned variant of its epilogue kind (the pin picks the route)."""
+    def guard(req: _Linear) -> str | None:
+        if req.gemv_shape is not None and req.gemv_shape not in gemv_shapes(f"int8x{kind}{_sr(req)}"):
+            return f"the pinned variant {req.gemv_shape!r} is a {other} one"
+        return None
+    return guard
 
 
-def _q8_workgroup_bytes(values: dict) -> int:
-    """The workgroup memory of a _glu_q8 variant (q4gsw_gemv_i8x.wgsl): its rows, and the reduction's
-    slices (subgroups, KS > 1) or its tree (no subgroups)."""
-    rows, ks = values["RG"] * values["R"], values["KS"]
-    reduction = 2 * ks * rows if values["SUBGROUP"] and ks > 1 else 0 if values["SUBGROUP"] else 2 * 32 * ks * rows
+def _epilogue_workgroup_bytes(values: dict) -> int:
+    """The workgroup memory of a _glu_q8 or _qkv_rope variant (q4gsw_gemv_i8x.wgsl): its rows, and the
+    reduction's slices (subgroups, KS > 1) or its tree (no subgroups), for both halves of a GLU."""
+    rows, ks, halves = values["RG"] * values["R"], values["KS"], 2 if values["GLU"] else 1
+    reduction = halves * ks * rows if values["SUBGROUP"] and ks > 1 else 0 if values["SUBGROUP"] else \
+        halves * 32 * ks * rows
     return 4 * (rows + reduction)
 
 
-def _glu_q8_guard(req: _Linear) -> str | None:
-    out_act = req.int8_out
-    if out_act is None:
-        return "no int8 activations of the output given (int8_out=Int8Activations)"
-    if req.gemv_shape is not None and req.gemv_shape not in gemv_shapes(f"int8x_glu_q8{_sr(req)}"):
-        return f"the pinned variant {req.gemv_shape!r} is a plain GLU one"
-    values = kernel(_int8x_kernel(req, q8=True)).template_values
+def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers: int) -> str | None:
+    """An epilogue variant's limits: its workgroups hold whole `what`s of `whole` rows, and the adapter
+    allows its invocations, workgroup memory and storage buffers."""
+    kind = _int8x_kind(req, epilogue)
+    if req.gemv_shape is not None and req.gemv_shape not in gemv_shapes(f"int8x{kind}{_sr(req)}"):
+        return f"the pinned variant {req.gemv_shape!r} is a plain {kind.split('_')[1].upper()} one"
+    shape = _int8x_shape(req, epilogue)
+    values = kernel(_int8x_kernel(req, epilogue)).template_values
     rows, invocations = values["RG"] * values["R"], 32 * values["RG"] * values["KS"]
-    if rows % out_act.group_size:
-        return (f"{_int8x_shape(req, q8=True)}'s workgroups hold {rows} output rows, not whole groups of "
-                f"{out_act.group_size}")
+    if rows % whole:
+        return f"{shape}'s workgroups hold {rows} rows, not whole {what} of {whole}"
     limits = req.limits
     invocations_allowed = limits.get("maxComputeInvocationsPerWorkgroup", 0)
     allowed = min(invocations_allowed, limits.get("maxComputeWorkgroupSizeX", invocations_allowed))
     if invocations > allowed:
-        return f"{_int8x_shape(req, q8=True)}'s workgroups are {invocations} invocations; the adapter allows {allowed}"
+        return f"{shape}'s workgroups are {invocations} invocations; the adapter allows {allowed}"
     storage = limits.get("maxComputeWorkgroupStorageSize", 0)
-    if _q8_workgroup_bytes(values) > storage:
-        return (f"{_int8x_shape(req, q8=True)} needs {_q8_workgroup_bytes(values)} bytes of workgroup memory; "
-                f"the adapter allows {storage}")
-    if limits.get("maxStorageBuffersPerShaderStage", 0) < 7:
-        return "needs 7 storage buffers per shader stage"
+    if _epilogue_workgroup_bytes(values) > storage:
+        return f"{shape} needs {_epilogue_workgroup_bytes(values)} bytes of workgroup memory; the adapter allows {storage}"
+    if limits.get("maxStorageBuffersPerShaderStage", 0) < buffers:
+        return f"needs {buffers} storage buffers per shader stage"
     return None
 
 
-def _int8x_decode(req: _Linear, q8: bool = False) -> OpCall:
+def _glu_q8_guard(req: _Linear) -> str | None:
+    if req.int8_out is None:
+        return "no int8 activations of the output given (int8_out=Int8Activations)"
+    return _epilogue_guard(req, "q8", req.int8_out.group_size, "groups", 7)
+
+
+def _qkv_rope_guard(req: _Linear) -> str | None:
+    if req.rope is None:
+        return "no RoPE and KV cache write asked for (rope=QKVRope)"
+    if req.rope.qk_norm:
+        return "a q/k norm goes before RoPE (Qwen3's): rope_kv_cache_write folds it in, this epilogue does not"
+    return _epilogue_guard(req, "rope", req.rope.cache.head_dim, "heads", 9)
+
+
+def _int8x_decode(req: _Linear, epilogue: str = "") -> OpCall:
     """The q4_gemv_int8x dispatch (decode only). Three outputs make it the fused decode QKV: rows of the
     packed weight split n_q, n_kv, n_kv; `glu` the fused gate/up + SwiGLU: gate rows [0, n), up rows
-    [n, 2n), n = the output's; `q8` that GEMV also writing req.int8_out (the output quantized)."""
+    [n, 2n), n = the output's. `epilogue` "q8": that GEMV also writing req.int8_out (the output
+    quantized); "rope": the QKV rotating q into req.rope.q_out and writing K and V into its cache."""
     act, w, label = req.int8, req.weight, req.label
     n_out = w.n // 2 if req.glu else w.n
     rows_copy = w.scales_rows is not None
     aligned = w.n_total % 4 == 0 and w.n_offset % 4 == 0 and n_out % 4 == 0
-    kind = _int8x_kind(req, q8)
-    shape = _int8x_shape(req, q8)
+    kind = _int8x_kind(req, epilogue)
+    shape = _int8x_shape(req, epilogue)
     if shape.endswith("v") and not aligned:
         raise ValueError(f"{label}: {shape!r} loads scales as vec4, which needs n_total ({w.n_total}), n_offset "
                          f"({w.n_offset}) and the output rows ({n_out}) to be multiples of 4")
-    name = _int8x_kernel(req, q8)
+    name = _int8x_kernel(req, epilogue)
     has_bias = req.bias is not None
-    qkv = kind == "_qkv"
+    qkv, rope = len(req.outs) == 3, req.rope if epilogue == "rope" else None
 
     def sizing(spec, live):
         active = req.rows(live) == 1
@@ -315,23 +361,33 @@ def _int8x_decode(req: _Linear, q8: bool = False) -> OpCall:
                       has_bias=has_bias, accumulate=req.accumulate)
         if qkv:
             fields.update(n_q=req.outs[0].shape[-1], n_kv=req.outs[1].shape[-1])
-        if q8:
+        if epilogue == "q8":
             fields.update(out_group_size=req.int8_out.group_size)
             moved += n_out + 8 * (n_out // 32)          # the int8 row and its chunk stats
+        if rope is not None:
+            pos = live_value(rope.pos, live, label) if active else 0
+            if active and pos + 1 > min(rope.cache.capacity, rope.table.shape[0]):
+                raise ValueError(f"{label}: position {pos} is outside the KV cache's {rope.cache.capacity} rows or "
+                                 f"the {rope.table.shape[0]}-row cos/sin table")
+            fields.update(half=rope.cache.head_dim // 2, pos=pos, capacity=rope.cache.capacity,
+                          table_rows=rope.table.shape[0])
         return Sizing(workgroups=linear_grid(-(-n_out // rows_per_group), 1, live_limit(live)) if active else IDLE,
                       params=spec.pack_params(**fields), bytes_moved=moved if active else 0,
                       flops=flops if active else 0)
 
     tensors = {"xq": act.words, "xstats": act.stats, "weights": w.packed,
                "scales": w.scales_rows if rows_copy else w.scales, "out": req.outs[0]}
-    if not req.glu:
+    if not req.glu and rope is None:
         tensors["bias"] = req.bias if has_bias else w.scales
-    if qkv:
+    if rope is not None:
+        tensors.update({"out": rope.q_out, "k_cache": rope.cache.k, "v_cache": rope.cache.v, "table": rope.table,
+                        "offset": rope.cache.offset})
+    elif qkv:
         tensors.update({"out_k": req.outs[1], "out_v": req.outs[2]})
-    if q8:
+    if epilogue == "q8":
         tensors.update({"act_words": req.int8_out.words, "act_stats": req.int8_out.stats})
-    return OpCall(label=f"{label}.decode", kernel=name, route=f"q4_gemv_int8x{kind}", tensors=tensors, sizing=sizing,
-                  phase="decode")
+    route = "q4_gemv_int8x_qkv_rope" if rope is not None else f"q4_gemv_int8x{kind}"
+    return OpCall(label=f"{label}.decode", kernel=name, route=route, tensors=tensors, sizing=sizing, phase="decode")
 
 
 DECODE_ROUTES = (
@@ -476,7 +532,8 @@ def _check_pin(req: _Linear) -> None:
     if shape is None:
         return
     if req.prequantized:
-        kinds = [f"int8x{_int8x_kind(req)}{_sr(req)}"] + [f"int8x_glu_q8{_sr(req)}"] * (req.int8_out is not None)
+        epilogues = [""] + ["q8"] * (req.int8_out is not None) + ["rope"] * (req.rope is not None)
+        kinds = [f"int8x{_int8x_kind(req, epilogue)}{_sr(req)}" for epilogue in epilogues]
         known = tuple(s for kind in kinds for s in gemv_shapes(kind))
         if shape not in known:
             raise ValueError(f"{req.label}: pre-quantized activations need a GEMV shape of {known}, not {shape!r}")
@@ -533,8 +590,9 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
 
 GLU_ROUTES = (
     Route(name="q4_gemv_int8x_glu_q8", guard=lambda req: _int8x_guard(req) or _glu_q8_guard(req),
-          build=lambda req: _int8x_decode(req, q8=True)),
-    Route(name="q4_gemv_int8x_glu", guard=lambda req: _int8x_guard(req) or _glu_plain_pin(req), build=_int8x_decode),
+          build=lambda req: _int8x_decode(req, "q8")),
+    Route(name="q4_gemv_int8x_glu", guard=lambda req: _int8x_guard(req) or _plain_pin("_glu", "quantizing (q8)")(req),
+          build=_int8x_decode),
 )
 
 
@@ -600,12 +658,16 @@ def _qkv_fused_prefill(req: _Linear) -> OpCall:
 
 def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,
                   tokens: int | str = TOKENS, int8: Int8Activations | None = None, gemv_shape: str | None = None,
-                  tuning: str | None = None) -> Op:
+                  tuning: str | None = None, rope: QKVRope | None = None) -> Op:
     """q, k, v = x @ W.T for a packed [Nq + 2 Nkv, K] weight: three ordinary linears over row ranges of
     the one weight, unless a fused route takes a slot: the fused BK64 GEMM for the prefill at Llama's
     exact geometry, and with pre-quantized activations `int8` (of x) one GEMV writing the three outputs
     for the decode, at any shape (`gemv_shape` pins its variant). Where `int8` holds every row, the three
-    prefills take the DP4A GEMM (each over its rows of the weight) in place of the f32 ones."""
+    prefills take the DP4A GEMM (each over its rows of the weight) in place of the f32 ones. `rope`
+    (QKVRope) asks the decode GEMV to apply RoPE and write the KV cache too (q4_gemv_int8x_qkv_rope,
+    bit for bit rope_kv_cache_write's of the plain GEMV's q, k, v) where its guard passes: it then writes
+    rope.q_out and the cache, not q, k and v; where not, the plain GEMV runs and the caller's
+    rope_kv_cache_write stays (the op's decode route says which)."""
     label = "q4_linear_qkv"
     q_out, k_out, v_out = outs
     n_q, n_kv = q_out.shape[-1], k_out.shape[-1]
@@ -613,6 +675,17 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
         raise ValueError(f"{label}: outputs {[list(t.shape) for t in outs]} do not split a {weight.n}-row weight")
     if int8 is not None:
         _check_activations(label, int8, weight, x)
+    if rope is not None:
+        dim, cache = rope.cache.head_dim, rope.cache
+        problems = [f"q_out {rope.q_out!r} must be f32 [tokens, {n_q // dim}, {dim}]"] * (
+            rope.q_out.dtype != "f32" or rope.q_out.shape[1:] != (n_q // dim, dim) or n_q % dim)
+        problems += [f"k and v [{n_kv}] are not the cache's {cache.kv_heads} heads of {dim}"] * (n_kv != cache.kv_heads * dim)
+        problems += [f"head_dim {dim} is not a multiple of 4"] * bool(dim % 4)
+        problems += [f"unknown RoPE layout {rope.layout!r} (known: {', '.join(LAYOUTS)})"] * (rope.layout not in LAYOUTS)
+        problems += [f"table {rope.table!r} must be f32 [positions, {dim // 2}, 2]"] * (
+            rope.table.dtype != "f32" or rope.table.shape[1:] != (dim // 2, 2))
+        if problems:
+            raise ValueError(f"{label}: rope: " + "; ".join(problems))
     table = tuning_for(adapter, tuning)
     first = weight.n_offset         # the weight may itself be rows of a larger stack
     views = (weight.rows(first, n_q), weight.rows(first + n_q, n_kv), weight.rows(first + n_q + n_kv, n_kv))
@@ -626,12 +699,18 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
         decisions += why
     capacity = min(x.numel // weight.k, q_out.numel // n_q, k_out.numel // n_kv, v_out.numel // n_kv)
     req = _Linear(label, x, weight, tuple(outs), None, tokens, adapter, int8 or False, gemv_shape, table,
-                  capacity=capacity)
+                  capacity=capacity, rope=rope)
     _check_pin(req)
-    decode_routes = (Route(name="q4_gemv_int8x_qkv",
-                           guard=lambda r: _int8x_guard(r) or (None if all("decode" in s for s in separate) else
-                                                               "the separate linears have no decode route here"),
-                           build=_int8x_decode),)
+
+    def separate_decode(r: _Linear) -> str | None:
+        return None if all("decode" in s for s in separate) else "the separate linears have no decode route here"
+
+    decode_routes = (Route(name="q4_gemv_int8x_qkv_rope",
+                           guard=lambda r: _int8x_guard(r) or separate_decode(r) or _qkv_rope_guard(r),
+                           build=lambda r: _int8x_decode(r, "rope")),
+                     Route(name="q4_gemv_int8x_qkv",
+                           guard=lambda r: _int8x_guard(r) or separate_decode(r) or _plain_pin("_qkv", "RoPE")(r),
+                           build=_int8x_decode))
     prefill_routes = (Route(name="q4_qkv_fused_bk64", guard=lambda r: _qkv_fused_guard(r, separate),
                             build=_qkv_fused_prefill),)
     fused_decode, decode_why = choose(decode_routes, req, op=label, slot="decode")

@@ -25,6 +25,7 @@ class Tuning:
     gemv_int8: Callable[[int, int, int], str]               # (K, N, group size) -> q4gsw_gemv i8 shape
     gemv_int8x: Callable[[int, int, bool, bool, bool], str]  # (K, N, vec4 scales ok, glu, row-major copy)
     gemv_int8x_glu_q8: Callable[[int, int, bool], str]      # (K, N, row-major copy) -> a _glu_q8 shape
+    gemv_int8x_qkv_rope: Callable[[int, int, int, bool], str]   # (K, N, head_dim, row-major copy) -> _qkv_rope
     flash_split: Callable[[int, int], tuple[str, int]]     # (G, W) -> sdpa_flash_split_sg variant suffix,
                                                             # workgroups wanted before splits take more steps
 
@@ -95,16 +96,19 @@ def _is_h200(info: dict) -> bool:
 # The fused gate/up + SwiGLU quantizing its output (_glu_q8) has one shipped shape, r8u1w8: 64 rows (whole
 # groups) in 256 invocations. Not measured on the H200 yet; its sweep shapes r2u2w32 and r2u1w32 keep the
 # measured GLU picks' rows per lane and chunks in flight (Llama's r2u2w2, Qwen's one chunk per lane) in
-# 1024-invocation workgroups (`bench kernels --preset gemv_int8x`, `gemv_int8x_qwen`).
+# 1024-invocation workgroups (`bench kernels --preset gemv_int8x`, `gemv_int8x_qwen`). The fused QKV
+# applying RoPE (_qkv_rope) likewise: r8u1w8, 64 rows (whole heads of Llama's 64), not measured yet.
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
               matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
-              gemv_int8x_glu_q8=lambda k, n, rows_copy: "r8u1w8", flash_split=_h200_flash_split)
+              gemv_int8x_glu_q8=lambda k, n, rows_copy: "r8u1w8",
+              gemv_int8x_qkv_rope=lambda k, n, head_dim, rows_copy: "r8u1w8", flash_split=_h200_flash_split)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
                   gemv_int8x=lambda k, n, scales_vec4, glu, rows_copy: "r2u2w1",
                   # 64 rows in 256 invocations, what every adapter allows (8 rows per lane, 8 warps)
                   gemv_int8x_glu_q8=lambda k, n, rows_copy: "r8u1w8",
+                  gemv_int8x_qkv_rope=lambda k, n, head_dim, rows_copy: "r8u1w8",     # 64 rows: heads of 64, 32
                   flash_split=lambda group, words: ("u2h1", 32))
 TABLES = (H200, PORTABLE)       # the first whose `matches` accepts the adapter's info
 

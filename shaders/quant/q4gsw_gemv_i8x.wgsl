@@ -34,6 +34,13 @@ $if Q8:
 $if QKV:
   // This variant is the fused decode QKV: rows [0, n_q) of a packed [n_q + 2 n_kv, K] weight go to out
   // (q), the next n_kv to out_k, the last n_kv to out_v: one dispatch for three projections of one x.
+$if ROPE:
+  // It also applies RoPE (${ROPE} pairs) to q and k and writes the KV cache, in place of a decode step's
+  // rope_kv_cache_write: that kernel's arithmetic for one token, from the workgroup's rows, which meet in
+  // workgroup memory after the last store. The route guard asks for RG x R a multiple of head_dim, so a
+  // workgroup holds whole heads (both elements of every rotation pair, in either layout) and nothing
+  // crosses workgroups. It writes the rotated q to out and K and V (f16 pairs) into the caches at the
+  // position pos + offset[0], not the f32 q, k and v.
 $if KS > 1:
   // This variant splits each row's chunks over KS warps (lane l of slice j takes chunks j W + l,
   // (KS + j) W + l, ...): a long row is read in fewer dependent steps, and a short one by more lanes
@@ -64,6 +71,11 @@ struct Params {
   $if QKV:
     n_q: u32,
     n_kv: u32,
+  $if ROPE:
+    half: u32,            // head_dim / 2
+    pos: u32,             // the token's position, less the cache's offset
+    capacity: u32,        // cache rows
+    table_rows: u32,
   $if Q8:
     out_group_size: u32,  // the quantized output's group size (the next linear's)
 }
@@ -72,11 +84,11 @@ struct Params {
 @group(0) @binding(1) var<storage, read> xstats: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read> weights: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> scales: array<${"vec4<f32>" if SV4 else "f32"}>;
-$if not GLU:
+$if not GLU and not ROPE:
   @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
-$if QKV:
+$if QKV and not ROPE:
   @group(0) @binding(7) var<storage, read_write> out_k: array<f32>;
   @group(0) @binding(8) var<storage, read_write> out_v: array<f32>;
 $if Q8:
@@ -85,6 +97,13 @@ $if Q8:
   const ROWS: u32 = ${RG * R}u;                 // the workgroup's output rows: whole groups
   const OCTETS: u32 = ROWS / 8u;
   const TOO_LARGE: f32 = 1.0e38;
+  var<workgroup> rows_out: array<f32, ROWS>;
+$if ROPE:
+  @group(0) @binding(7) var<storage, read_write> k_cache: array<u32>;
+  @group(0) @binding(8) var<storage, read_write> v_cache: array<u32>;
+  @group(0) @binding(9) var<storage, read> table: array<vec2<f32>>;
+  @group(0) @binding(10) var<storage, read> offset: array<u32>;   // the cache's GPU-side position offset
+  const ROWS: u32 = ${RG * R}u;                 // the workgroup's rows: whole heads
   var<workgroup> rows_out: array<f32, ROWS>;
 $if SUBGROUP and KS > 1:
   var<workgroup> slices: array<f32, ${KS * RG * R * (2 if GLU else 1)}>;
@@ -116,8 +135,11 @@ $if GLU:
 $else:
   fn store(row: u32, total: f32) {
     if (row < params.n) {
-      let value = total + select(0.0, bias[row], params.has_bias != 0u);
-      $if QKV:
+      $if ROPE:
+        rows_out[row % ROWS] = total;
+      $else:
+        let value = total + select(0.0, bias[row], params.has_bias != 0u);
+      $if QKV and not ROPE:
         if (row < params.n_q) {
           out[row] = value;
         } else if (row < params.n_q + params.n_kv) {
@@ -125,7 +147,7 @@ $else:
         } else {
           out_v[row - params.n_q - params.n_kv] = value;
         }
-      $else:
+      $elif not ROPE:
         out[row] = value + select(0.0, out[row], params.accumulate != 0u);
     }
   }
@@ -181,6 +203,66 @@ $if Q8:
       let scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
       act_stats[chunk] = vec2<f32>(scale, 8.0 * f32(total.x + total.y + total.z + total.w));
     }
+  }
+
+$if ROPE:
+  fn rotate(a: f32, b: f32, rotation: vec2<f32>) -> vec2<f32> {
+    return vec2<f32>(a * rotation.x - b * rotation.y, a * rotation.y + b * rotation.x);
+  }
+
+  // The elements (e0, e0 + 1) and (e1, e1 + 1) of a head's quarter j (rope_kv_cache_write.wgsl's).
+  fn elements(j: u32) -> vec2<u32> {
+    $if ROPE == "interleaved":
+      return vec2<u32>(4u * j, 4u * j + 2u);
+    $else:
+      return vec2<u32>(2u * j, params.half + 2u * j);
+  }
+
+  // The workgroup's rows (rows_out, block `block` of ROWS: whole heads of q, k or v) rotated and stored:
+  // invocation i < ROWS / 4 takes quarter j of the block's head i / (head_dim / 4), as one invocation of
+  // rope_kv_cache_write.wgsl does for token 0 (held bit-equal by a test). A position at or past the
+  // cache or the table writes nothing. Called in uniform control flow.
+  fn rope_rows(block: u32, index: u32) {
+    workgroupBarrier();                         // every row of the block is in rows_out
+    let dim = 2u * params.half;
+    let quarter = params.half / 2u;
+    let head = index / quarter;
+    let j = index % quarter;
+    let first = block * ROWS + head * dim;      // the head's first row of the packed q, k, v rows
+    let position = params.pos + offset[0];
+    if (head >= ROWS / dim || first >= params.n || position >= params.capacity || position >= params.table_rows) {
+      return;
+    }
+    let e = elements(j);
+    let at = head * dim;
+    let x = vec4<f32>(rows_out[at + e.x], rows_out[at + e.x + 1u], rows_out[at + e.y], rows_out[at + e.y + 1u]);
+    let kv_heads = params.n_kv / dim;
+    if (first >= params.n_q + params.n_kv) {    // a V head: its values as they are
+      let row = (position * kv_heads + (first - params.n_q - params.n_kv) / dim) * params.half;
+      v_cache[row + e.x / 2u] = pack2x16float(x.xy);
+      v_cache[row + e.y / 2u] = pack2x16float(x.zw);
+      return;
+    }
+    let rotation_x = table[position * params.half + 2u * j];
+    let rotation_y = table[position * params.half + 2u * j + 1u];
+    $if ROPE == "interleaved":
+      let a = rotate(x.x, x.y, rotation_x);     // (e0, e0 + 1)
+      let b = rotate(x.z, x.w, rotation_y);     // (e1, e1 + 1)
+      let rotated = vec4<f32>(a, b);
+    $else:
+      let a = rotate(x.x, x.z, rotation_x);     // (e0, e1)
+      let b = rotate(x.y, x.w, rotation_y);     // (e0 + 1, e1 + 1)
+      let rotated = vec4<f32>(a.x, b.x, a.y, b.y);
+    if (first < params.n_q) {                   // a q head: out is [heads, head_dim] for the token
+      out[first + e.x] = rotated.x;
+      out[first + e.x + 1u] = rotated.y;
+      out[first + e.y] = rotated.z;
+      out[first + e.y + 1u] = rotated.w;
+      return;
+    }
+    let row = (position * kv_heads + (first - params.n_q) / dim) * params.half;
+    k_cache[row + e.x / 2u] = pack2x16float(rotated.xy);
+    k_cache[row + e.y / 2u] = pack2x16float(rotated.zw);
   }
 
 @compute @workgroup_size(WG)
@@ -320,4 +402,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     }
   $if Q8:
     quantize_rows(block, index);
+  $if ROPE:
+    rope_rows(block, index);
 }
