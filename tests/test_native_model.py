@@ -44,12 +44,13 @@ def _routes(report, step):
     return set(report["steps"][step]["routes"])
 
 
-def _int8x_decode_step(layers: int) -> int:
-    """Dispatches in an int8x decode step: per layer the norm (quantizing), the fused QKV, RoPE + the cache
-    write, FlashDecoding's split and reduce (quantizing), o, the norm, the fused gate/up + SwiGLU
-    (quantizing) and down; then the embedding, the last row, the final norm, lm_head, argmax's two
-    passes and the token history."""
-    return 9 * layers + 7
+def _int8x_decode_step(layers: int, qk_norm: bool) -> int:
+    """Dispatches in an int8x decode step: per layer the norm (quantizing), the fused QKV (applying RoPE
+    and writing the cache, but where a q/k norm comes first: then RoPE + the cache write after it),
+    FlashDecoding's split and reduce (quantizing), o, the norm, the fused gate/up + SwiGLU (quantizing)
+    and down; then the embedding, the last row, the final norm, lm_head, argmax's two passes and the
+    token history."""
+    return (9 if qk_norm else 8) * layers + 7
 
 
 def test_llama_matches_transformers_on_the_f32_policy(llama):
@@ -75,10 +76,12 @@ def test_llama_int8x_policy_is_within_its_own_bound():
     judged = verify_model_report(report, artifacts.__getitem__)
     assert judged["worst_of_tolerance"] <= 1, judged
     decode = _routes(report, 1)
-    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu_q8", "q4_gemv_int8x"} <= decode
-    # every linear's input quantized by its producer: no quantize_activations dispatch in a decode step
-    assert "int8_activations" not in decode and "int8_activations" in _routes(report, 0)
-    assert report["dispatches"]["decode_step"] == _int8x_decode_step(CI["layers"])
+    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv_rope", "q4_gemv_int8x_glu_q8", "q4_gemv_int8x"} <= decode
+    # every linear's input quantized by its producer: no quantize_activations dispatch in a decode step;
+    # RoPE and the cache write in the QKV GEMV (the prefill's rope_kv_cache_write idles)
+    assert not decode & {"int8_activations", "rope_kv_cache_write"}
+    assert {"int8_activations", "rope_kv_cache_write"} <= _routes(report, 0)
+    assert report["dispatches"]["decode_step"] == _int8x_decode_step(CI["layers"], qk_norm=False)
     assert "q4_gemv_int8x" in _routes(report, 0)        # the head runs one row, quantized, at a prefill too
     prefill = _routes(report, 0)                        # the prefill's linears on the DP4A GEMM, none in f32
     assert "q4_gemm_dp4a" in prefill and not prefill & {"q4_gemm_bk64", "q4_gemm_tiled", "q4_qkv_fused_bk64"}
@@ -86,14 +89,18 @@ def test_llama_int8x_policy_is_within_its_own_bound():
 
 
 def test_qwen3_int8x_policy_is_within_its_own_bound():
-    """Qwen3's geometry takes the same fused routes (its gate/up's K is one warp's 32 chunks)."""
+    """Qwen3's geometry takes the same fused routes (its gate/up's K is one warp's 32 chunks) but RoPE in
+    the QKV GEMV: its q/k norm comes first, folded into rope_kv_cache_write (the attested fallback)."""
     report, artifacts = _run({"model": "qwen3", "policy": "int8x", **CI})
     judged = verify_model_report(report, artifacts.__getitem__)
     assert judged["worst_of_tolerance"] <= 1, judged
     decode = _routes(report, 1)
     assert {"rms_norm_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu_q8", "rope_kv_cache_write_norm"} <= decode
-    assert "int8_activations" not in decode
-    assert report["dispatches"]["decode_step"] == _int8x_decode_step(CI["layers"])
+    assert not decode & {"int8_activations", "q4_gemv_int8x_qkv_rope"}
+    assert report["dispatches"]["decode_step"] == _int8x_decode_step(CI["layers"], qk_norm=True)
+    rope = [d for d in report["decisions"] if d["op"] == "q4_linear_qkv" and d["slot"] == "decode"]
+    assert all(d["chosen"] == "q4_gemv_int8x_qkv" and "a q/k norm goes before RoPE" in d["passed_over"][0][1]
+               for d in rope) and len(rope) == CI["layers"]
 
 
 def test_the_unfused_and_materialized_routes_match_transformers_too():
@@ -160,15 +167,17 @@ def test_the_fast_q4_twin_is_the_reference_twin_bit_for_bit():
     assert np.array_equal(norms["final_norm"], synth_values_np(spec.value_range, 3, spec.stream, spec.length))
 
 
-@pytest.mark.parametrize("model", ["tiny", "awkward"])
-def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(model):
+@pytest.mark.parametrize("model, policy", [("tiny", "f32"), ("awkward", "f32"), ("tiny", "int8x")])
+def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(model, policy):
     """The GPU-side position (token_history advancing the caches' offset; RoPE, the cache write and
     FlashDecoding adding it) against the host re-sizing every step: identical tokens and logits over
-    enough steps that the split pass's layout changes several times, and nothing re-sized per step."""
+    enough steps that the split pass's layout changes several times, and nothing re-sized per step
+    (int8x: the QKV GEMV applying RoPE and writing the cache at a decode step)."""
     config = model_config(model, 1)
 
     async def decode(runtime, gpu_position):
-        decoder = await Decoder.create(runtime, config, seed=5, max_prompt=8, capacity=80, gpu_position=gpu_position)
+        decoder = await Decoder.create(runtime, config, seed=5, max_prompt=8, capacity=80, gpu_position=gpu_position,
+                                       policy=policy)
         assert decoder.position_on_gpu is gpu_position
         await decoder.prefill([3, 1, 4, 1, 5, 9, 2])
         await decoder.step()
@@ -181,8 +190,9 @@ def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(mod
         finally:
             del arena.write
         tokens, logits = await decoder.tokens(), await decoder.read_logits()
+        routes = decoder.plan.routes
         decoder.release()
-        return tokens, logits, len(writes)
+        return tokens, logits, len(writes), routes
 
     async def main():
         runtime = await Runtime.create("native")
@@ -192,6 +202,8 @@ def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(mod
         assert on_gpu[1] == on_host[1]
         assert on_gpu[2] == 0, "a decode step with the position on the GPU re-packed params"
         assert on_host[2] >= 60 * 3             # RoPE + cache write and the two FlashDecoding passes, per step
+        if policy == "int8x":
+            assert "q4_gemv_int8x_qkv_rope" in on_gpu[3] and "q4_gemv_int8x_qkv_rope" in on_host[3]
 
     asyncio.run(main())
 

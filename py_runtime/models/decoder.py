@@ -7,7 +7,8 @@ The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (it
   per layer:  rms_norm(h -> xn) | QKV (q4_linear_qkv) |
               rope_kv_cache_write (RoPE of q and k and the KV cache write in one dispatch, Qwen3's
               per-head RMSNorm of q and k folded in front; rms_norm, rope, rope, kv_cache_write where
-              head_dim is not a multiple of 4) | sdpa | h += o-proj(attn) |
+              head_dim is not a multiple of 4; a decode's int8x QKV GEMV does it itself where its route
+              q4_gemv_int8x_qkv_rope runs) | sdpa | h += o-proj(attn) |
               rms_norm(h -> xn) | gate, up, swiglu | h += down(act)
               (the residual adds are folded into the o-proj and down linears: q4_linear(accumulate=True))
   head:       last_row(h) | final rms_norm | lm_head (the tied embedding) | argmax -> ids[0] |
@@ -56,7 +57,7 @@ from ..ops.attention import FLASH_ROUTES, AttentionScratch, KVCache, kv_cache_wr
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.norm import rms_norm
 from ..ops.q4 import q4_embedding
-from ..ops.q4_linear import q4_linear, q4_linear_glu, q4_linear_qkv
+from ..ops.q4_linear import QKVRope, q4_linear, q4_linear_glu, q4_linear_qkv
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies, rope
 from ..ops.sequence import last_row, token_history
 from ..ops.swiglu import swiglu
@@ -237,8 +238,15 @@ class Decoder:
             await norm_into_xn(layer("attn_norm"))
             qkv, qkv_outs = layer("qkv"), (_view(q, (rows, c.q_dim)), _view(k, (rows, c.kv_dim)),
                                            _view(v, (rows, c.kv_dim)))
+            qkv_ropes = False
             if self.fused:
-                await add(q4_linear_qkv(x=xn, weight=qkv, adapter=adapter, int8=xn_q if int8x else None, outs=qkv_outs))
+                # int8x: the decode QKV may apply RoPE and write the cache too (where hd % 4 == 0)
+                qkv_rope = QKVRope(q_out=q_rot, table=table, cache=caches[i], layout=c.rope_layout, pos=pos,
+                                   qk_norm=c.qk_norm) if int8x and hd % 4 == 0 else None
+                qkv_op = q4_linear_qkv(x=xn, weight=qkv, adapter=adapter, int8=xn_q if int8x else None, outs=qkv_outs,
+                                       rope=qkv_rope)
+                qkv_ropes = any(call.route == "q4_gemv_int8x_qkv_rope" for call in qkv_op.calls)
+                await add(qkv_op)
             else:
                 first = 0
                 for out in qkv_outs:
@@ -255,9 +263,11 @@ class Decoder:
                                    adapter=adapter))
                 q_src, k_src = qn, kn
             if hd % 4 == 0:         # the fused kernel rotates two pairs per invocation
-                await add(rope_kv_cache_write(q=q_src, k=k_src, v=v, q_out=q_rot, table=table, cache=caches[i],
-                                              heads=c.heads, layout=c.rope_layout, pos=pos, eps=c.norm_eps,
-                                              qk_norm=(layer("q_norm"), layer("k_norm")) if fused_norm else None))
+                rope_write = rope_kv_cache_write(q=q_src, k=k_src, v=v, q_out=q_rot, table=table, cache=caches[i],
+                                                 heads=c.heads, layout=c.rope_layout, pos=pos, eps=c.norm_eps,
+                                                 qk_norm=(layer("q_norm"), layer("k_norm")) if fused_norm else None)
+                # (a decode's QKV GEMV does its work where qkv_ropes)
+                await add(_prefill_only(rope_write) if qkv_ropes else rope_write)
             else:
                 await add(rope(src=q_src, dst=q_rot, table=table, heads=c.heads, head_dim=hd, layout=c.rope_layout))
                 await add(rope(src=k_src, dst=k_rot, table=table, heads=c.kv_heads, head_dim=hd, layout=c.rope_layout))

@@ -365,7 +365,7 @@ def _int8x_decode(req: _Linear, epilogue: str = "") -> OpCall:
             fields.update(out_group_size=req.int8_out.group_size)
             moved += n_out + 8 * (n_out // 32)          # the int8 row and its chunk stats
         if rope is not None:
-            pos = live_value(rope.pos, live, label) if active else 0
+            pos = live_value(rope.pos, live, label)
             if active and pos + 1 > min(rope.cache.capacity, rope.table.shape[0]):
                 raise ValueError(f"{label}: position {pos} is outside the KV cache's {rope.cache.capacity} rows or "
                                  f"the {rope.table.shape[0]}-row cos/sin table")
