@@ -14,8 +14,8 @@ from py_runtime.kernels import TIERS, kernel, kernel_names
 # The shapes py_runtime/ops/q4.py's choosers can return for each kernel kind, over every K (a multiple
 # of the group size), N, group size and flag: gemv_shape_for and gemv_int8_shape_for (q4gsw_gemv);
 # gemv_int8x_shape_for as _int8x_decode calls it (plain: q4_linear, _qkv: q4_linear_qkv, _glu:
-# q4_linear_glu, _glu_q8: q4_linear_glu(int8_out=); _sr: the weight has the row-major scale copy, which
-# turns the vec4 "v" shapes off);
+# q4_linear_glu, _glu_q8: q4_linear_glu(int8_out=), _qkv_rope_{layout}: q4_linear_qkv(rope=); _sr: the
+# weight has the row-major scale copy, which turns the vec4 "v" shapes off);
 # plus the portable defaults the route tables give adapters other than the H200 (f32 r2u2s4; int8
 # i8r4g32/64/128; int8x r2u2w1 for every kind). Each ships in both reductions, _sg and _wg.
 SHIPPED_SHAPES = {
@@ -28,13 +28,14 @@ SHIPPED_SHAPES = {
     "q4gsw_gemv_i8x_glu_sr": ("r1u1w8", "r4u1w2", "r2u2w2", "r2u2w1"),
     "q4gsw_gemv_i8x_glu_q8": ("r8u1w8",),
     "q4gsw_gemv_i8x_glu_q8_sr": ("r8u1w8",),
+    **{f"q4gsw_gemv_i8x_qkv_rope_{layout}{sr}": ("r8u1w8",) for layout in ("half", "interleaved") for sr in ("", "_sr")},
 }
 GEMV_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl")
 # (shipped, sweep) of the families with sweep variants: q4gsw_gemv ships 8 of its 24 shapes, the int8x
-# family 32 of its 70 kind-and-shape pairs; each in two reductions. The DP4A GEMM ships the one tile
+# family 36 of its 74 kind-and-shape pairs; each in two reductions. The DP4A GEMM ships the one tile
 # its route runs (ops/q4_linear.py GEMM_DP4A_SHAPE) of nine; FlashDecoding's subgroup split pass the 5
 # variants its tuning picks of 15.
-COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (64, 76),
+COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (72, 76),
           "shaders/quant/q4gsw_gemm_dp4a.wgsl": (1, 8), "shaders/attention/sdpa_flash_subgroup.wgsl": (5, 10)}
 
 

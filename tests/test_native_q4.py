@@ -32,7 +32,8 @@ def test_every_route_at_real_and_awkward_shapes_matches_the_oracle():
     # lavapipe reports subgroups up to 128 wide, so the workgroup-reduction GEMV is the decode route here.
     assert routes == {"q4_gemv_workgroup", "q4_gemm_tiled", "q4_gemm_bk64", "q4_qkv_fused_bk64", "q4_linear_generic",
                       "q4_gemv_int8", "int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu",
-                      "q4_gemv_int8x_glu_q8", "rms_norm_int8x", "q4_gemm_dp4a"}
+                      "q4_gemv_int8x_glu_q8", "rms_norm_int8x", "q4_gemm_dp4a", "q4_gemv_int8x_qkv_rope",
+                      "rope_kv_cache_write"}
     assert all(ratio <= 1 for ratio in worst.values())
     assert any(case["weight_artifacts"] for case in report["cases"])       # the twin was compared
 
@@ -109,6 +110,29 @@ def test_the_glu_q8_verifier_fails_on_a_wrong_word_stat_or_route():
     plain["cases"][0]["runs"][0]["routes"][-1] = "q4_gemv_int8x_glu"
     with pytest.raises(AssertionError, match="attested"):
         verify_q4_report(plain, artifacts.__getitem__)
+
+
+def test_the_qkv_rope_verifier_fails_on_a_wrong_cache_word_q_or_row():
+    """The q4 check's fused QKV RoPE is not judged vacuously: a word of the fused K or V cache or of its
+    rotated q changed, or both caches written at another row, each fail."""
+    report, artifacts = _run({"only": ["gemv.qkv_rope_interleaved.r8u1w8"]})
+    verify_q4_report(report, artifacts.__getitem__)
+    rope = report["cases"][0]["rope"]
+    fused_q, _, fused_k, plain_k, fused_v, plain_v = report["cases"][0]["runs"][0]["artifacts"][-6:]
+    row_bytes = len(artifacts[fused_k]) // rope["capacity"]
+    for name, message in ((fused_q, "rotated q differs"), (fused_k, "K cache differs"), (fused_v, "V cache differs")):
+        broken = dict(artifacts)
+        data = bytearray(broken[name])
+        data[(row_bytes * rope["row"] if name != fused_q else 0) + 1] ^= 1
+        broken[name] = bytes(data)
+        with pytest.raises(AssertionError, match=message):
+            verify_q4_report(report, broken.__getitem__)
+    moved = dict(artifacts)
+    for name in (fused_k, plain_k, fused_v, plain_v):       # the same row written one row later in both
+        data = moved[name]
+        moved[name] = data[-row_bytes:] + data[:-row_bytes]
+    with pytest.raises(AssertionError, match="is written at rows"):
+        verify_q4_report(report, moved.__getitem__)
 
 
 @pytest.mark.parametrize("n, out_group_size", [(320, 64), (96, 32)])

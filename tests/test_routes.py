@@ -14,7 +14,9 @@ from py_runtime.kernels import kernel, kernel_names
 from py_runtime.ops.int8_activations import Int8Activations
 from py_runtime.ops.norm import rms_norm
 from py_runtime.ops.q4 import Q4Weight
-from py_runtime.ops.q4_linear import q4_linear, q4_linear_glu, q4_linear_qkv
+from py_runtime.models.config import LAYOUTS
+from py_runtime.ops.attention import KVCache
+from py_runtime.ops.q4_linear import QKVRope, q4_linear, q4_linear_glu, q4_linear_qkv
 from py_runtime.ops.tuning import tuning_for
 from py_runtime.routing import RouteUnavailable
 from py_runtime.tensors import Tensor
@@ -76,6 +78,15 @@ def _reachable() -> set[str]:
             wq = _weight(k, n + 2 * n_kv, gs, rows_copy)
             ops += [q4_linear_qkv(x=x, weight=wq, outs=qkv_outs, adapter=adapter, int8=int8)
                     for int8 in (None, act, every_row)]
+            for dim, layout in itertools.product((32, 64, 128), LAYOUTS):       # RoPE + the cache write too
+                if n % dim or n_kv % dim:
+                    continue
+                cache = KVCache(Tensor("kc", (8, n_kv // dim, dim // 2), "u32", 0),
+                                Tensor("vc", (8, n_kv // dim, dim // 2), "u32", 0), Tensor("off", (1,), "u32", 0),
+                                8, n_kv // dim, dim)
+                rope = QKVRope(q_out=Tensor("qr", (2, n // dim, dim), "f32", 0),
+                               table=Tensor("t", (8, dim // 2, 2), "f32", 0), cache=cache, layout=layout)
+                ops.append(q4_linear_qkv(x=x, weight=wq, outs=qkv_outs, adapter=adapter, int8=act, rope=rope))
         seen |= {call.kernel for op in ops for call in op}
     return seen
 
@@ -99,7 +110,8 @@ def test_the_ci_check_pins_every_shipped_gemv_and_dp4a_gemm_variant():
         if not case.int8x:
             pinned.add(("q4gsw_gemv", case.gemv_shape))
             continue
-        kind = ("_glu_q8" if case.glu_q8 else "_glu") if case.glu else "_qkv" if case.n_kv else ""
+        kind = ("_glu_q8" if case.glu_q8 else "_glu") if case.glu else \
+            (f"_qkv_rope_{case.rope}" if case.rope else "_qkv") if case.n_kv else ""
         pinned.add((f"q4gsw_gemv_i8x{kind}{'_sr' if case.scales_rows else ''}", case.gemv_shape))
     shipped = set()
     for name in kernel_names(tier="shipped"):

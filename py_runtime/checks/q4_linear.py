@@ -15,7 +15,10 @@ from ..dispatch import TOKENS
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.q4 import Q4Weight, q4_embedding, q4_quantize, q4_scales_rows
-from ..ops.q4_linear import gemm_dp4a_shapes, gemv_group_size, gemv_shapes, q4_linear, q4_linear_glu, q4_linear_qkv
+from ..ops.attention import KVCache, rope_kv_cache_write
+from ..ops.q4_linear import (QKVRope, gemm_dp4a_shapes, gemv_group_size, gemv_shapes, q4_linear, q4_linear_glu,
+                             q4_linear_qkv)
+from ..ops.rope import cos_sin_table_gpu, inverse_frequencies
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
 from ..runtime import Runtime
@@ -32,6 +35,9 @@ BIAS_RANGE = UniformRange(scale_log2=-26, offset=-(2.0 ** -3))        # [-1/8, 1
 NORM_RANGE = UniformRange(scale_log2=-23, offset=-1.0)                # [-1, 1): RMSNorm weights, either sign
 NORM_EPS = 1e-5
 _UPLOAD_WEIGHTS_UP_TO = 16 << 20            # packed bytes; larger weights are checked via outputs only
+# The RoPE cases' heads, cache and position: the cache's GPU-side offset is set to ROPE_OFFSET, so the
+# token lands at row ROPE_POS + ROPE_OFFSET.
+ROPE_HEAD_DIM, ROPE_CAPACITY, ROPE_POS, ROPE_OFFSET, ROPE_THETA = 64, 8, 3, 2, 10000.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,9 @@ class LinearCase:
     glu: bool = False                        # int8x only: a [2N, K] gate/up weight, out = silu(g) * u (decode)
     glu_q8: bool = False                     # glu only: out also quantized by the GLU (int8_out), beside
                                              # quantize_activations of the same out (bit for bit)
+    rope: str | None = None                  # n_kv only: the QKV GEMV also applying RoPE (this layout, heads
+                                             # of ROPE_HEAD_DIM) and writing a KV cache, beside
+                                             # rope_kv_cache_write of the plain GEMV's q, k, v (bit for bit)
     scales_rows: bool = False                # int8x only: the weight carries a row-major scale copy
     norm: bool = False                       # int8x only: x is RMSNorm(raw rows) from rms_norm_int8x
     dp4a: bool = False                       # int8x of every row: the prefill takes q4_gemm_dp4a
@@ -125,6 +134,15 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
     cases += [LinearCase(f"gemv.qkv.{shape}", k, 44 if shape.endswith("v") else 36, (1,), group_size=32, n_kv=12,
                          gemv_shape=shape, int8x=True)
               for shape in gemv_shapes("int8x_qkv", tier) for k in (160, 2048)]
+    # The fused QKV applying RoPE and writing the KV cache (q4_gemv_int8x_qkv_rope) beside the plain QKV
+    # and rope_kv_cache_write: Llama's with the scale copy (the decoder's), and each layout's variants
+    # with and without the copy (two q heads, one KV head, K tails).
+    cases += [LinearCase("int8x.rows.llama.qkv_rope", *_LLAMA["q"], (1,), n_kv=LLAMA_3_2_1B.kv_dim, int8x=True,
+                         scales_rows=True, rope="half")]
+    cases += [LinearCase(f"gemv.{'rows.' if rows else ''}qkv_rope_{layout}.{shape}", k, 128, (1,), group_size=32,
+                         n_kv=64, gemv_shape=shape, int8x=True, scales_rows=rows, rope=layout)
+              for layout in ("half", "interleaved") for rows in (False, True)
+              for shape in gemv_shapes(f"int8x_qkv_rope_{layout}{'_sr' if rows else ''}", tier) for k in (160, 2048)]
     cases += [LinearCase(f"gemv.glu.{shape}", k, 44 if shape.endswith("v") else 37, (1,), group_size=32,
                          gemv_shape=shape, int8x=True, glu=True)
               for shape in gemv_shapes("int8x_glu", tier) for k in (160, 2048)]
@@ -285,7 +303,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
                                gemv_shape=case.gemv_shape, int8_out=out_q8)
     elif case.n_kv:
         linear = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, int8=activations,
-                               gemv_shape=case.gemv_shape)
+                               gemv_shape=None if case.rope else case.gemv_shape)
     else:
         linear = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, bias=bias, force=case.force,
                            gemv_shape=case.gemv_shape, gemm_shape=case.gemm_shape,
@@ -293,14 +311,25 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     await plan.add(linear)
     if alone is not None:
         await plan.add(quantize_activations(alone))
+    rope = None
+    if case.rope:       # rope_kv_cache_write of the plain q, k, v; then the fused QKV into its own q and cache
+        rope = await _rope_pair(runtime, prefix, case, outs, activations, weight)
+        for op in rope["ops"]:
+            await plan.add(op)
+        linear = rope["ops"][-1]        # (reported: the fused QKV's kernels and decisions)
     plan.record()
     runs = []
     for m in case.rows:
         plan.resize(tokens=m)
         for out in outs:
             device.write_buffer(out.buffer, POISON * (m * out.shape[-1]))
-        for tensor in (*(out_q8.tensors if out_q8 else ()), *(alone.tensors if alone else ())):
+        for tensor in (*(out_q8.tensors if out_q8 else ()), *(alone.tensors if alone else ()),
+                       *(rope["q_out"] if rope else ())):
             device.write_buffer(tensor.buffer, POISON * tensor.numel)
+        for cache in rope["caches"] if rope else ():
+            for tensor in (cache.k, cache.v):
+                device.write_buffer(tensor.buffer, bytes(tensor.nbytes))
+            device.write_buffer(cache.offset.buffer, ROPE_OFFSET.to_bytes(4, "little"))
         execution = await plan.replay()
         artifacts = []
         for out in outs:
@@ -330,6 +359,14 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
                 if sink:
                     await sink(name, await device.read_buffer(tensor.buffer))
                 artifacts.append(name)
+        if rope is not None:        # the fused QKV's q and caches, each beside rope_kv_cache_write's
+            (plain_q, fused_q), (plain, fused) = rope["q_out"], rope["caches"]
+            for tensor, suffix in ((fused_q, "f32"), (plain_q, "f32"), (fused.k, "u32"), (plain.k, "u32"),
+                                   (fused.v, "u32"), (plain.v, "u32")):
+                name = f"{tensor.name}.{suffix}"
+                if sink:
+                    await sink(name, await device.read_buffer(tensor.buffer))
+                artifacts.append(name)
         runs.append({"rows": m, "routes": [r for r in execution.routes
                                            if r not in ("q4_quantize", "q4_scales_rows", "fill_uniform")],
                      "artifacts": artifacts})
@@ -344,17 +381,40 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     plan.release()
     for tensor in (packed, scales, rows_copy, x, raw, norm_weight, bias, *outs,
                    *((activations.words, activations.stats) if activations else ()),
-                   *(out_q8.tensors + alone.tensors if alone else ())):
+                   *(out_q8.tensors + alone.tensors if alone else ()),
+                   *((rope["table"], *rope["q_out"], *(t for c in rope["caches"] for t in (c.k, c.v, c.offset)))
+                     if rope else ())):
         if tensor is not None:
             tensors.release(tensor.name)
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
             "gemv_shape": case.gemv_shape, "int8": case.int8,
             "int8x": case.int8x, "glu": case.glu, "glu_q8": case.glu_q8, "scales_rows": case.scales_rows,
+            "rope": case.rope and {"layout": case.rope, "head_dim": ROPE_HEAD_DIM, "capacity": ROPE_CAPACITY,
+                                   "row": ROPE_POS + ROPE_OFFSET},
             "norm": case.norm,
             "dp4a": case.dp4a, "gemm_shape": case.gemm_shape,
             "kernels": [call.kernel for call in linear],
                 "why": [decision.to_json() for decision in linear.decisions],
             "stream": case.stream, "force": case.force, "runs": runs, "weight_artifacts": weight_artifacts}
+
+
+async def _rope_pair(runtime: Runtime, prefix: str, case: LinearCase, outs, activations, weight) -> dict:
+    """A RoPE case's table, two caches and two rotated q's, and its ops: rope_kv_cache_write of the plain
+    QKV's q, k, v into the first, the fused QKV (q4_linear_qkv(rope=), the case's variant) into the second."""
+    tensors, dim = runtime.tensors, ROPE_HEAD_DIM
+    heads, kv_heads = case.n // dim, case.n_kv // dim
+    table = await tensors.allocate(f"{prefix}.rope_table", (ROPE_CAPACITY, dim // 2, 2))
+    await cos_sin_table_gpu(runtime, table, inverse_frequencies(dim, ROPE_THETA))
+    caches = [await KVCache.allocate(runtime, f"{prefix}.{side}_cache", capacity=ROPE_CAPACITY, kv_heads=kv_heads,
+                                     head_dim=dim) for side in ("plain", "fused")]
+    q_out = [await tensors.allocate(f"{prefix}.{side}_q_rot", (1, heads, dim)) for side in ("plain", "fused")]
+    q, k, v = (Tensor(t.name, (t.shape[0], t.shape[1] // dim, dim), "f32", t.usage, t.buffer) for t in outs)
+    plain = rope_kv_cache_write(q=q, k=k, v=v, q_out=q_out[0], table=table, cache=caches[0], heads=heads,
+                                layout=case.rope, pos=ROPE_POS)
+    fused = q4_linear_qkv(x=activations.x, weight=weight, outs=outs, adapter=runtime.device.adapter, int8=activations,
+                          gemv_shape=case.gemv_shape, rope=QKVRope(q_out=q_out[1], table=table, cache=caches[1],
+                                                                   layout=case.rope, pos=ROPE_POS))
+    return {"ops": [plain, fused], "table": table, "caches": caches, "q_out": q_out}
 
 
 async def _run_embedding_case(runtime: Runtime, case: EmbeddingCase, seed: int, sink) -> dict:

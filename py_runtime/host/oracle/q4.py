@@ -329,6 +329,8 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
             else "q4_gemv_int8x_glu" if case.get("glu") else "q4_gemv_int8x")
     producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
     expected = [producer, gemv] if prequantized else ["q4_gemv_int8"]
+    if case.get("rope"):        # the plain QKV, rope_kv_cache_write of its q, k, v, then the fused QKV
+        expected += ["rope_kv_cache_write", "q4_gemv_int8x_qkv_rope"]
     assert run["routes"] == expected, f"{case['name']}: attested {run['routes']}, expected {expected}"
     x = synth_values_np(ACT_RANGE, seed, case["stream"] + 1000, k)
     outputs = 3 if case["n_kv"] else 1
@@ -359,7 +361,28 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
                           "the int8 bound")
     if case.get("glu_q8"):
         _verify_glu_q8(case, run, read)
+    if case.get("rope"):
+        _verify_qkv_rope(case, run, read)
     return ratio
+
+
+def _verify_qkv_rope(case: dict, run: dict, read) -> None:
+    """The fused QKV's RoPE and cache write (q4_gemv_int8x_qkv_rope): its rotated q and both caches are
+    rope_kv_cache_write's of the plain QKV's (checked) q, k and v, bit for bit; the token's cache row is
+    written and no other."""
+    from ...checks.unary import POISON
+
+    fused_q, plain_q, fused_k, plain_k, fused_v, plain_v = run["artifacts"][-6:]
+    rope = case["rope"]
+    poison = np.frombuffer(POISON, np.uint32)[0]
+    assert not np.any(np.frombuffer(read(plain_q), np.uint32) == poison), f"{case['name']}: q never rotated"
+    for fused, plain, what in ((fused_q, plain_q, "rotated q"), (fused_k, plain_k, "K cache"),
+                               (fused_v, plain_v, "V cache")):
+        assert read(fused) == read(plain), f"{case['name']}: the fused QKV's {what} differs from rope_kv_cache_write's"
+    for name in (fused_k, fused_v):
+        rows = np.frombuffer(read(name), np.uint32).reshape(rope["capacity"], -1)
+        assert rows[rope["row"]].any() and not np.delete(rows, rope["row"], axis=0).any(), \
+            f"{case['name']}: {name} is written at rows {np.flatnonzero(rows.any(axis=1)).tolist()}, not {rope['row']}"
 
 
 def _verify_glu_q8(case: dict, run: dict, read) -> None:
