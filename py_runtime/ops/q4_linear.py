@@ -54,8 +54,8 @@ from .int8_activations import Int8Activations
 from .q4 import Q4Weight, q4_weight_bytes
 from .tuning import Tuning, tuning_for
 
-__all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "gemv_shapes", "gemv_int8_max_k", "gemv_group_size",
-           "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE",
+__all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "gemv_shapes", "gemv_int8_max_k",
+           "gemv_group_size", "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE",
            "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GLU_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
 
 _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
@@ -78,8 +78,8 @@ def gemv_shapes(kind: str, tier: str | None = None) -> tuple[str, ...]:
                      and bool(kernel(name).template_values.get("I8")) == int8)
     match = re.fullmatch(r"int8x(_qkv_rope_half|_qkv_rope_interleaved|_qkv|_glu_q8|_glu)?(_sr)?", kind)
     if not match:
-        raise ValueError(f"unknown GEMV kind {kind!r}: f32, int8, int8x, int8x_qkv, int8x_qkv_rope_{{half, interleaved}}, "
-                         f"int8x_glu, int8x_glu_q8, each int8x kind + _sr")
+        raise ValueError(f"unknown GEMV kind {kind!r}: f32, int8, int8x, int8x_qkv, int8x_qkv_rope_half, "
+                         f"int8x_qkv_rope_interleaved, int8x_glu, int8x_glu_q8, each int8x kind + _sr")
     prefix = f"q4gsw_gemv_i8x{match.group(1) or ''}{match.group(2) or ''}_wg_"
     return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
 
@@ -313,8 +313,9 @@ def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers:
     if invocations > allowed:
         return f"{shape}'s workgroups are {invocations} invocations; the adapter allows {allowed}"
     storage = limits.get("maxComputeWorkgroupStorageSize", 0)
-    if _epilogue_workgroup_bytes(values) > storage:
-        return f"{shape} needs {_epilogue_workgroup_bytes(values)} bytes of workgroup memory; the adapter allows {storage}"
+    needed = _epilogue_workgroup_bytes(values)
+    if needed > storage:
+        return f"{shape} needs {needed} bytes of workgroup memory; the adapter allows {storage}"
     if limits.get("maxStorageBuffersPerShaderStage", 0) < buffers:
         return f"needs {buffers} storage buffers per shader stage"
     return None
@@ -679,9 +680,11 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
         dim, cache = rope.cache.head_dim, rope.cache
         problems = [f"q_out {rope.q_out!r} must be f32 [tokens, {n_q // dim}, {dim}]"] * (
             rope.q_out.dtype != "f32" or rope.q_out.shape[1:] != (n_q // dim, dim) or n_q % dim)
-        problems += [f"k and v [{n_kv}] are not the cache's {cache.kv_heads} heads of {dim}"] * (n_kv != cache.kv_heads * dim)
+        problems += [f"k and v [{n_kv}] are not the cache's {cache.kv_heads} heads of {dim}"] * (
+            n_kv != cache.kv_heads * dim)
         problems += [f"head_dim {dim} is not a multiple of 4"] * bool(dim % 4)
-        problems += [f"unknown RoPE layout {rope.layout!r} (known: {', '.join(LAYOUTS)})"] * (rope.layout not in LAYOUTS)
+        problems += [f"unknown RoPE layout {rope.layout!r} (known: {', '.join(LAYOUTS)})"] * (
+            rope.layout not in LAYOUTS)
         problems += [f"table {rope.table!r} must be f32 [positions, {dim // 2}, 2]"] * (
             rope.table.dtype != "f32" or rope.table.shape[1:] != (dim // 2, 2))
         if problems:
