@@ -61,51 +61,84 @@ fn signed_bytes(nibbles: u32) -> i32 {
   return bitcast<i32>(v | ((v & 0x08080808u) * 30u));
 }
 
-// The tile of chunks c0, c0 + 1 of rows m0.. and columns n0.. into workgroup memory.
-fn stage(t: u32, m0: u32, n0: u32, c0: u32, chunks: u32) {
-  // Activations: a row's 4 vec4s (chunk c0 plane 0, chunk c0 + 1 plane 0, then both planes 1).
-  for (var i = t; i < TM * 4u; i += WG) {
-    let r = i / 4u;
-    let chunk = i % 2u;
-    let plane = (i / 2u) % 2u;
-    let m = m0 + r;
-    var v = vec4<u32>(0u);
-    if (m < params.m && c0 + chunk < chunks) {
-      v = xq[m * (params.k / 16u) + plane * chunks + c0 + chunk];
+// An invocation's share of a K tile (chunks c0, c0 + 1 of rows m0.. and columns n0..), as read from
+// memory: activation vec4s t, t + WG, ... of the tile's TM x 4 (a row's chunk c0 plane 0, chunk c0 + 1
+// plane 0, then both planes 1), activation scales of TM x 2, weight vec4s (32 nibbles) and scales of
+// TN x 2. Rows past M and chunks past K read zeros, columns past N the zero weight (nibbles 8).
+struct Share {
+  x: array<vec4<u32>, ${-(-64 * FM // (32 * SGN))}>,
+  x_scale: array<f32, ${-(-32 * FM // (32 * SGN))}>,
+  w: array<vec4<u32>, ${-(-32 * FN // (32 * SGM))}>,
+  w_scale: array<f32, ${-(-32 * FN // (32 * SGM))}>,
+}
+
+fn fetch(t: u32, m0: u32, n0: u32, c0: u32, chunks: u32) -> Share {
+  var share: Share;
+  $for j in range(-(-64 * FM // (32 * SGN))):
+    {
+      let i = t + ${j}u * WG;
+      let m = m0 + i / 4u;
+      let chunk = i % 2u;
+      share.x[${j}] = vec4<u32>(0u);
+      if (i < TM * 4u && m < params.m && c0 + chunk < chunks) {
+        share.x[${j}] = xq[m * (params.k / 16u) + ((i / 2u) % 2u) * chunks + c0 + chunk];
+      }
     }
-    let word = (r * XS + chunk * 32u + plane * 16u) / 4u;
-    for (var j = 0u; j < 4u; j++) {
-      x_tile[word + j] = bitcast<i32>(v[j]);
+  $for j in range(-(-32 * FM // (32 * SGN))):
+    {
+      let i = t + ${j}u * WG;
+      let m = m0 + i / 2u;
+      share.x_scale[${j}] = 0.0;
+      if (i < TM * 2u && m < params.m && c0 + i % 2u < chunks) {
+        share.x_scale[${j}] = xstats[m * chunks + c0 + i % 2u].x;
+      }
     }
-  }
-  for (var i = t; i < TM * 2u; i += WG) {
-    let m = m0 + i / 2u;
-    let chunk = i % 2u;
-    var scale = 0.0;
-    if (m < params.m && c0 + chunk < chunks) {
-      scale = xstats[m * chunks + c0 + chunk].x;
+  $for j in range(-(-32 * FN // (32 * SGM))):
+    {
+      let i = t + ${j}u * WG;
+      let n = n0 + i / 2u;
+      let chunk = c0 + i % 2u;
+      share.w[${j}] = vec4<u32>(0x88888888u);
+      share.w_scale[${j}] = 0.0;
+      if (i < TN * 2u && n < params.n && chunk < chunks) {
+        let row = n + params.n_offset;
+        share.w[${j}] = weights[row * chunks + chunk];
+        share.w_scale[${j}] = scales[(chunk * 32u / params.group_size) * params.n_total + row];
+      }
     }
-    x_scale[chunk * TM + i / 2u] = scale;
-  }
-  // Weights: a row's 2 vec4s (32 nibbles each), expanded to 8 words of signed int8 per chunk.
-  for (var i = t; i < TN * 2u; i += WG) {
-    let r = i / 2u;
-    let chunk = i % 2u;
-    let n = n0 + r;
-    var w = vec4<u32>(0x88888888u);   // the nibble 8 is the value 0: columns past N add nothing
-    var scale = 0.0;
-    if (n < params.n && c0 + chunk < chunks) {
-      let row = n + params.n_offset;
-      w = weights[row * chunks + c0 + chunk];
-      scale = scales[((c0 + chunk) * 32u / params.group_size) * params.n_total + row];
+  return share;
+}
+
+// An invocation's share into the tiles: activation bytes as they are, the weights expanded to 8 words
+// of signed int8 per chunk.
+fn put(t: u32, share: Share) {
+  $for j in range(-(-64 * FM // (32 * SGN))):
+    {
+      let i = t + ${j}u * WG;
+      if (i < TM * 4u) {
+        let word = ((i / 4u) * XS + (i % 2u) * 32u + ((i / 2u) % 2u) * 16u) / 4u;
+        $for c in range(4):
+          x_tile[word + ${c}u] = bitcast<i32>(share.x[${j}][${c}]);
+      }
     }
-    let word = (r * XS + chunk * 32u) / 4u;
-    for (var j = 0u; j < 4u; j++) {
-      w_tile[word + 2u * j] = signed_bytes(w[j] & 0x0F0F0F0Fu);
-      w_tile[word + 2u * j + 1u] = signed_bytes((w[j] >> 4u) & 0x0F0F0F0Fu);
+  $for j in range(-(-32 * FM // (32 * SGN))):
+    {
+      let i = t + ${j}u * WG;
+      if (i < TM * 2u) {
+        x_scale[(i % 2u) * TM + i / 2u] = share.x_scale[${j}];
+      }
     }
-    w_scale[chunk * TN + r] = scale;
-  }
+  $for j in range(-(-32 * FN // (32 * SGM))):
+    {
+      let i = t + ${j}u * WG;
+      if (i < TN * 2u) {
+        let word = ((i / 2u) * XS + (i % 2u) * 32u) / 4u;
+        $for c in range(4):
+          w_tile[word + ${2 * c}u] = signed_bytes(share.w[${j}][${c}] & 0x0F0F0F0Fu);
+          w_tile[word + ${2 * c + 1}u] = signed_bytes((share.w[${j}][${c}] >> 4u) & 0x0F0F0F0Fu);
+        w_scale[(i % 2u) * TN + i / 2u] = share.w_scale[${j}];
+      }
+    }
 }
 
 fn store(m: u32, n: u32, value: f32) {
@@ -127,11 +160,22 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     $for j in range(FN):
       var sum${i}${j} = subgroup_matrix_result<i32, 16, 16>();
       var acc${i}${j}: array<f32, 8>;
+  $if PF:
+    var next_share = fetch(t, m0, n0, 0u, chunks);
   for (var c0 = 0u; c0 < chunks; c0 += 2u) {
-    stage(t, m0, n0, c0, chunks);
-    workgroupBarrier();
-    for (var chunk = 0u; chunk < 2u; chunk++) {
-      if (c0 + chunk < chunks) {
+    $if PF:
+      // the next tile's loads are issued here and land while this tile's products run
+      put(t, next_share);
+      workgroupBarrier();
+      if (c0 + 2u < chunks) {
+        next_share = fetch(t, m0, n0, c0 + 2u, chunks);
+      }
+    $else:
+      put(t, fetch(t, m0, n0, c0, chunks));
+      workgroupBarrier();
+    $for ch in range(2):
+      if (c0 + ${ch}u < chunks) {
+        let chunk = ${ch}u;
         $for i in range(FM):
           let left${i} = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(
               &x_tile, (sm + ${16 * i}u) * XS + chunk * 32u, false, XS);
@@ -149,26 +193,27 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
               subgroupMatrixStore(&sums, (sg * ${FM * FN}u + ${i * FN + j}u) * 256u, sum${i}${j}, false, 16u);
               sum${i}${j} = subgroup_matrix_result<i32, 16, 16>();
           workgroupBarrier();
-          // Element e = lane + 32 v of a 16 x 16 matrix: row e / 16, column e % 16 (lane % 16).
+          // Element e = lane + 32 v of a 16 x 16 matrix: row e / 16, column e % 16 (lane % 16). The loops
+          // over v are unrolled here: an accumulator array indexed by a loop variable lives in local
+          // memory on NVIDIA, not in registers.
           $for i in range(FM):
             $for j in range(FN):
               {
-                let base = (sg * ${FM * FN}u + ${i * FN + j}u) * 256u;
+                let base = (sg * ${FM * FN}u + ${i * FN + j}u) * 256u + lane;
                 let sw = w_scale[chunk * TN + sn + ${16 * j}u + lane % 16u];
-                for (var v = 0u; v < 8u; v++) {
-                  let row = sm + ${16 * i}u + lane / 16u + 2u * v;
-                  acc${i}${j}[v] += f32(sums[base + lane + 32u * v]) * (x_scale[chunk * TM + row] * sw);
-                }
+                let rows = chunk * TM + sm + ${16 * i}u + lane / 16u;
+                $for v in range(8):
+                  acc${i}${j}[${v}] += f32(sums[base + ${32 * v}u]) * (x_scale[rows + ${2 * v}u] * sw);
               }
-          workgroupBarrier();
+          $if ch == 0:
+            workgroupBarrier();   // another group may end at chunk 1 (after it, the tile's closing
+                                  // barrier orders the next store after these reads)
         }
       }
-    }
     workgroupBarrier();
   }
   $for i in range(FM):
     $for j in range(FN):
-      for (var v = 0u; v < 8u; v++) {
-        store(m0 + sm + ${16 * i}u + lane / 16u + 2u * v, n0 + sn + ${16 * j}u + lane % 16u, acc${i}${j}[v]);
-      }
+      $for v in range(8):
+        store(m0 + sm + ${16 * i + 2 * v}u + lane / 16u, n0 + sn + ${16 * j}u + lane % 16u, acc${i}${j}[${v}]);
 }

@@ -62,50 +62,84 @@ fn signed_bytes(nibbles: u32) -> i32 {
   return bitcast<i32>(v | ((v & 0x08080808u) * 30u));
 }
 
-// The tile of chunks c0, c0 + 1 of rows m0.. and columns n0.. into workgroup memory.
-fn stage(t: u32, m0: u32, n0: u32, c0: u32, chunks: u32) {
-  // Activations: a row's 4 vec4s (chunk c0 plane 0, chunk c0 + 1 plane 0, then both planes 1).
-  for (var i = t; i < TM * 4u; i += WG) {
-    let r = i / 4u;
+// An invocation's share of a K tile (chunks c0, c0 + 1 of rows m0.. and columns n0..), as read from
+// memory: activation vec4s t, t + WG, ... of the tile's TM x 4 (a row's chunk c0 plane 0, chunk c0 + 1
+// plane 0, then both planes 1), activation scales of TM x 2, weight vec4s (32 nibbles) and scales of
+// TN x 2. Rows past M and chunks past K read zeros, columns past N the zero weight (nibbles 8).
+struct Share {
+  x: array<vec4<u32>, 1>,
+  x_scale: array<f32, 1>,
+  w: array<vec4<u32>, 1>,
+  w_scale: array<f32, 1>,
+}
+
+fn fetch(t: u32, m0: u32, n0: u32, c0: u32, chunks: u32) -> Share {
+  var share: Share;
+  {
+    let i = t + 0u * WG;
+    let m = m0 + i / 4u;
     let chunk = i % 2u;
-    let plane = (i / 2u) % 2u;
-    let m = m0 + r;
-    var v = vec4<u32>(0u);
-    if (m < params.m && c0 + chunk < chunks) {
-      v = xq[m * (params.k / 16u) + plane * chunks + c0 + chunk];
-    }
-    let word = (r * XS + chunk * 32u + plane * 16u) / 4u;
-    for (var j = 0u; j < 4u; j++) {
-      x_tile[word + j] = bitcast<i32>(v[j]);
+    share.x[0] = vec4<u32>(0u);
+    if (i < TM * 4u && m < params.m && c0 + chunk < chunks) {
+      share.x[0] = xq[m * (params.k / 16u) + ((i / 2u) % 2u) * chunks + c0 + chunk];
     }
   }
-  for (var i = t; i < TM * 2u; i += WG) {
+  {
+    let i = t + 0u * WG;
     let m = m0 + i / 2u;
-    let chunk = i % 2u;
-    var scale = 0.0;
-    if (m < params.m && c0 + chunk < chunks) {
-      scale = xstats[m * chunks + c0 + chunk].x;
+    share.x_scale[0] = 0.0;
+    if (i < TM * 2u && m < params.m && c0 + i % 2u < chunks) {
+      share.x_scale[0] = xstats[m * chunks + c0 + i % 2u].x;
     }
-    x_scale[chunk * TM + i / 2u] = scale;
   }
-  // Weights: a row's 2 vec4s (32 nibbles each), expanded to 8 words of signed int8 per chunk.
-  for (var i = t; i < TN * 2u; i += WG) {
-    let r = i / 2u;
-    let chunk = i % 2u;
-    let n = n0 + r;
-    var w = vec4<u32>(0x88888888u);   // the nibble 8 is the value 0: columns past N add nothing
-    var scale = 0.0;
-    if (n < params.n && c0 + chunk < chunks) {
+  {
+    let i = t + 0u * WG;
+    let n = n0 + i / 2u;
+    let chunk = c0 + i % 2u;
+    share.w[0] = vec4<u32>(0x88888888u);
+    share.w_scale[0] = 0.0;
+    if (i < TN * 2u && n < params.n && chunk < chunks) {
       let row = n + params.n_offset;
-      w = weights[row * chunks + c0 + chunk];
-      scale = scales[((c0 + chunk) * 32u / params.group_size) * params.n_total + row];
+      share.w[0] = weights[row * chunks + chunk];
+      share.w_scale[0] = scales[(chunk * 32u / params.group_size) * params.n_total + row];
     }
-    let word = (r * XS + chunk * 32u) / 4u;
-    for (var j = 0u; j < 4u; j++) {
-      w_tile[word + 2u * j] = signed_bytes(w[j] & 0x0F0F0F0Fu);
-      w_tile[word + 2u * j + 1u] = signed_bytes((w[j] >> 4u) & 0x0F0F0F0Fu);
+  }
+  return share;
+}
+
+// An invocation's share into the tiles: activation bytes as they are, the weights expanded to 8 words
+// of signed int8 per chunk.
+fn put(t: u32, share: Share) {
+  {
+    let i = t + 0u * WG;
+    if (i < TM * 4u) {
+      let word = ((i / 4u) * XS + (i % 2u) * 32u + ((i / 2u) % 2u) * 16u) / 4u;
+      x_tile[word + 0u] = bitcast<i32>(share.x[0][0]);
+      x_tile[word + 1u] = bitcast<i32>(share.x[0][1]);
+      x_tile[word + 2u] = bitcast<i32>(share.x[0][2]);
+      x_tile[word + 3u] = bitcast<i32>(share.x[0][3]);
     }
-    w_scale[chunk * TN + r] = scale;
+  }
+  {
+    let i = t + 0u * WG;
+    if (i < TM * 2u) {
+      x_scale[(i % 2u) * TM + i / 2u] = share.x_scale[0];
+    }
+  }
+  {
+    let i = t + 0u * WG;
+    if (i < TN * 2u) {
+      let word = ((i / 2u) * XS + (i % 2u) * 32u) / 4u;
+      w_tile[word + 0u] = signed_bytes(share.w[0][0] & 0x0F0F0F0Fu);
+      w_tile[word + 1u] = signed_bytes((share.w[0][0] >> 4u) & 0x0F0F0F0Fu);
+      w_tile[word + 2u] = signed_bytes(share.w[0][1] & 0x0F0F0F0Fu);
+      w_tile[word + 3u] = signed_bytes((share.w[0][1] >> 4u) & 0x0F0F0F0Fu);
+      w_tile[word + 4u] = signed_bytes(share.w[0][2] & 0x0F0F0F0Fu);
+      w_tile[word + 5u] = signed_bytes((share.w[0][2] >> 4u) & 0x0F0F0F0Fu);
+      w_tile[word + 6u] = signed_bytes(share.w[0][3] & 0x0F0F0F0Fu);
+      w_tile[word + 7u] = signed_bytes((share.w[0][3] >> 4u) & 0x0F0F0F0Fu);
+      w_scale[(i % 2u) * TN + i / 2u] = share.w_scale[0];
+    }
   }
 }
 
@@ -129,53 +163,124 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   var sum01 = subgroup_matrix_result<i32, 16, 16>();
   var acc01: array<f32, 8>;
   for (var c0 = 0u; c0 < chunks; c0 += 2u) {
-    stage(t, m0, n0, c0, chunks);
+    put(t, fetch(t, m0, n0, c0, chunks));
     workgroupBarrier();
-    for (var chunk = 0u; chunk < 2u; chunk++) {
-      if (c0 + chunk < chunks) {
-        let left0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(
-            &x_tile, (sm + 0u) * XS + chunk * 32u, false, XS);
-        let right0 = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(
-            &w_tile, (sn + 0u) * XS + chunk * 32u, true, XS);
-        let right1 = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(
-            &w_tile, (sn + 16u) * XS + chunk * 32u, true, XS);
-        sum00 = subgroupMatrixMultiplyAccumulate(left0, right0, sum00);
-        sum01 = subgroupMatrixMultiplyAccumulate(left0, right1, sum01);
-        // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
-        let next = c0 + chunk + 1u;
-        if ((next * 32u) % params.group_size == 0u || next == chunks) {
-          subgroupMatrixStore(&sums, (sg * 2u + 0u) * 256u, sum00, false, 16u);
-          sum00 = subgroup_matrix_result<i32, 16, 16>();
-          subgroupMatrixStore(&sums, (sg * 2u + 1u) * 256u, sum01, false, 16u);
-          sum01 = subgroup_matrix_result<i32, 16, 16>();
-          workgroupBarrier();
-          // Element e = lane + 32 v of a 16 x 16 matrix: row e / 16, column e % 16 (lane % 16).
-          {
-            let base = (sg * 2u + 0u) * 256u;
-            let sw = w_scale[chunk * TN + sn + 0u + lane % 16u];
-            for (var v = 0u; v < 8u; v++) {
-              let row = sm + 0u + lane / 16u + 2u * v;
-              acc00[v] += f32(sums[base + lane + 32u * v]) * (x_scale[chunk * TM + row] * sw);
-            }
-          }
-          {
-            let base = (sg * 2u + 1u) * 256u;
-            let sw = w_scale[chunk * TN + sn + 16u + lane % 16u];
-            for (var v = 0u; v < 8u; v++) {
-              let row = sm + 0u + lane / 16u + 2u * v;
-              acc01[v] += f32(sums[base + lane + 32u * v]) * (x_scale[chunk * TM + row] * sw);
-            }
-          }
-          workgroupBarrier();
+    if (c0 + 0u < chunks) {
+      let chunk = 0u;
+      let left0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(
+          &x_tile, (sm + 0u) * XS + chunk * 32u, false, XS);
+      let right0 = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(
+          &w_tile, (sn + 0u) * XS + chunk * 32u, true, XS);
+      let right1 = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(
+          &w_tile, (sn + 16u) * XS + chunk * 32u, true, XS);
+      sum00 = subgroupMatrixMultiplyAccumulate(left0, right0, sum00);
+      sum01 = subgroupMatrixMultiplyAccumulate(left0, right1, sum01);
+      // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
+      let next = c0 + chunk + 1u;
+      if ((next * 32u) % params.group_size == 0u || next == chunks) {
+        subgroupMatrixStore(&sums, (sg * 2u + 0u) * 256u, sum00, false, 16u);
+        sum00 = subgroup_matrix_result<i32, 16, 16>();
+        subgroupMatrixStore(&sums, (sg * 2u + 1u) * 256u, sum01, false, 16u);
+        sum01 = subgroup_matrix_result<i32, 16, 16>();
+        workgroupBarrier();
+        // Element e = lane + 32 v of a 16 x 16 matrix: row e / 16, column e % 16 (lane % 16). The loops
+        // over v are unrolled here: an accumulator array indexed by a loop variable lives in local
+        // memory on NVIDIA, not in registers.
+        {
+          let base = (sg * 2u + 0u) * 256u + lane;
+          let sw = w_scale[chunk * TN + sn + 0u + lane % 16u];
+          let rows = chunk * TM + sm + 0u + lane / 16u;
+          acc00[0] += f32(sums[base + 0u]) * (x_scale[rows + 0u] * sw);
+          acc00[1] += f32(sums[base + 32u]) * (x_scale[rows + 2u] * sw);
+          acc00[2] += f32(sums[base + 64u]) * (x_scale[rows + 4u] * sw);
+          acc00[3] += f32(sums[base + 96u]) * (x_scale[rows + 6u] * sw);
+          acc00[4] += f32(sums[base + 128u]) * (x_scale[rows + 8u] * sw);
+          acc00[5] += f32(sums[base + 160u]) * (x_scale[rows + 10u] * sw);
+          acc00[6] += f32(sums[base + 192u]) * (x_scale[rows + 12u] * sw);
+          acc00[7] += f32(sums[base + 224u]) * (x_scale[rows + 14u] * sw);
+        }
+        {
+          let base = (sg * 2u + 1u) * 256u + lane;
+          let sw = w_scale[chunk * TN + sn + 16u + lane % 16u];
+          let rows = chunk * TM + sm + 0u + lane / 16u;
+          acc01[0] += f32(sums[base + 0u]) * (x_scale[rows + 0u] * sw);
+          acc01[1] += f32(sums[base + 32u]) * (x_scale[rows + 2u] * sw);
+          acc01[2] += f32(sums[base + 64u]) * (x_scale[rows + 4u] * sw);
+          acc01[3] += f32(sums[base + 96u]) * (x_scale[rows + 6u] * sw);
+          acc01[4] += f32(sums[base + 128u]) * (x_scale[rows + 8u] * sw);
+          acc01[5] += f32(sums[base + 160u]) * (x_scale[rows + 10u] * sw);
+          acc01[6] += f32(sums[base + 192u]) * (x_scale[rows + 12u] * sw);
+          acc01[7] += f32(sums[base + 224u]) * (x_scale[rows + 14u] * sw);
+        }
+        workgroupBarrier();   // another group may end at chunk 1 (after it, the tile's closing
+                              // barrier orders the next store after these reads)
+      }
+    }
+    if (c0 + 1u < chunks) {
+      let chunk = 1u;
+      let left0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(
+          &x_tile, (sm + 0u) * XS + chunk * 32u, false, XS);
+      let right0 = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(
+          &w_tile, (sn + 0u) * XS + chunk * 32u, true, XS);
+      let right1 = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(
+          &w_tile, (sn + 16u) * XS + chunk * 32u, true, XS);
+      sum00 = subgroupMatrixMultiplyAccumulate(left0, right0, sum00);
+      sum01 = subgroupMatrixMultiplyAccumulate(left0, right1, sum01);
+      // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
+      let next = c0 + chunk + 1u;
+      if ((next * 32u) % params.group_size == 0u || next == chunks) {
+        subgroupMatrixStore(&sums, (sg * 2u + 0u) * 256u, sum00, false, 16u);
+        sum00 = subgroup_matrix_result<i32, 16, 16>();
+        subgroupMatrixStore(&sums, (sg * 2u + 1u) * 256u, sum01, false, 16u);
+        sum01 = subgroup_matrix_result<i32, 16, 16>();
+        workgroupBarrier();
+        // Element e = lane + 32 v of a 16 x 16 matrix: row e / 16, column e % 16 (lane % 16). The loops
+        // over v are unrolled here: an accumulator array indexed by a loop variable lives in local
+        // memory on NVIDIA, not in registers.
+        {
+          let base = (sg * 2u + 0u) * 256u + lane;
+          let sw = w_scale[chunk * TN + sn + 0u + lane % 16u];
+          let rows = chunk * TM + sm + 0u + lane / 16u;
+          acc00[0] += f32(sums[base + 0u]) * (x_scale[rows + 0u] * sw);
+          acc00[1] += f32(sums[base + 32u]) * (x_scale[rows + 2u] * sw);
+          acc00[2] += f32(sums[base + 64u]) * (x_scale[rows + 4u] * sw);
+          acc00[3] += f32(sums[base + 96u]) * (x_scale[rows + 6u] * sw);
+          acc00[4] += f32(sums[base + 128u]) * (x_scale[rows + 8u] * sw);
+          acc00[5] += f32(sums[base + 160u]) * (x_scale[rows + 10u] * sw);
+          acc00[6] += f32(sums[base + 192u]) * (x_scale[rows + 12u] * sw);
+          acc00[7] += f32(sums[base + 224u]) * (x_scale[rows + 14u] * sw);
+        }
+        {
+          let base = (sg * 2u + 1u) * 256u + lane;
+          let sw = w_scale[chunk * TN + sn + 16u + lane % 16u];
+          let rows = chunk * TM + sm + 0u + lane / 16u;
+          acc01[0] += f32(sums[base + 0u]) * (x_scale[rows + 0u] * sw);
+          acc01[1] += f32(sums[base + 32u]) * (x_scale[rows + 2u] * sw);
+          acc01[2] += f32(sums[base + 64u]) * (x_scale[rows + 4u] * sw);
+          acc01[3] += f32(sums[base + 96u]) * (x_scale[rows + 6u] * sw);
+          acc01[4] += f32(sums[base + 128u]) * (x_scale[rows + 8u] * sw);
+          acc01[5] += f32(sums[base + 160u]) * (x_scale[rows + 10u] * sw);
+          acc01[6] += f32(sums[base + 192u]) * (x_scale[rows + 12u] * sw);
+          acc01[7] += f32(sums[base + 224u]) * (x_scale[rows + 14u] * sw);
         }
       }
     }
     workgroupBarrier();
   }
-  for (var v = 0u; v < 8u; v++) {
-    store(m0 + sm + 0u + lane / 16u + 2u * v, n0 + sn + 0u + lane % 16u, acc00[v]);
-  }
-  for (var v = 0u; v < 8u; v++) {
-    store(m0 + sm + 0u + lane / 16u + 2u * v, n0 + sn + 16u + lane % 16u, acc01[v]);
-  }
+  store(m0 + sm + 0u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[0]);
+  store(m0 + sm + 2u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[1]);
+  store(m0 + sm + 4u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[2]);
+  store(m0 + sm + 6u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[3]);
+  store(m0 + sm + 8u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[4]);
+  store(m0 + sm + 10u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[5]);
+  store(m0 + sm + 12u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[6]);
+  store(m0 + sm + 14u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[7]);
+  store(m0 + sm + 0u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[0]);
+  store(m0 + sm + 2u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[1]);
+  store(m0 + sm + 4u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[2]);
+  store(m0 + sm + 6u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[3]);
+  store(m0 + sm + 8u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[4]);
+  store(m0 + sm + 10u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[5]);
+  store(m0 + sm + 12u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[6]);
+  store(m0 + sm + 14u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[7]);
 }
