@@ -61,7 +61,7 @@ __all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "gemv_shapes", "gemv_i
 _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
 _GEMV_INVOCATIONS = 256         # every GEMV variant's workgroup (q4gsw_gemv.yaml)
 GEMM_DP4A_SHAPE = "m64k64"      # the DP4A GEMM's tile the route runs (q4gsw_gemm_dp4a.yaml)
-GEMM_SGMAT_SHAPE = "m64n64"     # the subgroup-matrix GEMM's tile the route runs (q4gsw_gemm_sgmat.yaml)
+GEMM_SGMAT_SHAPE = "m32n64w4p"  # the subgroup-matrix GEMM's tile the route runs (q4gsw_gemm_sgmat.yaml)
 SGMAT_I8_CONFIG = {"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32}
 # The shapes the BK64 GEMM and the fused QKV GEMM were built for: the seed's exact-geometry guards.
 GEMM_BK64_SHAPES = frozenset(LLAMA_3_2_1B.linears()[role] for role in ("q", "o", "gate_up", "down"))

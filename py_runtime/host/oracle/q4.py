@@ -260,8 +260,8 @@ def dp4a_linear_reference(levels: np.ndarray, w_scale: np.ndarray, q: np.ndarray
 def expected_int8_gemm(case: dict, adapter: dict) -> str:
     """The int8 prefill GEMM attestation must show, from the rules in ops/q4_linear.py's docstring: a pinned
     tile names its kernel family; else the subgroup-matrix GEMM where the device has the feature, lists
-    the i8 x i8 -> i32 16x16x32 config, compiled the probe, runs 32-wide subgroups and has the m64n64
-    tile's 27,648 bytes of workgroup memory and 128 invocations; else DP4A."""
+    the i8 x i8 -> i32 16x16x32 config, compiled the probe, runs 32-wide subgroups and has the m32n64w4p
+    tile's 16,640 bytes of workgroup memory and 128 invocations; else DP4A."""
     from ...ops.q4_linear import gemm_sgmat_shapes
 
     if case.get("gemm_shape"):
@@ -271,7 +271,7 @@ def expected_int8_gemm(case: dict, adapter: dict) -> str:
     able = ({"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32} in configs
             and adapter.get("probes", {}).get("subgroup_matrix_i8") == "ok"
             and (info.get("subgroupMinSize"), info.get("subgroupMaxSize")) == (32, 32)
-            and limits.get("maxComputeWorkgroupStorageSize", 0) >= 27648
+            and limits.get("maxComputeWorkgroupStorageSize", 0) >= 16640
             and limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 128)
     return "q4_gemm_sgmat_i8" if able else "q4_gemm_dp4a"
 
