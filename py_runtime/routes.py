@@ -55,6 +55,7 @@ ROUTES = (
     "token_history",        # a step's greedy token appended to the sequence's history on the GPU
     "rope_table",           # the RoPE cos/sin table built on the GPU from two sqrt-sized float64 tables
     "rope_kv_cache_write_norm",  # the same with Qwen3's per-head q/k RMSNorm folded in front
+    "q4_gemm_sgmat_i8",     # Q4 prefill GEMM on int8 activations of every row, int8 subgroup matrices (tensor cores)
     "q4_gemv_int8x_glu_q8",  # the fused gate/up + SwiGLU GEMV also writing its output quantized for down
     "q4_gemv_int8x_qkv_rope",  # the fused decode QKV GEMV also applying RoPE and writing the KV cache
 )

@@ -84,6 +84,10 @@ for s in $steps; do
     browser-prefill) step "$s" 200 bench kernels --backend browser --driver plain --preset prefill --timeout 190 ;;
     native-prefill-tiles)  step "$s" 300 bench kernels --backend native --preset prefill_dp4a --trials 3 ;;
     browser-prefill-tiles) step "$s" 300 bench kernels --backend browser --driver plain --preset prefill_dp4a --trials 3 --timeout 290 ;;
+    # The subgroup-matrix GEMM (Chromium only: wgpu-native has no such feature): its checks against the
+    # float64 oracle (every tile), then its tiles at the same shapes as prefill_dp4a.
+    browser-check-sgmat)   step "$s" 150 check --suite q4 --preset sgmat --backend browser --driver plain --timeout 140 ;;
+    browser-prefill-sgmat) step "$s" 300 bench kernels --backend browser --driver plain --preset prefill_sgmat --trials 3 --timeout 290 ;;
     native-check-dp4a)  step "$s" 90 check --suite q4 --preset dp4a --backend native ;;
     browser-check-dp4a) step "$s" 120 check --suite q4 --preset dp4a --backend browser --driver plain ;;
     native-attention)  step "$s" 120 check --suite attention --backend native ;;

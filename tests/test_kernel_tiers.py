@@ -1,5 +1,5 @@
-"""Kernel tiers: the variants a route can pick ship; the others (of the Q4 GEMV, DP4A GEMM and
-FlashDecoding subgroup families) are generated (and loadable) for benchmark sweeps only. Every other
+"""Kernel tiers: the variants a route can pick ship; the others (of the Q4 GEMV, DP4A and
+subgroup-matrix GEMM and FlashDecoding subgroup families) are generated (and loadable) for benchmark sweeps only. Every other
 family ships whole."""
 
 from __future__ import annotations
@@ -33,10 +33,12 @@ SHIPPED_SHAPES = {
 GEMV_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl")
 # (shipped, sweep) of the families with sweep variants: q4gsw_gemv ships 8 of its 24 shapes, the int8x
 # family 36 of its 74 kind-and-shape pairs; each in two reductions. The DP4A GEMM ships the one tile
-# its route runs (ops/q4_linear.py GEMM_DP4A_SHAPE) of nine; FlashDecoding's subgroup split pass the 5
+# its route runs (ops/q4_linear.py GEMM_DP4A_SHAPE) of nine, the subgroup-matrix GEMM its one of ten
+# (GEMM_SGMAT_SHAPE); FlashDecoding's subgroup split pass the 5
 # variants its tuning picks of 15.
 COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (72, 76),
-          "shaders/quant/q4gsw_gemm_dp4a.wgsl": (1, 8), "shaders/attention/sdpa_flash_subgroup.wgsl": (5, 10)}
+          "shaders/quant/q4gsw_gemm_dp4a.wgsl": (1, 8), "shaders/quant/q4gsw_gemm_sgmat.wgsl": (1, 9),
+          "shaders/attention/sdpa_flash_subgroup.wgsl": (5, 10)}
 
 
 def test_the_shipped_q4_gemv_variants_are_exactly_what_the_routes_can_pick():

@@ -5,6 +5,7 @@ adapter, and a route choice explains itself (and refuses a forced route that can
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -22,7 +23,9 @@ from py_runtime.routing import RouteUnavailable
 from py_runtime.tensors import Tensor
 
 LINEAR_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl", "shaders/quant/q4gsw_gemm.wgsl",
-                  "shaders/quant/q4gsw_gemm_dp4a.wgsl", "shaders/quant/q4gsw_linear_generic.wgsl")
+                  "shaders/quant/q4gsw_gemm_dp4a.wgsl", "shaders/quant/q4gsw_gemm_sgmat.wgsl",
+                  "shaders/quant/q4gsw_linear_generic.wgsl")
+SGMAT_I8 = {"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32}
 BIG = {"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupStorageSize": 32768,
        "maxStorageBuffersPerShaderStage": 10}
 ADAPTERS = {
@@ -31,6 +34,12 @@ ADAPTERS = {
     "h200-native": AdapterReport(backend="native", info={"device": "NVIDIA H200", "subgroupMaxSize": 128},
                                  features=(), limits=BIG, device_features=("subgroups",)),
     # a browser that does not expose subgroups (the lab's launcher flags do): the H200's picks, workgroup forms
+    # Chromium with --enable-unsafe-webgpu: the int8 subgroup-matrix configs listed, the probe compiled
+    "h200-chromium-sgmat": AdapterReport(
+        backend="browser", info={"description": "NVIDIA H200", "subgroupMinSize": 32, "subgroupMaxSize": 32,
+                                 "subgroupMatrixConfigs": [SGMAT_I8, {**SGMAT_I8, "N": 8}]},
+        features=(), limits={**BIG, "maxComputeWorkgroupStorageSize": 49152},
+        device_features=("subgroups", "chromium-experimental-subgroup-matrix"), probes={"subgroup_matrix_i8": "ok"}),
     "h200-no-subgroups": AdapterReport(backend="browser", info={"description": "NVIDIA H200"}, features=(),
                                        limits=BIG, device_features=()),
     "other-sg32": AdapterReport(backend="browser", info={"vendor": "intel", "subgroupMaxSize": 32}, features=(),
@@ -224,8 +233,44 @@ def test_the_dp4a_gemm_takes_the_prefill_only_where_every_row_is_quantized():
     qkv = q4_linear_qkv(x=x, weight=wq, outs=outs, adapter=adapter, int8=act(128))
     assert [call.route for call in qkv.at(128)] == ["q4_gemm_dp4a"] * 3
     assert [call.route for call in qkv.at(1)] == ["q4_gemv_int8x_qkv"]
-    assert "not q4_qkv_fused_bk64: int8 activations of every row: the separate linears take the DP4A" in qkv.explain()
-    with pytest.raises(ValueError, match="unknown DP4A GEMM shape 'm32k32'"):
+    assert "not q4_qkv_fused_bk64: int8 activations of every row: the separate linears take an int8 GEMM" in qkv.explain()
+    with pytest.raises(ValueError, match="unknown int8 GEMM tile 'm32k32'"):
         q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act(128), gemm_shape="m32k32")
     with pytest.raises(ValueError, match="x holds 128"):
         act(129)
+
+
+def test_the_subgroup_matrix_gemm_takes_the_int8_prefill_where_the_device_allows_it():
+    """With the feature, the i8 config listed, the probe compiled and 32-wide subgroups, the int8 prefill
+    runs on subgroup matrices (a pinned tile of either family picks its kernel); each missing condition
+    falls back to the DP4A GEMM, saying which; a forced subgroup-matrix route that cannot run is refused."""
+    k, n = 2048, 2048
+    w = _weight(k, n, 64, False)
+    x, out = Tensor("x", (128, k), "f32", 0), Tensor("out", (128, n), "f32", 0)
+    act = Int8Activations(x, Tensor("xq", (128, k // 4), "u32", 0), Tensor("xs", (128, k // 16), "f32", 0), 64)
+    able = ADAPTERS["h200-chromium-sgmat"]
+
+    def prefill(adapter, **pins):
+        op = q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act, **pins)
+        return [call.kernel for call in op.at(128)], op.explain()
+
+    assert prefill(able)[0] == ["q4gsw_gemm_sgmat_m32n64w4p"]
+    assert prefill(able, gemm_shape="m32n64w4")[0] == ["q4gsw_gemm_sgmat_m32n64w4"]
+    assert prefill(able, gemm_shape="m64k64")[0] == ["q4gsw_gemm_dp4a_m64k64"]
+    assert "not q4_gemm_sgmat_i8: the pinned tile 'm64k64' is a DP4A one" in prefill(able, gemm_shape="m64k64")[1]
+    assert prefill(able, force="q4_gemm_dp4a")[0] == ["q4gsw_gemm_dp4a_m64k64"]
+    missing = {
+        "no int8 subgroup-matrix config": replace(able, info={**able.info, "subgroupMatrixConfigs": [{**SGMAT_I8, "K": 16}]}),
+        "the subgroup-matrix probe kernel did not compile: error: unresolved":
+            replace(able, probes={"subgroup_matrix_i8": "error: unresolved type 'subgroup_matrix_left'"}),
+        "the kernel lays its tile out over 32-wide subgroups; the adapter's are 32..64":
+            replace(able, info={**able.info, "subgroupMaxSize": 64}),
+        "the m32n64w4p tile needs 16640 bytes of workgroup memory":
+            replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 16384}),
+        "no int8 subgroup-matrix config (i8 x i8 -> i32, 16x16x32; the feature": replace(able, device_features=("subgroups",)),
+    }
+    for why, adapter in missing.items():
+        kernels, explained = prefill(adapter)
+        assert kernels == ["q4gsw_gemm_dp4a_m64k64"] and why in explained, (why, explained)
+        with pytest.raises(RouteUnavailable, match="route 'q4_gemm_sgmat_i8' cannot run here"):
+            q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act, force="q4_gemm_sgmat_i8")

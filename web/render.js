@@ -277,8 +277,9 @@ function renderKernelBench(report) {
   if (report.probes) {
     // Prefill rows as arithmetic (2 M N K ops), against the probe of their instruction from the same run.
     const probes = report.probes;
-    const prefill = report.rows.filter((r) => r.rows > 1).map((r) => {
-      const kind = r.route === "q4_gemm_dp4a" ? "dp4a" : "fma";
+    const prefill = report.rows.filter((r) => r.rows > 1 && !r.skipped).map((r) => {
+      // (the subgroup-matrix GEMM's tensor cores have no probe: the DP4A one is its yardstick)
+      const kind = ["q4_gemm_dp4a", "q4_gemm_sgmat_i8"].includes(r.route) ? "dp4a" : "fma";
       const tops = r.flops / r.ns / 1e3;
       return [r.case, r.kernel, r.rows, (r.ns / 1000).toFixed(1), tops.toPrecision(3),
         `${pct(tops / probes[kind].tops)} of ${kind}`, r.quantize_ns === undefined ? "" : (r.quantize_ns / 1000).toFixed(1)];

@@ -16,11 +16,12 @@ from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.q4 import Q4Weight, q4_embedding, q4_quantize, q4_scales_rows
 from ..ops.attention import KVCache, rope_kv_cache_write
-from ..ops.q4_linear import (QKVRope, gemm_dp4a_shapes, gemv_group_size, gemv_shapes, q4_linear, q4_linear_glu,
-                             q4_linear_qkv)
+from ..ops.q4_linear import (QKVRope, gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_shapes, q4_linear,
+                             q4_linear_glu, q4_linear_qkv)
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies
 from ..ops.synth import UniformRange, fill_uniform
 from ..plan import Plan
+from ..routing import RouteUnavailable
 from ..runtime import Runtime
 from ..tensors import Tensor
 from .outcome import NOT_CHECKED, no_progress
@@ -62,8 +63,9 @@ class LinearCase:
                                              # rope_kv_cache_write of the plain GEMV's q, k, v (bit for bit)
     scales_rows: bool = False                # int8x only: the weight carries a row-major scale copy
     norm: bool = False                       # int8x only: x is RMSNorm(raw rows) from rms_norm_int8x
-    dp4a: bool = False                       # int8x of every row: the prefill takes q4_gemm_dp4a
-    gemm_shape: str | None = None            # dp4a only: pin the GEMM's tile (None: the route's choice)
+    dp4a: bool = False                       # int8x of every row: the prefill takes an int8 GEMM (the
+                                             # subgroup-matrix one where the adapter has it, else DP4A)
+    gemm_shape: str | None = None            # dp4a only: pin the int8 GEMM's tile (None: the route's choice)
 
     @property
     def n_total(self) -> int:
@@ -252,8 +254,15 @@ PRESETS = {
     "full": _cases((1, 7, 128, 512), (1, 7, 128, 512), None, (1, 7, 128, 129, 512)),
     # The pre-quantized int8 routes alone, every variant (a quick check while tuning them).
     "int8x": [c for c in _cases((1, 7), (1,), None, (1, 7, 128, 129)) if c.int8x],
-    # The DP4A prefill alone, every tile (the same cases as in "full").
+    # The int8 prefill alone, every DP4A tile (the same cases as in "full").
     "dp4a": [c for c in _cases((1, 7), (1,), None, (1, 7, 128, 129, 512)) if c.dp4a],
+    # The same on the subgroup-matrix GEMM, every one of its tiles pinned at the awkward shape and at
+    # Llama's gate/up; only for an adapter whose guards let it run (run_q4_checks says why not).
+    "sgmat": ([c for c in _cases((1, 7), (1,), None, (1, 7, 128, 129, 512)) if c.dp4a and not c.gemm_shape]
+              + [LinearCase(f"sgmat.tile.{shape}", 160, 131, (2, 129), group_size=32, bias=True, int8x=True,
+                            dp4a=True, gemm_shape=shape, stream=700 + i) for i, shape in enumerate(gemm_sgmat_shapes())]
+              + [LinearCase(f"sgmat.tile.{shape}.llama.gate_up", *_LLAMA["gate_up"], (7, 512), int8x=True, dp4a=True,
+                            gemm_shape=shape, stream=720 + i) for i, shape in enumerate(gemm_sgmat_shapes())]),
 }
 
 
@@ -458,6 +467,11 @@ async def run_q4_checks(runtime: Runtime, *, preset: str = "ci", only: list[str]
                         sink=None, progress=no_progress) -> dict:
     if preset not in PRESETS:
         raise ValueError(f"unknown q4 preset {preset!r}; known: {sorted(PRESETS)}")
+    if preset == "sgmat":      # every case must reach the route: refused with its guard's reason, not skipped
+        x = Tensor("probe.x", (2, 64), "f32", 0)
+        q4_linear(x=x, weight=Q4Weight(Tensor("probe.w", (64, 8), "u32", 0), Tensor("probe.s", (64,), "f32", 0), 64, 64, 64),
+                  out=Tensor("probe.out", (2, 64), "f32", 0), adapter=runtime.device.adapter, force="q4_gemm_sgmat_i8",
+                  int8=Int8Activations(x, Tensor("probe.q", (2, 16), "u32", 0), Tensor("probe.t", (2, 4), "f32", 0), 64))
     cases = [c for c in PRESETS[preset] if not only or c.name in only]
     if only and len(cases) != len(only):
         known = [c.name for c in PRESETS[preset]]

@@ -18,8 +18,8 @@ import js
 from pyodide.code import run_js
 from pyodide.ffi import JsException, create_proxy, to_js
 
-from .device import (WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, Device, DeviceLost,
-                     GpuOutOfMemory, GpuValidationError, Handle, KernelCompileError)
+from .device import (SUBGROUP_MATRIX, WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, Device,
+                     DeviceLost, GpuOutOfMemory, GpuValidationError, Handle, KernelCompileError, run_compile_probes)
 
 __all__ = ["BrowserDevice", "request_browser_device", "post_bytes", "post_json", "fetch_bytes"]
 
@@ -98,9 +98,16 @@ async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevic
         value = getattr(adapter.info, name, None)
         if isinstance(value, (str, int, bool)):
             info[name] = value
+    configs = getattr(adapter.info, "subgroupMatrixConfigs", None)
+    if configs:
+        info["subgroupMatrixConfigs"] = [{key: (str(v) if isinstance(v, str) else int(v)) for key, v in
+                                          ((k, getattr(c, k)) for k in ("componentType", "resultComponentType",
+                                                                       "M", "N", "K"))} for c in configs]
     report = AdapterReport(backend="browser", info=info, features=features, limits=limits,
                            device_features=tuple(wanted))
-    return BrowserDevice(device, report)
+    browser_device = BrowserDevice(device, report)
+    await run_compile_probes(browser_device)
+    return browser_device
 
 
 class BrowserDevice(Device):
@@ -282,7 +289,7 @@ class BrowserDevice(Device):
             adapter = await js.navigator.gpu.requestAdapter(to_js({"powerPreference": "high-performance"}))
             if not adapter:
                 raise AdapterUnavailable("requestAdapter() returned null for the peer's own device")
-            features = [f for f in self.adapter.device_features if f != "subgroups"]
+            features = [f for f in self.adapter.device_features if f not in ("subgroups", SUBGROUP_MATRIX)]
             device = await adapter.requestDevice(
                 to_js({"requiredFeatures": features, "requiredLimits": dict(self.adapter.limits)}))
         peer = await module.createPeer(to_js({**options, "device": device}, dict_converter=js.Object.fromEntries))

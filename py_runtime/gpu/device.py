@@ -14,7 +14,7 @@ from typing import Any, Callable, Union
 __all__ = [
     "AdapterReport", "Binding", "BufferUsage", "Device", "DeviceLost", "Dispatch", "GpuError",
     "AdapterUnavailable", "KernelCompileError", "GpuValidationError", "GpuOutOfMemory", "Handle",
-    "WANTED_FEATURES", "WANTED_LIMITS",
+    "WANTED_FEATURES", "WANTED_LIMITS", "SUBGROUP_MATRIX", "COMPILE_PROBES", "run_compile_probes",
 ]
 
 
@@ -30,8 +30,14 @@ class BufferUsage:
     QUERY_RESOLVE = 0x0200
 
 
-# Optional features the runtime asks for when the adapter has them (WebGPU spellings).
-WANTED_FEATURES = ("timestamp-query", "subgroups", "shader-f16")
+# Optional features the runtime asks for when the adapter has them (WebGPU spellings). Chromium lists
+# the subgroup-matrix feature only with --enable-unsafe-webgpu; its configs come in GPUAdapterInfo.
+SUBGROUP_MATRIX = "chromium-experimental-subgroup-matrix"
+WANTED_FEATURES = ("timestamp-query", "subgroups", "shader-f16", SUBGROUP_MATRIX)
+# Kernels compiled once when the device is made, because a route depends on more than a feature bit:
+# the subgroup-matrix extension's WGSL spelling has moved between Chromium releases. {probe: (kernel,
+# the feature it needs)}; the outcome is AdapterReport.probes[probe]: "ok" or the compiler's complaint.
+COMPILE_PROBES = {"subgroup_matrix_i8": ("subgroup_matrix_probe", SUBGROUP_MATRIX)}
 # Limits requested at the adapter's maximum: the defaults (128 MiB bindings, 16 KiB workgroup
 # memory) are far below what LLM-sized tensors and tiled kernels need.
 WANTED_LIMITS = (
@@ -105,10 +111,29 @@ class AdapterReport:
     features: tuple[str, ...]   # adapter features, WebGPU spellings, sorted
     limits: dict                # the WANTED_LIMITS of the adapter
     device_features: tuple[str, ...]  # what the device was created with
+    probes: dict = field(default_factory=dict)  # COMPILE_PROBES outcomes, filled once the device exists
 
     def to_json(self) -> dict:
         return {"backend": self.backend, "info": self.info, "features": list(self.features),
-                "limits": self.limits, "device_features": list(self.device_features)}
+                "limits": self.limits, "device_features": list(self.device_features), "probes": dict(self.probes)}
+
+    def subgroup_matrix_configs(self) -> list[dict]:
+        """GPUAdapterInfo.subgroupMatrixConfigs as dicts (componentType, resultComponentType, M, N, K);
+        empty where the device was made without the feature."""
+        return list(self.info.get("subgroupMatrixConfigs", ())) if SUBGROUP_MATRIX in self.device_features else []
+
+
+async def run_compile_probes(device: "Device") -> None:
+    """Compile each COMPILE_PROBES kernel whose feature the device has; record the outcome."""
+    from ..kernels import kernel         # the registry imports this module's types
+    for probe, (name, feature) in COMPILE_PROBES.items():
+        if feature not in device.adapter.device_features:
+            continue
+        try:
+            await device.create_compute_pipeline(kernel=kernel(name))
+            device.adapter.probes[probe] = "ok"
+        except (KernelCompileError, GpuValidationError) as error:
+            device.adapter.probes[probe] = str(error)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -97,26 +97,33 @@ class ParamsLayout:
         for field in ordered:
             fmt += "x" * (field.offset - at) + _FORMAT[field.scalar] * field.width
             at = field.offset + 4 * field.width
-        return struct.Struct(fmt + "x" * (self.size - at)), tuple((f.name, f.width) for f in ordered)
+        return (struct.Struct(fmt + "x" * (self.size - at)),
+                tuple((f.name, f.width, f.scalar == "u32") for f in ordered))
 
     def pack(self, values: dict, *, kernel: str) -> bytes:
         """The struct's bytes (little-endian, padding zeroed) from one value per field, by name: an int
         for u32 (a bool as 0/1) and i32, a real number for f32 (rounded as struct.pack('<f') rounds), a
         sequence of N of those for vecN. Raises ParamsError naming the kernel and every bad field."""
         whole, order = self._whole
-        # Fast path: every field given, no bool (struct would take one anywhere) and struct accepts
-        # every value (it refuses what the checks below refuse: wrong types, out of range); otherwise
-        # the field-by-field path packs or names what is wrong.
-        if len(values) == len(order) and not any(type(value) is bool for value in values.values()):
+        # Fast path: every field given, a bool only for a scalar u32 (struct would take one anywhere)
+        # and struct accepts every value (it refuses what the checks below refuse: wrong types, out of
+        # range); otherwise the field-by-field path packs or names what is wrong. (Most linears pass
+        # has_bias and accumulate as bools: a plan's resize re-packs hundreds of these.)
+        if len(values) == len(order):
             try:
                 flat = []
-                for name, width in order:
+                for name, width, u32 in order:
+                    value = values[name]
                     if width == 1:
-                        flat.append(values[name])
-                    elif any(type(component) is bool for component in values[name]):
+                        if type(value) is bool:
+                            if not u32:
+                                raise TypeError("a bool for a field other than u32")
+                            value = int(value)
+                        flat.append(value)
+                    elif any(type(component) is bool for component in value):
                         raise TypeError("a bool component")
                     else:
-                        flat.extend(values[name])
+                        flat.extend(value)
                 return whole.pack(*flat)
             except (KeyError, TypeError, OverflowError, struct.error):
                 pass

@@ -14,7 +14,11 @@ decode and attestation shows what ran. Each slot takes the first route whose gua
                               f32 on the H200). Differs from the f32 routes by the int8 rounding.
            q4_gemv_subgroup   subgroups at most 32 wide (the reduction assumes it)
            q4_gemv_workgroup  any adapter with 256-invocation workgroups
-  prefill  q4_gemm_dp4a       activations of every row quantized beforehand (int8=Int8Activations with
+  prefill  q4_gemm_sgmat_i8   the DP4A GEMM's inputs and arithmetic, each group's i32 sums made by int8
+                              subgroup matrices (tensor cores): the device has the subgroup-matrix
+                              feature, lists the i8 x i8 -> i32 16x16x32 config, compiled the probe kernel
+                              (AdapterReport.probes) and runs 32-wide subgroups
+           q4_gemm_dp4a       activations of every row quantized beforehand (int8=Int8Activations with
                               rows > 1, at least x's): int8 x Q4 with dot4I8Packed, i32 per group and f32
                               across groups; 256 invocations and its tile's workgroup memory. Differs
                               from the f32 GEMMs by the int8 rounding
@@ -32,8 +36,9 @@ given a QKVRope, q4_gemv_int8x_qkv_rope goes before q4_gemv_int8x_qkv: the decod
 RoPE and writing the KV cache, where a workgroup holds whole heads.
 
 Which variant of a GEMV family runs is a speed choice, not a route: the adapter's tuning table
-(tuning.py) picks it; `gemv_shape` pins one (benchmark sweeps, checks), and `gemm_shape` the DP4A
-GEMM's tile (the route runs m64k64 until an adapter's measurements pick otherwise); `force` runs a named route
+(tuning.py) picks it; `gemv_shape` pins one (benchmark sweeps, checks), and `gemm_shape` the int8
+GEMMs' tile (a DP4A tile such as m64k64 or a subgroup-matrix one such as m64n64; each route runs its
+default until an adapter's measurements pick otherwise); `force` runs a named route
 (its guard must still pass); `tuning` names a table. `op.explain()` says what was chosen and why.
 """
 
@@ -55,12 +60,14 @@ from .q4 import Q4Weight, q4_weight_bytes
 from .tuning import Tuning, tuning_for
 
 __all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "gemv_shapes", "gemv_int8_max_k",
-           "gemv_group_size", "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE",
+           "gemv_group_size", "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE", "gemm_sgmat_shapes", "GEMM_SGMAT_SHAPE",
            "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GLU_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
 
 _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
 _GEMV_INVOCATIONS = 256         # every GEMV variant's workgroup (q4gsw_gemv.yaml)
 GEMM_DP4A_SHAPE = "m64k64"      # the DP4A GEMM's tile the route runs (q4gsw_gemm_dp4a.yaml)
+GEMM_SGMAT_SHAPE = "m32n64w4p"  # the subgroup-matrix GEMM's tile the route runs (q4gsw_gemm_sgmat.yaml)
+SGMAT_I8_CONFIG = {"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32}
 # The shapes the BK64 GEMM and the fused QKV GEMM were built for: the seed's exact-geometry guards.
 GEMM_BK64_SHAPES = frozenset(LLAMA_3_2_1B.linears()[role] for role in ("q", "o", "gate_up", "down"))
 QKV_FUSED_SHAPE = LLAMA_3_2_1B.qkv_shape()
@@ -89,6 +96,26 @@ def gemm_dp4a_shapes(tier: str | None = None) -> tuple[str, ...]:
     """The DP4A GEMM's tile variants (suffixes of q4gsw_gemm_dp4a_), `tier` as for gemv_shapes."""
     prefix = "q4gsw_gemm_dp4a_"
     return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
+
+
+@cache
+def gemm_sgmat_shapes(tier: str | None = None) -> tuple[str, ...]:
+    """The subgroup-matrix GEMM's tile variants (suffixes of q4gsw_gemm_sgmat_), `tier` as for gemv_shapes."""
+    prefix = "q4gsw_gemm_sgmat_"
+    return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
+
+
+def _sgmat_tile(shape: str) -> tuple[int, int, int]:
+    """(rows, columns, invocations) of a subgroup-matrix GEMM variant's workgroup."""
+    v = {key: int(value) for key, value in kernel(f"q4gsw_gemm_sgmat_{shape}").template_values.items()}
+    return 16 * v["SGM"] * v["FM"], 16 * v["SGN"] * v["FN"], 32 * v["SGM"] * v["SGN"]
+
+
+def _sgmat_workgroup_bytes(shape: str) -> int:
+    """The workgroup memory of a subgroup-matrix tile (q4gsw_gemm_sgmat.wgsl): per row and column an
+    80-byte staged row and two f32 scales, and the i32 sums of the whole output tile."""
+    tm, tn, _ = _sgmat_tile(shape)
+    return 88 * (tm + tn) + 4 * tm * tn
 
 
 def _dp4a_workgroup_bytes(shape: str) -> int:
@@ -410,12 +437,46 @@ def _gemm_fits(req: _Linear, bk: int) -> str | None:
     return None
 
 
-def _dp4a_guard(req: _Linear) -> str | None:
+def _every_row_guard(req: _Linear) -> str | None:
+    """The int8 GEMMs' inputs: activations quantized beforehand for every row x and the outputs hold."""
     act = req.int8
     if not req.prequantized or act.rows == 1:
         return "no int8 activations of the prefill rows given (int8=Int8Activations allocated with rows > 1)"
     if act.rows < req.capacity:
         return f"the int8 activations hold {act.rows} rows; x and the outputs hold {req.capacity}"
+    return None
+
+
+def _sgmat_guard(req: _Linear) -> str | None:
+    if why := _every_row_guard(req):
+        return why
+    if req.gemm_shape is not None and req.gemm_shape not in gemm_sgmat_shapes():
+        return f"the pinned tile {req.gemm_shape!r} is a DP4A one"
+    adapter = req.adapter
+    if SGMAT_I8_CONFIG not in adapter.subgroup_matrix_configs():
+        return ("the device has no int8 subgroup-matrix config (i8 x i8 -> i32, 16x16x32; the feature "
+                f"'chromium-experimental-subgroup-matrix' needs --enable-unsafe-webgpu): "
+                f"{adapter.subgroup_matrix_configs() or 'none listed'}")
+    probe = adapter.probes.get("subgroup_matrix_i8")
+    if probe != "ok":
+        return f"the subgroup-matrix probe kernel did not compile: {probe}"
+    if (adapter.info.get("subgroupMinSize"), adapter.info.get("subgroupMaxSize")) != (32, 32):
+        return (f"the kernel lays its tile out over 32-wide subgroups; the adapter's are "
+                f"{adapter.info.get('subgroupMinSize')}..{adapter.info.get('subgroupMaxSize')}")
+    shape = req.gemm_shape or GEMM_SGMAT_SHAPE
+    storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
+    invocations = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
+    if storage < _sgmat_workgroup_bytes(shape) or invocations < _sgmat_tile(shape)[2]:
+        return (f"the {shape} tile needs {_sgmat_workgroup_bytes(shape)} bytes of workgroup memory and "
+                f"{_sgmat_tile(shape)[2]} invocations; the adapter allows {storage} and {invocations}")
+    return None
+
+
+def _dp4a_guard(req: _Linear) -> str | None:
+    if why := _every_row_guard(req):
+        return why
+    if req.gemm_shape is not None and req.gemm_shape not in gemm_dp4a_shapes():
+        return f"the pinned tile {req.gemm_shape!r} is a subgroup-matrix one"
     shape = req.gemm_shape or GEMM_DP4A_SHAPE
     storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
     invocations = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
@@ -425,22 +486,26 @@ def _dp4a_guard(req: _Linear) -> str | None:
     return None
 
 
-def _dp4a_prefill(req: _Linear) -> OpCall:
+def _int8_gemm_prefill(req: _Linear, route: str) -> OpCall:
+    """The q4_gemm_dp4a or q4_gemm_sgmat_i8 dispatch: the same bindings and params."""
     w, act, has_bias = req.weight, req.int8, req.bias is not None
-    shape = req.gemm_shape or GEMM_DP4A_SHAPE
+    sgmat = route == "q4_gemm_sgmat_i8"
+    shape = req.gemm_shape or (GEMM_SGMAT_SHAPE if sgmat else GEMM_DP4A_SHAPE)
+    name = f"q4gsw_gemm_{'sgmat' if sgmat else 'dp4a'}_{shape}"
+    tile_m, tile_n = _sgmat_tile(shape)[:2] if sgmat else (int(kernel(name).template_values["TM"]), _TILE)
 
     def sizing(spec, live):
         m = req.rows(live)
         f32_moved, flops = _cost(w, m, has_bias, req.accumulate)
         moved = f32_moved - 4 * m * w.k + m * w.k + 8 * m * (w.k // 32)    # int8 rows and chunk stats for f32 x
         active = m > 1
-        grid = (-(-w.n // _TILE), -(-m // int(spec.template_values["TM"])), 1) if active else IDLE
+        grid = (-(-w.n // tile_n), -(-m // tile_m), 1) if active else IDLE
         return Sizing(workgroups=grid, params=spec.pack_params(m=m, k=w.k, n=w.n, n_total=w.n_total,
                                                                n_offset=w.n_offset, group_size=w.group_size,
                                                                has_bias=has_bias, accumulate=req.accumulate),
                       bytes_moved=moved if active else 0, flops=flops if active else 0)
 
-    return OpCall(label=f"{req.label}.prefill", kernel=f"q4gsw_gemm_dp4a_{shape}", route="q4_gemm_dp4a",
+    return OpCall(label=f"{req.label}.prefill", kernel=name, route=route,
                   tensors={"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales,
                            "bias": req.bias if has_bias else w.scales, "out": req.outs[0]},
                   sizing=sizing, phase="prefill")
@@ -494,12 +559,14 @@ def _generic(req: _Linear) -> OpCall:
 
 
 PREFILL_ROUTES = (
-    Route(name="q4_gemm_dp4a", guard=_dp4a_guard, build=_dp4a_prefill),
+    Route(name="q4_gemm_sgmat_i8", guard=_sgmat_guard, build=lambda req: _int8_gemm_prefill(req, "q4_gemm_sgmat_i8")),
+    Route(name="q4_gemm_dp4a", guard=_dp4a_guard, build=lambda req: _int8_gemm_prefill(req, "q4_gemm_dp4a")),
     Route(name="q4_gemm_bk64", guard=_bk64_guard, build=_gemm_prefill("q4gsw_gemm_bk64", "q4_gemm_bk64")),
     Route(name="q4_gemm_tiled", guard=lambda req: _gemm_fits(req, 32),
           build=_gemm_prefill("q4gsw_gemm_bk32", "q4_gemm_tiled")),
 )
 GENERIC_ROUTES = (Route(name="q4_linear_generic", build=_generic),)
+INT8_GEMM_ROUTES = ("q4_gemm_sgmat_i8", "q4_gemm_dp4a")
 
 
 def _linear_tensors(req: _Linear) -> dict:
@@ -527,8 +594,9 @@ def _slots(req: _Linear, force: str | None = None) -> tuple[dict[str, OpCall], t
 
 def _check_pin(req: _Linear) -> None:
     """A pinned variant must be one of the route's own; an int8 one must fit this weight."""
-    if req.gemm_shape is not None and req.gemm_shape not in gemm_dp4a_shapes():
-        raise ValueError(f"{req.label}: unknown DP4A GEMM shape {req.gemm_shape!r}; known: {gemm_dp4a_shapes()}")
+    known = gemm_dp4a_shapes() + gemm_sgmat_shapes()
+    if req.gemm_shape is not None and req.gemm_shape not in known:
+        raise ValueError(f"{req.label}: unknown int8 GEMM tile {req.gemm_shape!r}; known: {known}")
     shape, w = req.gemv_shape, req.weight
     if shape is None:
         return
@@ -625,8 +693,8 @@ def q4_linear_glu(*, act: Int8Activations, weight: Q4Weight, out: Tensor, adapte
 
 
 def _qkv_fused_guard(req: _Linear, separate: list[dict]) -> str | None:
-    if any(call.route == "q4_gemm_dp4a" for slots in separate for call in slots.values()):
-        return "int8 activations of every row: the separate linears take the DP4A GEMM"
+    if any(call.route in INT8_GEMM_ROUTES for slots in separate for call in slots.values()):
+        return "int8 activations of every row: the separate linears take an int8 GEMM"
     w = req.weight
     n_q, n_kv = req.outs[0].shape[-1], req.outs[1].shape[-1]
     if (w.k, n_q, n_kv) != QKV_FUSED_SHAPE or w.group_size != 64 or w.is_view:

@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 
+from ...gpu.device import SUBGROUP_MATRIX
 from ...ops.synth import UniformRange
 from .synth import synth_rows_np, synth_values_np
 
@@ -122,7 +123,7 @@ def verify_q4_report(report: dict, read) -> dict:
         ratio = max([_verify_int8_decode(case, run, seed, read) for run in int8_runs], default=0.0)
         dp4a_runs = [run for run in case["runs"] if run["rows"] > 1 and case.get("dp4a")]
         if dp4a_runs:
-            ratio = max(ratio, _verify_dp4a_prefill(case, dp4a_runs, seed, read))
+            ratio = max(ratio, _verify_dp4a_prefill(case, dp4a_runs, seed, read, report["adapter"]))
         f32_runs = [run for run in case["runs"] if run not in int8_runs and run not in dp4a_runs]
         if f32_runs:        # (the float64 reference only where a run needs it: int8-only cases skip it)
             rows_max = max(run["rows"] for run in f32_runs)
@@ -256,9 +257,29 @@ def dp4a_linear_reference(levels: np.ndarray, w_scale: np.ndarray, q: np.ndarray
     return exact, count * u / (1 - count * u) * magnitude
 
 
-def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read) -> float:
-    """The DP4A prefill runs of a case: attestation (the int8 producer, then q4_gemm_dp4a, of the tile
-    asked for), the RMSNorm's rows where it produced them (_verify_norm_row), each of the m quantized
+def expected_int8_gemm(case: dict, adapter: dict) -> str:
+    """The int8 prefill GEMM attestation must show, from the rules in ops/q4_linear.py's docstring: a pinned
+    tile names its kernel family; else the subgroup-matrix GEMM where the device has the feature, lists
+    the i8 x i8 -> i32 16x16x32 config, compiled the probe, runs 32-wide subgroups and has the m32n64w4p
+    tile's 16,640 bytes of workgroup memory and 128 invocations; else DP4A."""
+    from ...ops.q4_linear import gemm_sgmat_shapes
+
+    if case.get("gemm_shape"):
+        return "q4_gemm_sgmat_i8" if case["gemm_shape"] in gemm_sgmat_shapes() else "q4_gemm_dp4a"
+    info, limits = adapter["info"], adapter["limits"]
+    configs = info.get("subgroupMatrixConfigs", []) if SUBGROUP_MATRIX in adapter["device_features"] else []
+    able = ({"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32} in configs
+            and adapter.get("probes", {}).get("subgroup_matrix_i8") == "ok"
+            and (info.get("subgroupMinSize"), info.get("subgroupMaxSize")) == (32, 32)
+            and limits.get("maxComputeWorkgroupStorageSize", 0) >= 16640
+            and limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 128)
+    return "q4_gemm_sgmat_i8" if able else "q4_gemm_dp4a"
+
+
+def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter: dict) -> float:
+    """The int8 prefill runs of a case: attestation (the int8 producer, then the int8 GEMM the adapter
+    allows (expected_int8_gemm): q4_gemm_sgmat_i8 or q4_gemm_dp4a, of the tile asked for; both compute
+    the same per-group sums, exactly, and the same f32 arithmetic after them), the RMSNorm's rows where it produced them (_verify_norm_row), each of the m quantized
     rows against the twin (int8_activations_np: q equal, or one away
     where the twin marks it ambiguous; scales within 3 ulp), then the outputs against
     dp4a_linear_reference over the GPU's own q. Returns the worst error/bound."""
@@ -267,8 +288,10 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read) -> float
     k, gs = case["k"], case["group_size"]
     widths = [case["n"]] + [case["n_kv"]] * 2 * bool(case["n_kv"])        # a QKV's q, k and v, side by side
     n = sum(widths)
+    route = expected_int8_gemm(case, adapter)
     if case.get("gemm_shape"):
-        assert case["kernels"][-1] == f"q4gsw_gemm_dp4a_{case['gemm_shape']}", \
+        family = "sgmat" if route == "q4_gemm_sgmat_i8" else "dp4a"
+        assert case["kernels"][-1] == f"q4gsw_gemm_{family}_{case['gemm_shape']}", \
             f"{case['name']}: the prefill ran {case['kernels'][-1]}, not the {case['gemm_shape']} tile"
     levels, w_scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], k, 0, n), gs)
     bias = synth_values_np(BIAS_RANGE, seed, case["stream"] + 2000, n).astype(np.float64) if case["bias"] else 0.0
@@ -276,8 +299,8 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read) -> float
     for run in runs:
         m = run["rows"]
         producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
-        assert run["routes"] == [producer, "q4_gemm_dp4a"], \
-            f"{case['name']} rows {m}: attested {run['routes']}, expected the int8 producer and q4_gemm_dp4a"
+        assert run["routes"] == [producer, route], \
+            f"{case['name']} rows {m}: attested {run['routes']}, expected the int8 producer and {route}"
         extra = 3 if case.get("norm") else 2
         out_names, (words_name, stats_name) = run["artifacts"][:-extra], run["artifacts"][-extra:][:2]
         words, stats = read(words_name), read(stats_name)
