@@ -55,6 +55,7 @@ ROUTES = (
     "token_history",        # a step's greedy token appended to the sequence's history on the GPU
     "rope_table",           # the RoPE cos/sin table built on the GPU from two sqrt-sized float64 tables
     "rope_kv_cache_write_norm",  # the same with Qwen3's per-head q/k RMSNorm folded in front
+    "dequantize",           # a checkpoint's stored tensor (f16, bf16, ggml Q4_0/Q4_1/Q8_0 blocks) to f32
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup"})
