@@ -216,3 +216,51 @@ def test_a_sharded_checkpoint_reads_as_one(checkpoints):
         return await one.tensors[name].read_rows() == await weights.tensors[name].read_rows()
 
     assert all(asyncio.run(same(name)) for name in one.tensors)
+
+
+# --- the CLI: webgpu-llm-lab generate ------------------------------------------------------------------
+
+def _byte_level_tokenizer(folder, vocab_size: int) -> None:
+    """A byte-level BPE tokenizer.json of `vocab_size` ids trained on a few sentences (the tiny models'
+    vocabulary is random, so any tokenizer of their size serves)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=["<|endoftext|>"], show_progress=False)
+    tokenizer.train_from_iterator(["the quick brown fox jumps over the lazy dog"] * 20 +
+                                  ["hello world, a checkpoint speaks"] * 20, trainer)
+    assert tokenizer.get_vocab_size() <= vocab_size
+    tokenizer.save(str(folder / "tokenizer.json"))
+
+
+def test_generate_prints_the_greedy_continuation_of_a_checkpoint(checkpoints, tmp_path, capsys):
+    from py_runtime.host.cli import main
+    from py_runtime.text import Tokenizer
+
+    folder = _copy(checkpoints["qwen3"]["bf16"], tmp_path / "qwen3")
+    _byte_level_tokenizer(folder, GEOMETRY["vocab_size"])
+    out = tmp_path / "generate.json"
+    assert main(["generate", "--model", str(folder), "--prompt", "hello world", "--steps", "6", "--batch", "4",
+                 "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    printed = capsys.readouterr()
+    tokenizer = Tokenizer.from_file(folder / "tokenizer.json")
+    assert result["prompt_ids"] == tokenizer.encode("hello world")
+    assert result["text"] == tokenizer.decode(result["ids"], skip_special_tokens=True)
+    assert printed.out.strip() == result["text"].strip() and '"decode_tok_s"' in printed.err
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    assert 1 <= len(result["ids"]) <= 7 and eos not in result["ids"]
+    if not result["stopped"]:
+        assert len(result["ids"]) == 7           # the prefill's token and 6 steps
+
+    async def values():
+        config, weights, _ = await open_checkpoint(folder)
+        return config, await checkpoint_values_np(config, weights)
+
+    config, weights = asyncio.run(values())
+    prompt, ids = result["prompt_ids"], result["ids"]
+    oracle = hf_logits(config, requantized_np(config, weights), prompt, ids[:-1])
+    assert ids == [int(np.argmax(row)) for row in oracle]     # greedy on the weights the GPU holds

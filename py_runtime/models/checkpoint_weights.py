@@ -131,19 +131,27 @@ class CheckpointWeights:
 async def open_checkpoint(path, *, key: str = "checkpoint") -> tuple[ModelConfig, CheckpointWeights, dict]:
     """(config, weights, extras) of a model at `path`: a .gguf file, or a folder with config.json and
     model.safetensors (or model.safetensors.index.json and its shards). `extras` holds what else was found:
-    "tokenizer_json" (the folder's tokenizer.json path) or "gguf_metadata"."""
+    "tokenizer_json" (the folder's tokenizer.json path) or "gguf_metadata", and "eos_ids" (the end-of-sequence
+    ids the config, generation_config.json or metadata name)."""
     path = os.fspath(path)
     if os.path.isfile(path) and path.endswith(".gguf"):
         checkpoint = await GgufCheckpoint.open(FileSource(path))
         config = config_from_gguf(checkpoint.metadata, key=key,
                                   tied_embeddings="output.weight" not in checkpoint.tensors and
                                   "output.weight" not in checkpoint.unsupported)
+        eos = checkpoint.metadata.get("tokenizer.ggml.eos_token_id")
         return config, CheckpointWeights(checkpoint.tensors, "gguf", checkpoint.unsupported), \
-            {"gguf_metadata": checkpoint.metadata}
+            {"gguf_metadata": checkpoint.metadata, "eos_ids": [] if eos is None else [eos]}
     if not os.path.isdir(path):
         raise CheckpointError(f"{path}: neither a .gguf file nor a folder with config.json and safetensors")
     with open(os.path.join(path, "config.json"), "rb") as file:
-        config = config_from_hf(json.loads(file.read()), key=key, name=os.path.basename(os.path.normpath(path)))
+        spec = json.loads(file.read())
+    config = config_from_hf(spec, key=key, name=os.path.basename(os.path.normpath(path)))
+    eos = [spec.get("eos_token_id")]
+    if os.path.exists(os.path.join(path, "generation_config.json")):
+        with open(os.path.join(path, "generation_config.json"), "rb") as file:
+            eos.append(json.loads(file.read()).get("eos_token_id"))
+    eos_ids = sorted({i for item in eos for i in (item if isinstance(item, list) else [item]) if isinstance(i, int)})
     index = os.path.join(path, INDEX_NAME)
     if os.path.exists(index):
         with open(index, "rb") as file:
@@ -153,7 +161,7 @@ async def open_checkpoint(path, *, key: str = "checkpoint") -> tuple[ModelConfig
         checkpoint = await SafetensorsCheckpoint.open(FileSource(os.path.join(path, "model.safetensors")))
     tokenizer = os.path.join(path, "tokenizer.json")
     return config, CheckpointWeights(checkpoint.tensors, "hf", {}), \
-        {"tokenizer_json": tokenizer if os.path.exists(tokenizer) else None}
+        {"tokenizer_json": tokenizer if os.path.exists(tokenizer) else None, "eos_ids": eos_ids}
 
 
 async def upload_matrix(runtime, weight, pieces: list[Piece], tensors: dict[str, StoredTensor], staging: Tensor,
