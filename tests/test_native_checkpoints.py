@@ -65,9 +65,9 @@ def checkpoints(tmp_path_factory):
     return out
 
 
-async def _run_decoder(runtime, config, weights):
+async def _run_decoder(runtime, config, weights, policy="f32"):
     decoder = await Decoder.create(runtime, config, checkpoint=weights, max_prompt=len(PROMPT),
-                                   capacity=len(PROMPT) + STEPS + 1)
+                                   capacity=len(PROMPT) + STEPS + 1, policy=policy)
     try:
         await decoder.prefill(PROMPT)
         logits = [await decoder.read_logits()]
@@ -126,6 +126,19 @@ def test_the_requantized_oracle_fails_a_wrongly_loaded_checkpoint(native_runtime
     oracle = hf_logits(config, requantized_np(config, values), PROMPT, tokens[:-1])
     with pytest.raises(AssertionError, match="sigma"):
         judge_logits(config, 0, PROMPT, tokens, logits, tolerance_sigmas(config, "f32"), "f32", oracle)
+
+
+def test_a_checkpoint_runs_on_the_int8x_policy_within_its_bound(native_runtime, checkpoints):
+    """int8x loads each matrix's row-major scale copy too (q4_scales_rows after the upload)."""
+    async def go():
+        config, weights, _ = await open_checkpoint(checkpoints["llama"]["bf16"])
+        return config, await _run_decoder(native_runtime, config, weights, "int8x"), \
+            await checkpoint_values_np(config, weights)
+
+    config, (tokens, logits), values = asyncio.run(go())
+    oracle = hf_logits(config, requantized_np(config, values), PROMPT, tokens[:-1])
+    judged = judge_logits(config, 0, PROMPT, tokens, logits, tolerance_sigmas(config, "int8x"), "int8x", oracle)
+    assert judged["worst_of_tolerance"] <= 1, judged
 
 
 # --- broken checkpoints: refused with the tensor named -----------------------------------------------
