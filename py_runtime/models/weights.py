@@ -1,4 +1,5 @@
-"""A decoder's weights: synthetic (seeded), generated and Q4-quantized on the GPU, the whole model resident.
+"""A decoder's weights: synthetic (seeded), generated and Q4-quantized on the GPU, the whole model resident;
+or a checkpoint's, uploaded and quantized on the GPU (checkpoint_weights.py), in the same layout.
 
 Every weight is named by `weight_specs(config)`: its role, shape and the (range, stream) of the
 counter-based generator (ops/synth.py) that fills it, so the host oracle (host/oracle/model.py)
@@ -29,7 +30,7 @@ from ..plan import Plan
 from .config import ModelConfig
 
 __all__ = ["GROUP_SIZE", "MatrixSpec", "VectorSpec", "weight_specs", "linear_range", "EMBED_RANGE", "NORM_RANGE", "QKV_GAIN_LOG2",
-           "ModelWeights"]
+           "ModelWeights", "allocate_matrix", "check_group_size"]
 
 GROUP_SIZE = 64
 EMBED_RANGE = UniformRange(scale_log2=-26, offset=-0.125)       # [-1/8, 1/8)
@@ -89,6 +90,23 @@ def weight_specs(config: ModelConfig) -> list[MatrixSpec | VectorSpec]:
     return specs
 
 
+def check_group_size(config: ModelConfig) -> None:
+    uneven = [f"{spec.name} (K {spec.cols})" for spec in weight_specs(config)
+              if isinstance(spec, MatrixSpec) and spec.cols % GROUP_SIZE]
+    if uneven:
+        raise ValueError(f"{config.name}: Q4 weights need K a multiple of the group size {GROUP_SIZE}: "
+                         f"{', '.join(uneven)}")
+
+
+async def allocate_matrix(runtime, name: str, spec: MatrixSpec, *, scales_rows: bool) -> Q4Weight:
+    """The device tensors of a Q4 matrix of `spec`'s shape (and its row-major scale copy where asked)."""
+    n, k, tensors = spec.rows, spec.cols, runtime.tensors
+    groups = k // GROUP_SIZE
+    return Q4Weight(await tensors.allocate(f"{name}.packed", (n, k // 8), "u32"),
+                    await tensors.allocate(f"{name}.scales", (groups, n)), k, n, GROUP_SIZE,
+                    scales_rows=await tensors.allocate(f"{name}.scales_rows", (n, groups)) if scales_rows else None)
+
+
 class ModelWeights:
     """The model's weights on the device, by spec name: Q4Weight for matrices, Tensor for norm weights."""
 
@@ -109,10 +127,7 @@ class ModelWeights:
         """Allocate every weight and record the plan that generates them (nothing runs until generate()).
         `scales_rows` also makes each matrix's row-major scale copy, which the int8x decode GEMVs read."""
         specs = weight_specs(config)
-        uneven = [f"{spec.name} (K {spec.cols})" for spec in specs if isinstance(spec, MatrixSpec) and spec.cols % GROUP_SIZE]
-        if uneven:
-            raise ValueError(f"{config.name}: Q4 weights need K a multiple of the group size {GROUP_SIZE}: "
-                             f"{', '.join(uneven)}")
+        check_group_size(config)
         tensors, weights = runtime.tensors, {}
         plan = Plan(runtime, f"{config.key}.weights")
         prefix = f"{config.key}.w"
@@ -123,18 +138,18 @@ class ModelWeights:
                 await plan.add(fill_uniform(target=vector, value_range=spec.value_range, seed=seed, stream=spec.stream))
                 weights[spec.name] = vector
                 continue
-            n, k = spec.rows, spec.cols
-            groups = k // GROUP_SIZE
-            weight = Q4Weight(await tensors.allocate(f"{name}.packed", (n, k // 8), "u32"),
-                              await tensors.allocate(f"{name}.scales", (groups, n)), k, n, GROUP_SIZE,
-                              scales_rows=await tensors.allocate(f"{name}.scales_rows", (n, groups))
-                              if scales_rows else None)
+            weight = await allocate_matrix(runtime, name, spec, scales_rows=scales_rows)
             await plan.add(q4_quantize(weight=weight, synth=(spec.value_range, seed, spec.stream)))
             if scales_rows:
                 await plan.add(q4_scales_rows(weight))
             weights[spec.name] = weight
         plan.record()
         return cls(runtime, config, seed, weights, plan)
+
+    @property
+    def pending(self) -> bool:
+        """Synthetic weights not generated yet (generate() runs their plan); loaded weights never are."""
+        return self._plan is not None
 
     async def generate(self) -> None:
         """Generate and quantize every weight on the GPU (once)."""

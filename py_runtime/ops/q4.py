@@ -117,17 +117,24 @@ async def q4_weight_from_host(runtime, name: str, *, k: int, n: int, group_size:
 
 
 def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | None = None,
-                scales_row_major: bool = False) -> Op:
+                scales_row_major: bool = False, first_row: int = 0, rows: int | None = None) -> Op:
     """Quantize into `weight` (its packed and scales tensors) either the f32 tensor `w` [N, K], or
     the synthetic weight `synth` = (UniformRange, seed, stream), generated in place (w[n, k] is
     element n * K + k of fill_uniform's sequence) so no f32 copy of a large weight ever exists.
-    Scales are [K/gs, N] (the linear layout) unless scales_row_major ([N, K/gs], the embedding layout)."""
+    Scales are [K/gs, N] (the linear layout) unless scales_row_major ([N, K/gs], the embedding layout).
+    `first_row` and `rows` (default: all N) quantize only rows [first_row, first_row + rows) of the
+    weight; `w` then holds those rows ([rows, K], or flat with room for them): a checkpoint's q, k and v
+    land in their rows of one packed QKV weight, a large tensor a chunk of rows at a time."""
     n, k = weight.n_total, weight.k
+    rows = n - first_row if rows is None else rows
     if (w is None) == (synth is None):
         raise ValueError("q4_quantize: give exactly one of w (a tensor) or synth (range, seed, stream)")
-    if w is not None and w.shape != (n, k):
-        raise ValueError(f"q4_quantize: w {list(w.shape)} does not match the Q4 weight [{n}, {k}]")
-    groups = n * (k // weight.group_size)
+    if not (0 <= first_row and 1 <= rows and first_row + rows <= n):
+        raise ValueError(f"q4_quantize({weight.packed.name}): rows [{first_row}, {first_row + rows}) outside its {n}")
+    if w is not None and w.shape != (rows, k) and not (len(w.shape) == 1 and w.numel >= rows * k):
+        raise ValueError(f"q4_quantize: w {list(w.shape)} does not match rows [{first_row}, {first_row + rows}) "
+                         f"of the Q4 weight [{n}, {k}]")
+    groups = rows * (k // weight.group_size)
     value_range, seed, stream = synth if synth else (None, 0, 0)
 
     def sizing(spec, live) -> Sizing:
@@ -135,8 +142,8 @@ def q4_quantize(*, weight: Q4Weight, w: Tensor | None = None, synth: tuple | Non
                       params=spec.pack_params(n=n, k=k, group_size=weight.group_size, seed=seed, stream=stream,
                                               scale_log2=value_range.scale_log2 if synth else 0,
                                               offset=value_range.offset if synth else 0.0,
-                                              scales_row_major=scales_row_major),
-                      bytes_moved=(0 if synth else 4 * n * k) + n * k // 2 + 4 * groups)
+                                              scales_row_major=scales_row_major, first_row=first_row, rows=rows),
+                      bytes_moved=(0 if synth else 4 * rows * k) + rows * k // 2 + 4 * groups)
 
     tensors = {"packed": weight.packed, "scales": weight.scales}
     if w is not None:

@@ -102,7 +102,17 @@ def qwen3(messages: Sequence[Mapping], *, add_generation_prompt: bool = False,
     return "".join(parts)
 
 
-CHAT_TEMPLATES = {"llama3": llama3, "qwen3": qwen3}
+def chatml(messages: Sequence[Mapping], *, add_generation_prompt: bool = False) -> str:
+    """Plain ChatML (SmolLM2's template): each message as <|im_start|>role, newline, content, <|im_end|>,
+    newline; the generation prompt opens an assistant turn. No system message is added (SmolLM2's own
+    template adds its default one when the first message is not a system message: pass it explicitly)."""
+    parts = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in _checked("chatml", messages)]
+    if add_generation_prompt:
+        parts.append("<|im_start|>assistant\n")
+    return "".join(parts)
+
+
+CHAT_TEMPLATES = {"llama3": llama3, "qwen3": qwen3, "chatml": chatml}
 
 
 def template_for(tokenizer) -> str:
@@ -111,6 +121,8 @@ def template_for(tokenizer) -> str:
         return "llama3"
     if tokenizer.token_to_id("<|im_start|>") is not None and tokenizer.token_to_id("<think>") is not None:
         return "qwen3"
+    if tokenizer.token_to_id("<|im_start|>") is not None and tokenizer.token_to_id("<|im_end|>") is not None:
+        return "chatml"
     raise ChatTemplateError(f"no known chat template for this vocabulary (known: {', '.join(CHAT_TEMPLATES)})")
 
 

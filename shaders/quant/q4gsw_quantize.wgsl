@@ -1,4 +1,6 @@
-// Q4 group-wise symmetric quantization of an f32 weight w [N, K] into the reference layout:
+// Q4 group-wise symmetric quantization of rows [first_row, first_row + rows) of an f32 weight [N, K] into
+// the reference layout; w holds those rows only (a checkpoint's tensor, or a chunk of it, lands in its
+// rows of a packed weight):
 $if SYNTH:
   // (w generated in place from the counter-based hash of fill_uniform.wgsl, w[n, k] = element
   // n * K + k, so model-sized weights never exist in f32: lm_head is 1 GB in f32, 131 MB packed.)
@@ -23,6 +25,8 @@ struct Params {
   scale_log2: i32,
   offset: f32,
   scales_row_major: u32,
+  first_row: u32,           // the first row of the packed weight this dispatch writes
+  rows: u32,                // rows written (w's rows): n for a whole weight
 }
 
 $if SYNTH:
@@ -36,8 +40,9 @@ $if SYNTH:
     return (word >> 22u) ^ word;
   }
 
-  // Same values as fill_uniform.wgsl writes for (seed, stream, index).
-  fn weight(index: u32) -> f32 {
+  // Same values as fill_uniform.wgsl writes for (seed, stream, index), index counted from row 0.
+  fn weight(local: u32) -> f32 {
+    let index = local + params.first_row * params.k;
     let key = pcg(params.seed ^ pcg(params.stream));
     let u = f32(pcg(pcg(index + key) ^ key) >> 8u);
     return ldexp(u, params.scale_log2) + params.offset;
@@ -48,20 +53,21 @@ $else:
   @group(0) @binding(2) var<storage, read_write> scales: array<f32>;
   @group(0) @binding(3) var<uniform> params: Params;
 
-  fn weight(index: u32) -> f32 {
-    return w[index];
+  fn weight(local: u32) -> f32 {
+    return w[local];
   }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let groups_per_row = params.k / params.group_size;
   let i = gid.y * (groups.x * WG) + gid.x;
-  if (i >= params.n * groups_per_row) {
+  if (i >= params.rows * groups_per_row) {
     return;
   }
-  let row = i / groups_per_row;
+  let local_row = i / groups_per_row;
+  let row = params.first_row + local_row;
   let group = i % groups_per_row;
-  let first = row * params.k + group * params.group_size;
+  let first = local_row * params.k + group * params.group_size;
   var amax = 0.0;
   for (var j = 0u; j < params.group_size; j++) {
     amax = max(amax, abs(weight(first + j)));
