@@ -88,6 +88,11 @@ for s in $steps; do
     # float64 oracle (every tile), then its tiles at the same shapes as prefill_dp4a.
     browser-check-sgmat)   step "$s" 150 check --suite q4 --preset sgmat --backend browser --driver plain --timeout 140 ;;
     browser-prefill-sgmat) step "$s" 300 bench kernels --backend browser --driver plain --preset prefill_sgmat --trials 3 --timeout 290 ;;
+    # the same with Chromium's f16 on NVIDIA: shader-f16 and the f16 subgroup-matrix configs (the f16 GEMM)
+    browser-check-f16)   step "$s" 150 check --suite q4 --preset sgmat_f16 --backend browser --driver plain --timeout 140 \
+                           --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
+    browser-prefill-f16) step "$s" 200 bench kernels --backend browser --driver plain --preset prefill --timeout 190 \
+                           --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
     native-check-dp4a)  step "$s" 90 check --suite q4 --preset dp4a --backend native ;;
     browser-check-dp4a) step "$s" 120 check --suite q4 --preset dp4a --backend browser --driver plain ;;
     native-attention)  step "$s" 120 check --suite attention --backend native ;;
@@ -112,6 +117,21 @@ for s in $steps; do
     browser-model512) for m in llama qwen3; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 512 --decode 128 --timeout 140
+                     done ;;
+    # Whole models on the f16 subgroup-matrix prefill (policy f16, Chromium's f16 flag)
+    browser-model512-f16) for m in llama qwen3; do
+                       step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy f16 \
+                         --prompt 512 --decode 128 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
+                     done ;;
+    # The transformers oracle at 2 layers (needs torch and transformers on the host): int8x (its prefill on
+    # the subgroup-matrix GEMM), and f16 with the flag (the f16 GEMM)
+    browser-check-model) for m in llama qwen3; do
+                       step "$s-$m" 150 check --suite model --backend browser --driver plain --model "$m" --layers 2 \
+                         --policy int8x --timeout 140
+                     done ;;
+    browser-check-model-f16) for m in llama qwen3; do
+                       step "$s-$m" 150 check --suite model --backend browser --driver plain --model "$m" --layers 2 \
+                         --policy f16 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
                      done ;;
     # decode measured at context 4096 (unmeasured steps fill the cache after a 128-token prompt)
     browser-model4096) for m in llama qwen3; do

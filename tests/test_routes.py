@@ -24,8 +24,10 @@ from py_runtime.tensors import Tensor
 
 LINEAR_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl", "shaders/quant/q4gsw_gemm.wgsl",
                   "shaders/quant/q4gsw_gemm_dp4a.wgsl", "shaders/quant/q4gsw_gemm_sgmat.wgsl",
+                  "shaders/quant/q4gsw_gemm_sgmat_f16.wgsl",
                   "shaders/quant/q4gsw_linear_generic.wgsl")
 SGMAT_I8 = {"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32}
+SGMAT_F16 = {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16}
 BIG = {"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupStorageSize": 32768,
        "maxStorageBuffersPerShaderStage": 10}
 ADAPTERS = {
@@ -40,6 +42,13 @@ ADAPTERS = {
                                  "subgroupMatrixConfigs": [SGMAT_I8, {**SGMAT_I8, "N": 8}]},
         features=(), limits={**BIG, "maxComputeWorkgroupStorageSize": 49152},
         device_features=("subgroups", "chromium-experimental-subgroup-matrix"), probes={"subgroup_matrix_i8": "ok"}),
+    # the same with --enable-dawn-features=vulkan_enable_f16_on_nvidia: shader-f16 and the f16 configs
+    "h200-chromium-f16": AdapterReport(
+        backend="browser", info={"description": "NVIDIA H200", "subgroupMinSize": 32, "subgroupMaxSize": 32,
+                                 "subgroupMatrixConfigs": [SGMAT_I8, SGMAT_F16]},
+        features=(), limits={**BIG, "maxComputeWorkgroupStorageSize": 49152},
+        device_features=("subgroups", "shader-f16", "chromium-experimental-subgroup-matrix"),
+        probes={"subgroup_matrix_i8": "ok", "subgroup_matrix_f16": "ok"}),
     "h200-no-subgroups": AdapterReport(backend="browser", info={"description": "NVIDIA H200"}, features=(),
                                        limits=BIG, device_features=()),
     "other-sg32": AdapterReport(backend="browser", info={"vendor": "intel", "subgroupMaxSize": 32}, features=(),
@@ -75,6 +84,7 @@ def _reachable() -> set[str]:
             w = _weight(k, n, gs, rows_copy)
             out = Tensor("o", (2, n), "f32", 0)
             ops += [q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=int8) for int8 in (False, True, act, every_row)]
+            ops.append(q4_linear(x=x, weight=w, out=out, adapter=adapter, half=True))
             ops.append(q4_linear(x=x, weight=w, out=out, adapter=adapter, bias=_t("b", n), int8=act))
             if n % 2 == 0:
                 glu_out = Tensor("g", (2, n // 2), "f32", 0)
@@ -274,3 +284,31 @@ def test_the_subgroup_matrix_gemm_takes_the_int8_prefill_where_the_device_allows
         assert kernels == ["q4gsw_gemm_dp4a_m64k64"] and why in explained, (why, explained)
         with pytest.raises(RouteUnavailable, match="route 'q4_gemm_sgmat_i8' cannot run here"):
             q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act, force="q4_gemm_sgmat_i8")
+
+
+def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_possible():
+    """half=True and a device with shader-f16, the f16 config and its probe: the f32 prefill runs on f16
+    subgroup matrices; without half, or without any of those, the f32 GEMMs run, saying why; int8
+    activations of every row keep their own routes."""
+    k, n = 2048, 2048
+    w = _weight(k, n, 64, False)
+    x, out = Tensor("x", (128, k), "f32", 0), Tensor("out", (128, n), "f32", 0)
+    able = ADAPTERS["h200-chromium-f16"]
+
+    def prefill(adapter, **options):
+        op = q4_linear(x=x, weight=w, out=out, adapter=adapter, **options)
+        return [call.route for call in op.at(128)], op.explain()
+
+    assert prefill(able, half=True)[0] == ["q4_gemm_sgmat_f16"]
+    assert prefill(able)[0] == ["q4_gemm_bk64"]
+    assert "not q4_gemm_sgmat_f16: f16 rounding not asked for (half=True)" in prefill(able)[1]
+    act = Int8Activations(x, Tensor("xq", (128, k // 4), "u32", 0), Tensor("xs", (128, k // 16), "f32", 0), 64)
+    assert prefill(able, half=True, int8=act)[0] == ["q4_gemm_sgmat_i8"]
+    for why, adapter in {
+        "the device has no f16 subgroup-matrix config": ADAPTERS["h200-chromium-sgmat"],
+        "the f16 subgroup-matrix probe kernel did not compile: nope":
+            replace(able, probes={"subgroup_matrix_i8": "ok", "subgroup_matrix_f16": "nope"}),
+        "32-wide subgroups": replace(able, info={**able.info, "subgroupMinSize": 8}),
+    }.items():
+        routes, explained = prefill(adapter, half=True)
+        assert routes == ["q4_gemm_bk64"] and why in explained, (why, explained)

@@ -64,6 +64,7 @@ class BenchCase:
     scales_rows: bool = False           # int8x: the weight carries a row-major scale copy (the _sr variants)
     dp4a: bool = False                  # int8 activations of every row (quantized once, timed apart): an int8 GEMM
     gemm_shape: str | None = None       # dp4a: pin the int8 GEMM's tile (None: the route's choice)
+    half: bool = False                  # f32 x, the prefill may take the f16 subgroup-matrix GEMM
 
     @property
     def weight_rows(self) -> int:
@@ -137,9 +138,11 @@ BENCH_PRESETS = {
                    for g in ("r8", "w8u4", "w4u8", "w16u2", "w16u4", "w8u8")],
     # Llama's projections at 128 and 512 rows on the route the guards choose for f32 activations, and on
     # the DP4A GEMM (int8 activations of every row).
-    "prefill": [BenchCase(f"llama.{name}.m{m}{suffix}", k, n, m, route=route, dp4a=route is not None)
+    "prefill": [BenchCase(f"llama.{name}.m{m}{suffix}", k, n, m, route=route,
+                          dp4a=route in ("q4_gemm_dp4a", "q4_gemm_sgmat_i8"), half=route == "q4_gemm_sgmat_f16")
                 for name, k, n in _LLAMA if name != "lm_head" for m in (128, 512)
-                for suffix, route in (("", None), (".dp4a", "q4_gemm_dp4a"), (".sgmat", "q4_gemm_sgmat_i8"))],
+                for suffix, route in (("", None), (".dp4a", "q4_gemm_dp4a"), (".sgmat", "q4_gemm_sgmat_i8"),
+                                      (".f16", "q4_gemm_sgmat_f16"))],
     # The DP4A GEMM's tiles at the same shapes.
     "prefill_dp4a": [BenchCase(f"llama.{name}.m{m}.dp4a", k, n, m, dp4a=True, gemm_shape=tile)
                      for name, k, n in _LLAMA if name != "lm_head" for m in (128, 512) for tile in gemm_dp4a_shapes()],
@@ -155,7 +158,7 @@ def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8,
         return q4_linear_glu(act=int8, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
                              int8_out=int8_out)
     return q4_linear(x=x, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
-                     gemm_shape=case.gemm_shape, force=case.route, int8=int8)
+                     gemm_shape=case.gemm_shape, force=case.route, int8=int8, half=case.half)
 
 
 def _label(case: BenchCase) -> str:

@@ -66,6 +66,7 @@ class LinearCase:
     dp4a: bool = False                       # int8x of every row: the prefill takes an int8 GEMM (the
                                              # subgroup-matrix one where the adapter has it, else DP4A)
     gemm_shape: str | None = None            # dp4a only: pin the int8 GEMM's tile (None: the route's choice)
+    half: bool = False                       # f32 x, the prefill on the f16 subgroup-matrix GEMM (opt-in)
 
     @property
     def n_total(self) -> int:
@@ -263,6 +264,17 @@ PRESETS = {
                             dp4a=True, gemm_shape=shape, stream=700 + i) for i, shape in enumerate(gemm_sgmat_shapes())]
               + [LinearCase(f"sgmat.tile.{shape}.llama.gate_up", *_LLAMA["gate_up"], (7, 512), int8x=True, dp4a=True,
                             gemm_shape=shape, stream=720 + i) for i, shape in enumerate(gemm_sgmat_shapes())]),
+    # The f16 subgroup-matrix GEMM (half=True): every projection of both models at the prefill row counts,
+    # then K tails within a K tile, N not a multiple of the tile, gs 32 and 128, a bias; only for an
+    # adapter with shader-f16 and the f16 config (Chromium on NVIDIA with the f16 flag).
+    "sgmat_f16": ([LinearCase(f"f16.{prefix}.{name}", k, n, (7, 128, 129, 512), half=True, stream=740 + i)
+                   for i, (prefix, name, k, n) in enumerate(
+                       (prefix, name, k, n) for prefix, config in (("llama", LLAMA_3_2_1B), ("qwen", QWEN3_0_6B))
+                       for name, k, n in config.linear_shapes() if name != "lm_head")]
+                  + [LinearCase("f16.k96_n1", 96, 1, (3, 7), group_size=32, half=True, stream=760),
+                     LinearCase("f16.k160_bias", 160, 72, (5, 67), group_size=32, bias=True, half=True, stream=761),
+                     LinearCase("f16.gs128", 256, 40, (9, 33), group_size=128, half=True, stream=762),
+                     LinearCase("f16.n_odd_gs64", 128, 131, (65, 130), bias=True, half=True, stream=763)]),
 }
 
 
@@ -315,7 +327,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
                                gemv_shape=None if case.rope else case.gemv_shape)
     else:
         linear = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, bias=bias, force=case.force,
-                           gemv_shape=case.gemv_shape, gemm_shape=case.gemm_shape,
+                           gemv_shape=case.gemv_shape, gemm_shape=case.gemm_shape, half=case.half,
                            int8=activations if activations else case.int8)
     await plan.add(linear)
     if alone is not None:
@@ -401,7 +413,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             "rope": case.rope and {"layout": case.rope, "head_dim": ROPE_HEAD_DIM, "capacity": ROPE_CAPACITY,
                                    "row": ROPE_POS + ROPE_OFFSET},
             "norm": case.norm,
-            "dp4a": case.dp4a, "gemm_shape": case.gemm_shape,
+            "dp4a": case.dp4a, "gemm_shape": case.gemm_shape, "half": case.half,
             "kernels": [call.kernel for call in linear],
                 "why": [decision.to_json() for decision in linear.decisions],
             "stream": case.stream, "force": case.force, "runs": runs, "weight_artifacts": weight_artifacts}
@@ -467,11 +479,13 @@ async def run_q4_checks(runtime: Runtime, *, preset: str = "ci", only: list[str]
                         sink=None, progress=no_progress) -> dict:
     if preset not in PRESETS:
         raise ValueError(f"unknown q4 preset {preset!r}; known: {sorted(PRESETS)}")
-    if preset == "sgmat":      # every case must reach the route: refused with its guard's reason, not skipped
+    if preset in ("sgmat", "sgmat_f16"):  # every case must reach the route: refused with its guard's reason, not skipped
         x = Tensor("probe.x", (2, 64), "f32", 0)
+        int8 = Int8Activations(x, Tensor("probe.q", (2, 16), "u32", 0), Tensor("probe.t", (2, 4), "f32", 0), 64)
         q4_linear(x=x, weight=Q4Weight(Tensor("probe.w", (64, 8), "u32", 0), Tensor("probe.s", (64,), "f32", 0), 64, 64, 64),
-                  out=Tensor("probe.out", (2, 64), "f32", 0), adapter=runtime.device.adapter, force="q4_gemm_sgmat_i8",
-                  int8=Int8Activations(x, Tensor("probe.q", (2, 16), "u32", 0), Tensor("probe.t", (2, 4), "f32", 0), 64))
+                  out=Tensor("probe.out", (2, 64), "f32", 0), adapter=runtime.device.adapter,
+                  **({"force": "q4_gemm_sgmat_i8", "int8": int8} if preset == "sgmat" else
+                     {"force": "q4_gemm_sgmat_f16", "half": True}))
     cases = [c for c in PRESETS[preset] if not only or c.name in only]
     if only and len(cases) != len(only):
         known = [c.name for c in PRESETS[preset]]

@@ -36,8 +36,9 @@ SUBGROUP_MATRIX = "chromium-experimental-subgroup-matrix"
 WANTED_FEATURES = ("timestamp-query", "subgroups", "shader-f16", SUBGROUP_MATRIX)
 # Kernels compiled once when the device is made, because a route depends on more than a feature bit:
 # the subgroup-matrix extension's WGSL spelling has moved between Chromium releases. {probe: (kernel,
-# the feature it needs)}; the outcome is AdapterReport.probes[probe]: "ok" or the compiler's complaint.
-COMPILE_PROBES = {"subgroup_matrix_i8": ("subgroup_matrix_probe", SUBGROUP_MATRIX)}
+# the features it needs)}; the outcome is AdapterReport.probes[probe]: "ok" or the compiler's complaint.
+COMPILE_PROBES = {"subgroup_matrix_i8": ("subgroup_matrix_probe", (SUBGROUP_MATRIX,)),
+                  "subgroup_matrix_f16": ("subgroup_matrix_probe_f16", (SUBGROUP_MATRIX, "shader-f16"))}
 # Limits requested at the adapter's maximum: the defaults (128 MiB bindings, 16 KiB workgroup
 # memory) are far below what LLM-sized tensors and tiled kernels need.
 WANTED_LIMITS = (
@@ -124,10 +125,10 @@ class AdapterReport:
 
 
 async def run_compile_probes(device: "Device") -> None:
-    """Compile each COMPILE_PROBES kernel whose feature the device has; record the outcome."""
+    """Compile each COMPILE_PROBES kernel whose features the device has; record the outcome."""
     from ..kernels import kernel         # the registry imports this module's types
-    for probe, (name, feature) in COMPILE_PROBES.items():
-        if feature not in device.adapter.device_features:
+    for probe, (name, features) in COMPILE_PROBES.items():
+        if not set(features) <= set(device.adapter.device_features):
             continue
         try:
             await device.create_compute_pipeline(kernel=kernel(name))

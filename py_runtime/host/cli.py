@@ -90,7 +90,8 @@ def _stderr_progress(stream=None):
     return throttled(show, 0.1 if tty else 10.0)
 
 
-def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playwright"):
+def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playwright",
+               browser_flags: list[str] | None = None):
     """Run one suite natively, or in headless Chromium through the dev server. Returns (report,
     artifacts): {name: bytes} of what the suite handed to its sink; (None, None) on failure.
     driver "plain" needs no Playwright: the page uploads its report (the GPU host has no Playwright)."""
@@ -123,14 +124,14 @@ def _run_suite(backend: str, options: dict, timeout: float, driver: str = "playw
         from .plain_browser import run_page_plain
 
         state, result = run_page_plain(web_root=root / "web", results_root=results, query=query, run_id=run_id,
-                                       timeout_s=timeout, log=results / "chromium.log")
+                                       timeout_s=timeout, log=results / "chromium.log", extra_args=browser_flags)
         if state != "done":
             print(f"browser run {state}: {result}", file=sys.stderr)
             return None, None
         return result, _uploaded(results / run_id)
     from .headless import HeadlessLab
 
-    with HeadlessLab(web_root=root / "web", results_root=results) as lab:
+    with HeadlessLab(web_root=root / "web", results_root=results, extra_args=browser_flags) as lab:
         page = lab.run_page({**query, "upload": run_id}, timeout_s=timeout, on_progress=_stderr_progress())
     if page.state != "done":
         print(f"browser run {page.state} at stage {page.stage}: {page.error}", file=sys.stderr)
@@ -236,7 +237,7 @@ def _check(args) -> int:
     if args.suite == "unary":
         options.setdefault("lengths", UNARY_CLI_LENGTHS)
     try:
-        report, artifacts = _run_suite(args.backend, options, args.timeout, args.driver)
+        report, artifacts = _run_suite(args.backend, options, args.timeout, args.driver, args.browser_flags)
     except ValueError as error:
         print(f"check: {error}", file=sys.stderr)
         return 2
@@ -361,7 +362,7 @@ def _bench(args) -> int:
     try:
         if comparing:
             _prepare_compare(options)
-        report, artifacts = _run_suite(args.backend, options, args.timeout, args.driver)
+        report, artifacts = _run_suite(args.backend, options, args.timeout, args.driver, args.browser_flags)
     except ValueError as error:
         print(f"bench: {error}", file=sys.stderr)
         return 2
@@ -539,6 +540,9 @@ def main(argv: list[str] | None = None) -> int:
     for command in (check, bench):
         command.add_argument("--driver", choices=["playwright", "plain"], default="playwright",
                              help="browser runs: Playwright, or plain Chromium + page upload (no Playwright)")
+        command.add_argument("--browser-flags", nargs="*", default=[], metavar="FLAG",
+                             help="browser runs: Chromium flags beside the lab's, e.g. "
+                                  "--browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia")
 
     args = parser.parse_args(argv)
     return args.func(args)

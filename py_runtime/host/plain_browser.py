@@ -19,7 +19,7 @@ __all__ = ["run_page_plain"]
 
 
 def run_page_plain(*, web_root: Path, results_root: Path, query: dict, run_id: str, timeout_s: float = 600.0,
-                   log: Path | None = None) -> tuple[str, dict | str]:
+                   log: Path | None = None, extra_args: list[str] | None = None) -> tuple[str, dict | str]:
     """("done", report) or ("error" | "timeout", message); uploads land in results_root/run_id and
     Chromium's output in `log`. Both folders are created first: a fresh checkout has neither."""
     folder = Path(results_root).resolve() / run_id
@@ -31,7 +31,7 @@ def run_page_plain(*, web_root: Path, results_root: Path, query: dict, run_id: s
     url = server.url + "?" + urllib.parse.urlencode({**query, "upload": run_id})
     with tempfile.TemporaryDirectory() as profile, open(log or "/dev/null", "ab") as sink:
         # --enable-logging=stderr puts the page's console messages into the log (as CONSOLE lines).
-        browser = subprocess.Popen([chromium_path(), "--headless=new", "--no-sandbox", *CHROMIUM_ARGS,
+        browser = subprocess.Popen([chromium_path(), "--headless=new", "--no-sandbox", *CHROMIUM_ARGS, *(extra_args or []),
                                     "--enable-logging=stderr", f"--user-data-dir={profile}", url],
                                    stdout=sink, stderr=sink)
         try:

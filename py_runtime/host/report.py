@@ -118,7 +118,7 @@ def _prefill_arithmetic(report: dict) -> str:
         if r["rows"] <= 1 or "skipped" in r:
             continue
         # (the subgroup-matrix GEMM's tensor cores have no probe here: its DP4A arithmetic is the yardstick)
-        kind = "dp4a" if r["route"] in ("q4_gemm_dp4a", "q4_gemm_sgmat_i8") else "fma"
+        kind = "dp4a" if r["route"] in ("q4_gemm_dp4a", "q4_gemm_sgmat_i8") else "fma"    # (f16 too: fma)
         tops = r["flops"] / r["ns"] / 1e3
         quantize = r.get("quantize_ns")
         rows.append([r["case"], r["kernel"], r["rows"], f"{r['ns'] / 1e3:.1f}", f"{tops:.3g}",

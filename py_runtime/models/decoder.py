@@ -26,6 +26,9 @@ materialized decode route) the host re-sizes the position's dispatches before ea
 
 Activation policies (POLICIES):
   f32    every linear reads f32 activations (GEMVs at a decode step, GEMMs at a prefill)
+  f16    f32, except that the prefill's linears round x and the weights to f16 for the f16 subgroup-
+         matrix GEMM (q4_gemm_sgmat_f16) where the device has it (Chromium on NVIDIA with the f16 flag;
+         elsewhere the f32 GEMMs run, and attestation says so)
   int8x  every step quantizes each linear's input to int8 per group once, every row (rms_norm_int8x
          where a norm produces it, a decode's FlashDecoding reduce for the o-proj's, a decode's fused
          gate/up + SwiGLU for down's where its route q4_gemv_int8x_glu_q8 runs, quantize_activations
@@ -69,7 +72,7 @@ from .weights import GROUP_SIZE, ModelWeights
 
 __all__ = ["POLICIES", "ATTENTION", "Decoder", "DecodeRun", "ContextFull"]
 
-POLICIES = ("f32", "int8x")
+POLICIES = ("f32", "int8x", "f16")
 ATTENTION = ("auto", "materialized")    # the attention routes' choice: the guards', or the materialized one
 
 
@@ -183,6 +186,7 @@ class Decoder:
         adapter = self.runtime.device.adapter
         d, hd, f = c.hidden, c.head_dim, c.intermediate
         int8x = self.policy == "int8x"
+        half = self.policy == "f16"         # the prefill linears may take the f16 subgroup-matrix GEMM
         self.ids = await t("ids", (rows,), "u32")
         status = await t("status", (rows,), "u32")
         self.history = await t("history", (self.capacity + 1,), "u32")
@@ -251,7 +255,7 @@ class Decoder:
                 qkv_rope = QKVRope(q_out=q_rot, table=table, cache=caches[i], layout=c.rope_layout, pos=pos,
                                    qk_norm=c.qk_norm) if int8x and hd % 4 == 0 else None
                 qkv_op = q4_linear_qkv(x=xn, weight=qkv, adapter=adapter, int8=xn_q if int8x else None, outs=qkv_outs,
-                                       rope=qkv_rope)
+                                       rope=qkv_rope, half=half)
                 qkv_ropes = any(call.route == "q4_gemv_int8x_qkv_rope" for call in qkv_op.calls)
                 await add(qkv_op)
             else:
@@ -259,7 +263,7 @@ class Decoder:
                 for out in qkv_outs:
                     width = out.shape[-1]
                     await add(q4_linear(x=xn, weight=qkv.rows(qkv.n_offset + first, width), out=out, adapter=adapter,
-                                        int8=xn_q if int8x else False))
+                                        int8=xn_q if int8x else False, half=half))
                     first += width
             q_src, k_src = q, k
             fused_norm = c.qk_norm and hd % 4 == 0      # folded into the fused RoPE + cache write
@@ -285,11 +289,13 @@ class Decoder:
                 quantize = quantize_activations(attn_q)
                 await add(_prefill_only(quantize) if reduce_quantizes else quantize)
             await add(q4_linear(x=attn_rows, weight=layer("o"), out=h, adapter=adapter,
-                                int8=attn_q if int8x else False, accumulate=True))
+                                int8=attn_q if int8x else False, accumulate=True, half=half))
             await norm_into_xn(layer("mlp_norm"))
             gate_up = layer("gate_up")
-            separate = [q4_linear(x=xn, weight=gate_up.rows(0, f), out=gate, adapter=adapter, int8=xn_q if int8x else False),
-                        q4_linear(x=xn, weight=gate_up.rows(f, f), out=up, adapter=adapter, int8=xn_q if int8x else False),
+            separate = [q4_linear(x=xn, weight=gate_up.rows(0, f), out=gate, adapter=adapter, int8=xn_q if int8x else False,
+                                  half=half),
+                        q4_linear(x=xn, weight=gate_up.rows(f, f), out=up, adapter=adapter, int8=xn_q if int8x else False,
+                                  half=half),
                         swiglu(gate=gate, up=up, out=act)]
             glu = int8x and self.fused         # the fused gate/up + SwiGLU GEMV serves the decode
             for op in separate:
@@ -303,7 +309,7 @@ class Decoder:
                 quantize = quantize_activations(act_q)
                 await add(_prefill_only(quantize) if glu_quantizes else quantize)
             await add(q4_linear(x=act, weight=layer("down"), out=h, adapter=adapter,
-                                int8=act_q if int8x else False, accumulate=True))
+                                int8=act_q if int8x else False, accumulate=True, half=half))
 
         # The head reads one row at every step: its sizes are fixed, not the live TOKENS.
         progress("pipelines", c.layers, c.layers + 1)

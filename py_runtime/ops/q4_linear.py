@@ -18,6 +18,10 @@ decode and attestation shows what ran. Each slot takes the first route whose gua
                               subgroup matrices (tensor cores): the device has the subgroup-matrix
                               feature, lists the i8 x i8 -> i32 16x16x32 config, compiled the probe kernel
                               (AdapterReport.probes) and runs 32-wide subgroups
+           q4_gemm_sgmat_f16  half=True (opt-in: f16 rounding of x and of each dequantized weight, f32
+                              sums): f16 subgroup matrices on the f32 x; the device has shader-f16 and
+                              the subgroup-matrix feature, lists the f16 x f16 -> f32 16x16x16 config,
+                              compiled its probe and runs 32-wide subgroups
            q4_gemm_dp4a       activations of every row quantized beforehand (int8=Int8Activations with
                               rows > 1, at least x's): int8 x Q4 with dot4I8Packed, i32 per group and f32
                               across groups; 256 invocations and its tile's workgroup memory. Differs
@@ -68,6 +72,8 @@ _GEMV_INVOCATIONS = 256         # every GEMV variant's workgroup (q4gsw_gemv.yam
 GEMM_DP4A_SHAPE = "m64k64"      # the DP4A GEMM's tile the route runs (q4gsw_gemm_dp4a.yaml)
 GEMM_SGMAT_SHAPE = "m32n64w4p"  # the subgroup-matrix GEMM's tile the route runs (q4gsw_gemm_sgmat.yaml)
 SGMAT_I8_CONFIG = {"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32}
+GEMM_SGMAT_F16_SHAPE = "m32n64w4"   # the f16 subgroup-matrix GEMM's tile (q4gsw_gemm_sgmat_f16.yaml)
+SGMAT_F16_CONFIG = {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16}
 # The shapes the BK64 GEMM and the fused QKV GEMM were built for: the seed's exact-geometry guards.
 GEMM_BK64_SHAPES = frozenset(LLAMA_3_2_1B.linears()[role] for role in ("q", "o", "gate_up", "down"))
 QKV_FUSED_SHAPE = LLAMA_3_2_1B.qkv_shape()
@@ -105,9 +111,9 @@ def gemm_sgmat_shapes(tier: str | None = None) -> tuple[str, ...]:
     return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
 
 
-def _sgmat_tile(shape: str) -> tuple[int, int, int]:
+def _sgmat_tile(shape: str, family: str = "q4gsw_gemm_sgmat") -> tuple[int, int, int]:
     """(rows, columns, invocations) of a subgroup-matrix GEMM variant's workgroup."""
-    v = {key: int(value) for key, value in kernel(f"q4gsw_gemm_sgmat_{shape}").template_values.items()}
+    v = {key: int(value) for key, value in kernel(f"{family}_{shape}").template_values.items()}
     return 16 * v["SGM"] * v["FM"], 16 * v["SGN"] * v["FN"], 32 * v["SGM"] * v["SGN"]
 
 
@@ -173,6 +179,7 @@ class _Linear:
     gemm_shape: str | None = None
     capacity: int = field(default=0)
     accumulate: bool = False        # out += the product: a residual add folded into the linear
+    half: bool = False              # the prefill may round to f16 for the f16 subgroup-matrix GEMM
     int8_out: Int8Activations | None = None     # glu: the output's int8 form, for q4_gemv_int8x_glu_q8
     rope: "QKVRope | None" = None               # qkv: RoPE and the cache write, for q4_gemv_int8x_qkv_rope
 
@@ -472,6 +479,47 @@ def _sgmat_guard(req: _Linear) -> str | None:
     return None
 
 
+def _sgmat_f16_guard(req: _Linear) -> str | None:
+    if not req.half:
+        return "f16 rounding not asked for (half=True)"
+    if req.prequantized:
+        return "int8 activations given: the int8 routes take them"
+    adapter = req.adapter
+    if "shader-f16" not in adapter.device_features or SGMAT_F16_CONFIG not in adapter.subgroup_matrix_configs():
+        return ("the device has no f16 subgroup-matrix config (f16 x f16 -> f32, 16x16x16: shader-f16 and the "
+                "subgroup-matrix feature; Chromium on NVIDIA needs --enable-dawn-features=vulkan_enable_f16_on_nvidia): "
+                f"{adapter.subgroup_matrix_configs() or 'none listed'}")
+    probe = adapter.probes.get("subgroup_matrix_f16")
+    if probe != "ok":
+        return f"the f16 subgroup-matrix probe kernel did not compile: {probe}"
+    if (adapter.info.get("subgroupMinSize"), adapter.info.get("subgroupMaxSize")) != (32, 32):
+        return (f"the kernel lays its tile out over 32-wide subgroups; the adapter's are "
+                f"{adapter.info.get('subgroupMinSize')}..{adapter.info.get('subgroupMaxSize')}")
+    tm, tn, invocations = _sgmat_tile(GEMM_SGMAT_F16_SHAPE, "q4gsw_gemm_sgmat_f16")
+    need = 144 * (tm + tn) + 4 * tm * tn
+    storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
+    if storage < need or req.limits.get("maxComputeInvocationsPerWorkgroup", 0) < invocations:
+        return f"the {GEMM_SGMAT_F16_SHAPE} tile needs {need} bytes of workgroup memory; the adapter allows {storage}"
+    return None
+
+
+def _sgmat_f16_prefill(req: _Linear) -> OpCall:
+    w, has_bias = req.weight, req.bias is not None
+    name = f"q4gsw_gemm_sgmat_f16_{GEMM_SGMAT_F16_SHAPE}"
+    tile_m, tile_n, _ = _sgmat_tile(GEMM_SGMAT_F16_SHAPE, "q4gsw_gemm_sgmat_f16")
+
+    def sizing(spec, live):
+        m = req.rows(live)
+        moved, flops = _cost(w, m, has_bias, req.accumulate)
+        active = m > 1
+        grid = (-(-w.n // tile_n), -(-m // tile_m), 1) if active else IDLE
+        return Sizing(workgroups=grid, params=_linear_params(spec, w, m, has_bias, req.accumulate),
+                      bytes_moved=moved if active else 0, flops=flops if active else 0)
+
+    return OpCall(label=f"{req.label}.prefill", kernel=name, route="q4_gemm_sgmat_f16", tensors=_linear_tensors(req),
+                  sizing=sizing, phase="prefill")
+
+
 def _dp4a_guard(req: _Linear) -> str | None:
     if why := _every_row_guard(req):
         return why
@@ -561,6 +609,7 @@ def _generic(req: _Linear) -> OpCall:
 PREFILL_ROUTES = (
     Route(name="q4_gemm_sgmat_i8", guard=_sgmat_guard, build=lambda req: _int8_gemm_prefill(req, "q4_gemm_sgmat_i8")),
     Route(name="q4_gemm_dp4a", guard=_dp4a_guard, build=lambda req: _int8_gemm_prefill(req, "q4_gemm_dp4a")),
+    Route(name="q4_gemm_sgmat_f16", guard=_sgmat_f16_guard, build=_sgmat_f16_prefill),
     Route(name="q4_gemm_bk64", guard=_bk64_guard, build=_gemm_prefill("q4gsw_gemm_bk64", "q4_gemm_bk64")),
     Route(name="q4_gemm_tiled", guard=lambda req: _gemm_fits(req, 32),
           build=_gemm_prefill("q4gsw_gemm_bk32", "q4_gemm_tiled")),
@@ -635,7 +684,7 @@ def _check_activations(label: str, act: Int8Activations, weight: Q4Weight, x: Te
 def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterReport, tokens: int | str = TOKENS,
               bias: Tensor | None = None, int8: bool | Int8Activations = False, gemv_shape: str | None = None,
               gemm_shape: str | None = None, force: str | None = None, tuning: str | None = None,
-              accumulate: bool = False) -> Op:
+              accumulate: bool = False, half: bool = False) -> Op:
     """out[:M] = x[:M] @ dequant(weight).T (+ bias), M the live `tokens`: a decode and a prefill dispatch
     (or the generic one), see the module docstring. `int8=True` opts the decode into int8 activations
     where the route's guard allows (elsewhere the f32 GEMV runs, and attestation says so);
@@ -643,7 +692,8 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
     every row of x the prefill too (q4_gemm_dp4a; `gemm_shape` pins its tile): the plan must run their
     producer first. `force` runs only the named route (a decode route at M == 1, a prefill route at
     M > 1). `accumulate` adds the product to what out holds (out[:M] += ...: a residual add folded in;
-    every route does it in its store)."""
+    every route does it in its store). `half` lets an f32 prefill round x and the weights to f16 for the
+    f16 subgroup-matrix GEMM where the device has it (elsewhere the f32 GEMMs run)."""
     label = f"q4_linear({out.name})"
     capacity = _check_io(x, weight, out, bias, label)
     if isinstance(int8, Int8Activations):
@@ -651,7 +701,7 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
     if accumulate and out.buffer == x.buffer:
         raise ValueError(f"{label}: out += x @ W.T needs out and x in different buffers ({x.name!r} is both)")
     req = _Linear(label, x, weight, (out,), bias, tokens, adapter, int8, gemv_shape, tuning_for(adapter, tuning),
-                  gemm_shape=gemm_shape, capacity=capacity, accumulate=accumulate)
+                  gemm_shape=gemm_shape, capacity=capacity, accumulate=accumulate, half=half)
     _check_pin(req)
     calls, decisions = _slots(req, force)
     return Op(label, tuple(calls.values()), decisions)
@@ -695,6 +745,8 @@ def q4_linear_glu(*, act: Int8Activations, weight: Q4Weight, out: Tensor, adapte
 def _qkv_fused_guard(req: _Linear, separate: list[dict]) -> str | None:
     if any(call.route in INT8_GEMM_ROUTES for slots in separate for call in slots.values()):
         return "int8 activations of every row: the separate linears take an int8 GEMM"
+    if any(call.route == "q4_gemm_sgmat_f16" for slots in separate for call in slots.values()):
+        return "half=True: the separate linears take the f16 subgroup-matrix GEMM"
     w = req.weight
     n_q, n_kv = req.outs[0].shape[-1], req.outs[1].shape[-1]
     if (w.k, n_q, n_kv) != QKV_FUSED_SHAPE or w.group_size != 64 or w.is_view:
@@ -727,7 +779,7 @@ def _qkv_fused_prefill(req: _Linear) -> OpCall:
 
 def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,
                   tokens: int | str = TOKENS, int8: Int8Activations | None = None, gemv_shape: str | None = None,
-                  tuning: str | None = None, rope: QKVRope | None = None) -> Op:
+                  tuning: str | None = None, rope: QKVRope | None = None, half: bool = False) -> Op:
     """q, k, v = x @ W.T for a packed [Nq + 2 Nkv, K] weight: three ordinary linears over row ranges of
     the one weight, unless a fused route takes a slot: the fused BK64 GEMM for the prefill at Llama's
     exact geometry, and with pre-quantized activations `int8` (of x) one GEMV writing the three outputs
@@ -764,7 +816,7 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     every_row = int8 if int8 is not None and int8.rows > 1 else False      # the separate prefills on DP4A
     for view, out in zip(views, outs):
         part = _Linear(f"q4_linear({out.name})", x, view, (out,), None, tokens, adapter, every_row, None, table,
-                       capacity=_check_io(x, view, out, None, label))
+                       capacity=_check_io(x, view, out, None, label), half=half)
         slots, why = _slots(part)
         separate.append(slots)
         decisions += why

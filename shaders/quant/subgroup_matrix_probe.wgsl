@@ -21,6 +21,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(subgroup_id) sg: u32) 
     b_tile[i] = b_columns[i];
   }
   workgroupBarrier();
+  // (the offset uses subgroup_id as the GEMM does: 0 in this one-subgroup workgroup)
   let left = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(&a_tile, sg * 512u, false, 32u);
   let right = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(&b_tile, 0u, true, 32u);
   let product = subgroupMatrixMultiplyAccumulate(left, right, subgroup_matrix_result<i32, 16, 16>());

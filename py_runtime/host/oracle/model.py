@@ -33,6 +33,9 @@ about e sigma each, whose maximum over V logits is about sqrt(2 ln V) e sigma. S
          values (the measured figure in ops/q4_linear.py), taken as 4x that for heavier-tailed
          activations: e = 0.016 for each of the step's 4 L + 1 quantized inputs, and as much again for
          the 4 L that made the keys and values it attends to (the prompt's among them)
+  f16    f32 at decode steps; the prefill's linears round their input and each dequantized weight to f16
+         (q4_gemm_sgmat_f16): e = 2 x 2^-11 / sqrt(3) (two uniform f16 roundings) for each of the prompt's
+         4 L linears, which made the keys and values every later step attends to
   SAFETY = 4: the first-order model's constants are estimates; a real bug (a wrong position, layout,
          weight or cache row) moves logits by O(sigma), far above either tolerance
 Greedy tokens must be identical except where the oracle's own top choice and the GPU's choice are
@@ -313,6 +316,8 @@ def tolerance_sigmas(config: ModelConfig, policy: str) -> float:
     variance = (12 * config.layers + 2) * (math.sqrt(k_max) * U) ** 2 + 2 * config.layers * F16_STORAGE_ERROR ** 2
     if policy == "int8x":
         variance += (8 * config.layers + 1) * INT8_INPUT_ERROR ** 2
+    elif policy == "f16":
+        variance += 4 * config.layers * (2 * 2.0 ** -11 / math.sqrt(3)) ** 2
     elif policy != "f32":
         raise ValueError(f"no tolerance for policy {policy!r}")
     return SAFETY * math.sqrt(2 * math.log(config.vocab)) * math.sqrt(variance)

@@ -95,7 +95,7 @@ def verify_q4_report(report: dict, read) -> dict:
     """Every output element of every case and row count against the oracle; the twin against the GPU
     quantizer where the weights were uploaded; the routes against attestation. `read(name)` gives an
     artifact's bytes. Returns worst error/bound per case."""
-    from ...checks.q4_linear import BIAS_RANGE, WEIGHT_RANGE
+    from ...checks.q4_linear import ACT_RANGE, BIAS_RANGE, WEIGHT_RANGE
 
     seed = report["seed"]
     worst = {}
@@ -124,14 +124,28 @@ def verify_q4_report(report: dict, read) -> dict:
         dp4a_runs = [run for run in case["runs"] if run["rows"] > 1 and case.get("dp4a")]
         if dp4a_runs:
             ratio = max(ratio, _verify_dp4a_prefill(case, dp4a_runs, seed, read, report["adapter"]))
-        f32_runs = [run for run in case["runs"] if run not in int8_runs and run not in dp4a_runs]
-        if f32_runs:        # (the float64 reference only where a run needs it: int8-only cases skip it)
-            rows_max = max(run["rows"] for run in f32_runs)
+        half_runs = [run for run in case["runs"] if run["rows"] > 1 and case.get("half")]
+        f32_runs = [run for run in case["runs"] if run not in int8_runs and run not in dp4a_runs
+                    and run not in half_runs]
+        if f32_runs or half_runs:      # (the float64 reference only where a run needs it: int8-only cases skip it)
+            rows_max = max(run["rows"] for run in f32_runs + half_runs)
             exact, bound = _q4_case_reference(seed, stream, k, n_total, gs, rows_max)
+            if half_runs:
+                x = synth_values_np(ACT_RANGE, seed, stream + 1000, rows_max * k).reshape(rows_max, k)
+                half_bound = f16_linear_bound(bound, np.abs(x).sum(axis=1), k, abs(WEIGHT_RANGE.offset))
             if case["bias"]:
                 b = synth_values_np(BIAS_RANGE, seed, stream + 2000, case["n"]).astype(np.float64)
                 exact = exact + b
                 bound = bound + np.abs(b) * 2.0 ** -23
+                if half_runs:
+                    half_bound = half_bound + np.abs(b) * 2.0 ** -23
+        for run in half_runs:
+            m = run["rows"]
+            assert run["routes"] == ["q4_gemm_sgmat_f16"], \
+                f"{case['name']} rows {m}: attested {run['routes']}, expected q4_gemm_sgmat_f16"
+            for (col0, width), name in zip(splits, run["artifacts"]):
+                ratio = max(ratio, _within_bound(name, read(name), exact[:m, col0:col0 + width],
+                                                 half_bound[:m, col0:col0 + width], "the f16 bound"))
         for run in f32_runs:
             m = run["rows"]
             assert run["routes"] == expected_q4_routes(case, m, report["adapter"]) or \
@@ -255,6 +269,18 @@ def dp4a_linear_reference(levels: np.ndarray, w_scale: np.ndarray, q: np.ndarray
     u = 2.0 ** -24
     count = groups + 8
     return exact, count * u / (1 - count * u) * magnitude
+
+
+def f16_linear_bound(f32_bound: np.ndarray, x_abs_sums: np.ndarray, k: int, weight_peak: float) -> np.ndarray:
+    """The f16 subgroup-matrix GEMM's bound (q4gsw_gemm_sgmat_f16.wgsl) from q4_linear_reference's f32 bound
+    (K + 4) u M, M = sum_k |x| (n + 8) s >= sum_k |x w|: each x and each dequantized weight is rounded to
+    f16 once (relative 2^-11 each where normal, so a product within 2^-10 + 2^-22; where subnormal, within
+    2^-25 absolutely, which sum_k |x| 2^-25 and K weight_peak 2^-25 cover), the f16 products are exact in
+    f32, and the tensor cores' f32 sums may truncate rather than round: 2 K u of M, which twice the f32
+    bound covers."""
+    u = 2.0 ** -24
+    magnitude = f32_bound / ((k + 4) * u / (1 - (k + 4) * u))
+    return (2.0 ** -10 + 2.0 ** -22) * magnitude + 2 * f32_bound + 2.0 ** -25 * (x_abs_sums[:, None] + k * weight_peak)
 
 
 def expected_int8_gemm(case: dict, adapter: dict) -> str:
