@@ -52,6 +52,7 @@ class OpCall:
     sizing: Callable[[Kernel, Mapping[str, int]], Sizing]
     constants: Mapping[str, float] | None = None
     phase: str = "any"      # "decode": runs at 1 live token only; "prefill": at more; "any": at every count
+    runs: Callable[[int], bool] | None = None      # within its phase, only at the token counts this accepts
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ class Op:
     def at(self, tokens: int) -> tuple[OpCall, ...]:
         """The dispatches that run at this live token count (the others idle)."""
         phase = "decode" if tokens == 1 else "prefill"
-        return tuple(call for call in self.calls if call.phase in (phase, "any"))
+        return tuple(call for call in self.calls
+                     if call.phase in (phase, "any") and (call.runs is None or call.runs(tokens)))
 
     def explain(self) -> str:
         if not self.decisions:

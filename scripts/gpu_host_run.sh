@@ -66,6 +66,8 @@ for s in $steps; do
     native-int8x)    step "$s" 280 bench kernels --backend native --preset gemv_int8x --trials 3 ;;
     # Variant sweeps, one browser per shape (each run stays short and its table readable):
     browser-int8x)   per_shape "$s" gemv_int8x "llama.%s." q_o kv qkv_as_one gate_up gate_up_glu down lm_head ;;
+    # the fused gate/up + SwiGLU GEMV, plain and writing down's int8 input (glu_q8), every variant
+    browser-glu-q8)  per_shape "$s" gemv_int8x "llama.%s" gate_up_glu ;;
     # the row-major copy's variants (the latency shapes included)
     browser-split)   per_shape "$s" gemv_int8x "llama.%s.int8x.rows" q_o kv qkv_as_one gate_up gate_up_glu down ;;
     # the same with the reference scale layout, at the latency-bound shapes

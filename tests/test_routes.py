@@ -265,6 +265,15 @@ def test_the_subgroup_matrix_gemm_takes_the_int8_prefill_where_the_device_allows
         return [call.kernel for call in op.at(128)], op.explain()
 
     assert prefill(able)[0] == ["q4gsw_gemm_sgmat_m32n64w4p"]
+    # both recorded; at a large grid (>= 384 DP4A tiles) the DP4A one runs and the other idles
+    both = q4_linear(x=x, weight=w, out=out, adapter=able, int8=act)
+    assert [call.route for call in both] == ["q4_gemv_int8x", "q4_gemm_sgmat_i8", "q4_gemm_dp4a"]
+    wide = _weight(k, 16384, 64, False)
+    wide_out = Tensor("wide", (128, 16384), "f32", 0)
+    assert [call.kernel for call in q4_linear(x=x, weight=wide, out=wide_out, adapter=able, int8=act).at(128)] == \
+        ["q4gsw_gemm_dp4a_m64k64"]                              # 256 x 2 = 512 tiles
+    assert [call.kernel for call in q4_linear(x=x, weight=wide, out=wide_out, adapter=able, int8=act).at(64)] == \
+        ["q4gsw_gemm_sgmat_m32n64w4p"]                          # 256 tiles
     assert prefill(able, gemm_shape="m32n64w4")[0] == ["q4gsw_gemm_sgmat_m32n64w4"]
     assert prefill(able, gemm_shape="m64k64")[0] == ["q4gsw_gemm_dp4a_m64k64"]
     assert "not q4_gemm_sgmat_i8: the pinned tile 'm64k64' is a DP4A one" in prefill(able, gemm_shape="m64k64")[1]

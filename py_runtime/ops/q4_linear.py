@@ -72,6 +72,11 @@ _GEMV_INVOCATIONS = 256         # every GEMV variant's workgroup (q4gsw_gemv.yam
 GEMM_DP4A_SHAPE = "m64k64"      # the DP4A GEMM's tile the route runs (q4gsw_gemm_dp4a.yaml)
 GEMM_SGMAT_SHAPE = "m32n64w4p"  # the subgroup-matrix GEMM's tile the route runs (q4gsw_gemm_sgmat.yaml)
 SGMAT_I8_CONFIG = {"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32}
+# The int8 prefill takes the subgroup-matrix GEMM while the DP4A GEMM's grid would be small, and DP4A from
+# this many of its 64 x 64 tiles on (both recorded, one idle at any M): on the H200 the subgroup-matrix
+# GEMM is 1.0-1.8x faster up to 256 tiles and DP4A 1.15-1.3x faster from 384 (Llama's projections at M 128
+# and 512, docs/PERFORMANCE.md "Session 8").
+SGMAT_UNTIL_DP4A_TILES = 384
 GEMM_SGMAT_F16_SHAPE = "m32n64w4"   # the f16 subgroup-matrix GEMM's tile (q4gsw_gemm_sgmat_f16.yaml)
 SGMAT_F16_CONFIG = {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16}
 # The shapes the BK64 GEMM and the fused QKV GEMM were built for: the seed's exact-geometry guards.
@@ -534,19 +539,27 @@ def _dp4a_guard(req: _Linear) -> str | None:
     return None
 
 
-def _int8_gemm_prefill(req: _Linear, route: str) -> OpCall:
-    """The q4_gemm_dp4a or q4_gemm_sgmat_i8 dispatch: the same bindings and params."""
+def _dp4a_tiles(w: Q4Weight, m: int) -> int:
+    return -(-w.n // _TILE) * -(-m // int(kernel(f"q4gsw_gemm_dp4a_{GEMM_DP4A_SHAPE}").template_values["TM"]))
+
+
+def _int8_gemm_prefill(req: _Linear, route: str, rows: str = "all") -> OpCall:
+    """The q4_gemm_dp4a or q4_gemm_sgmat_i8 dispatch: the same bindings and params. `rows` "small" or
+    "large": active only where the DP4A grid at the live M is under or from SGMAT_UNTIL_DP4A_TILES."""
     w, act, has_bias = req.weight, req.int8, req.bias is not None
     sgmat = route == "q4_gemm_sgmat_i8"
     shape = req.gemm_shape or (GEMM_SGMAT_SHAPE if sgmat else GEMM_DP4A_SHAPE)
     name = f"q4gsw_gemm_{'sgmat' if sgmat else 'dp4a'}_{shape}"
     tile_m, tile_n = _sgmat_tile(shape)[:2] if sgmat else (int(kernel(name).template_values["TM"]), _TILE)
 
+    def runs(m: int) -> bool:
+        return rows == "all" or (_dp4a_tiles(w, m) >= SGMAT_UNTIL_DP4A_TILES) == (rows == "large")
+
     def sizing(spec, live):
         m = req.rows(live)
         f32_moved, flops = _cost(w, m, has_bias, req.accumulate)
         moved = f32_moved - 4 * m * w.k + m * w.k + 8 * m * (w.k // 32)    # int8 rows and chunk stats for f32 x
-        active = m > 1
+        active = m > 1 and runs(m)
         grid = (-(-w.n // tile_n), -(-m // tile_m), 1) if active else IDLE
         return Sizing(workgroups=grid, params=spec.pack_params(m=m, k=w.k, n=w.n, n_total=w.n_total,
                                                                n_offset=w.n_offset, group_size=w.group_size,
@@ -556,7 +569,7 @@ def _int8_gemm_prefill(req: _Linear, route: str) -> OpCall:
     return OpCall(label=f"{req.label}.prefill", kernel=name, route=route,
                   tensors={"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales,
                            "bias": req.bias if has_bias else w.scales, "out": req.outs[0]},
-                  sizing=sizing, phase="prefill")
+                  sizing=sizing, phase="prefill", runs=None if rows == "all" else runs)
 
 
 def _bk64_guard(req: _Linear) -> str | None:
@@ -638,6 +651,13 @@ def _slots(req: _Linear, force: str | None = None) -> tuple[dict[str, OpCall], t
     if decode is None or prefill is None:
         generic, generic_why = choose(GENERIC_ROUTES, req, op=req.label, slot="generic")
         return {"generic": generic.build(req)}, (decode_why, prefill_why, generic_why)
+    if prefill.name == "q4_gemm_sgmat_i8" and req.gemm_shape is None and _dp4a_guard(req) is None:
+        # the subgroup-matrix GEMM for small grids, DP4A for large ones (SGMAT_UNTIL_DP4A_TILES)
+        large, large_why = choose([r for r in PREFILL_ROUTES if r.name == "q4_gemm_dp4a"], req, op=req.label,
+                                  slot=f"prefill from {SGMAT_UNTIL_DP4A_TILES} DP4A tiles")
+        return ({"decode": decode.build(req), "prefill": _int8_gemm_prefill(req, "q4_gemm_sgmat_i8", "small"),
+                 "prefill_large": _int8_gemm_prefill(req, "q4_gemm_dp4a", "large")},
+                (decode_why, prefill_why, large_why))
     return {"decode": decode.build(req), "prefill": prefill.build(req)}, (decode_why, prefill_why)
 
 
@@ -839,6 +859,7 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     fused_decode, decode_why = choose(decode_routes, req, op=label, slot="decode")
     fused_prefill, prefill_why = choose(prefill_routes, req, op=label, slot="prefill")
     calls = [fused_decode.build(req)] if fused_decode else [s["decode"] for s in separate if "decode" in s]
-    calls += [fused_prefill.build(req)] if fused_prefill else [s["prefill"] for s in separate if "prefill" in s]
+    calls += [fused_prefill.build(req)] if fused_prefill else [s[slot] for s in separate
+                                                                for slot in ("prefill", "prefill_large") if slot in s]
     calls += [s["generic"] for s in separate if "generic" in s]
     return Op(label, tuple(calls), (decode_why, prefill_why, *decisions))

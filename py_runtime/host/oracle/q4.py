@@ -283,11 +283,12 @@ def f16_linear_bound(f32_bound: np.ndarray, x_abs_sums: np.ndarray, k: int, weig
     return (2.0 ** -10 + 2.0 ** -22) * magnitude + 2 * f32_bound + 2.0 ** -25 * (x_abs_sums[:, None] + k * weight_peak)
 
 
-def expected_int8_gemm(case: dict, adapter: dict) -> str:
-    """The int8 prefill GEMM attestation must show, from the rules in ops/q4_linear.py's docstring: a pinned
-    tile names its kernel family; else the subgroup-matrix GEMM where the device has the feature, lists
-    the i8 x i8 -> i32 16x16x32 config, compiled the probe, runs 32-wide subgroups and has the m32n64w4p
-    tile's 16,640 bytes of workgroup memory and 128 invocations; else DP4A."""
+def expected_int8_gemm(case: dict, adapter: dict, m: int = 0, n: int = 0) -> str:
+    """The int8 prefill GEMM attestation must show for an output of n columns at m rows, from the rules in
+    ops/q4_linear.py: a pinned tile names its kernel family; else the subgroup-matrix GEMM where the
+    device has the feature, lists the i8 x i8 -> i32 16x16x32 config, compiled the probe, runs 32-wide
+    subgroups and has the m32n64w4p tile's 16,640 bytes of workgroup memory and 128 invocations, and
+    the DP4A GEMM's 64 x 64 grid at (m, n) is under 384 tiles; else DP4A."""
     from ...ops.q4_linear import gemm_sgmat_shapes
 
     if case.get("gemm_shape"):
@@ -299,7 +300,8 @@ def expected_int8_gemm(case: dict, adapter: dict) -> str:
             and (info.get("subgroupMinSize"), info.get("subgroupMaxSize")) == (32, 32)
             and limits.get("maxComputeWorkgroupStorageSize", 0) >= 16640
             and limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 128)
-    return "q4_gemm_sgmat_i8" if able else "q4_gemm_dp4a"
+    small = -(-n // 64) * -(-m // 64) < 384
+    return "q4_gemm_sgmat_i8" if able and small else "q4_gemm_dp4a"
 
 
 def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter: dict) -> float:
@@ -314,9 +316,8 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter:
     k, gs = case["k"], case["group_size"]
     widths = [case["n"]] + [case["n_kv"]] * 2 * bool(case["n_kv"])        # a QKV's q, k and v, side by side
     n = sum(widths)
-    route = expected_int8_gemm(case, adapter)
     if case.get("gemm_shape"):
-        family = "sgmat" if route == "q4_gemm_sgmat_i8" else "dp4a"
+        family = "sgmat" if expected_int8_gemm(case, adapter) == "q4_gemm_sgmat_i8" else "dp4a"
         assert case["kernels"][-1] == f"q4gsw_gemm_{family}_{case['gemm_shape']}", \
             f"{case['name']}: the prefill ran {case['kernels'][-1]}, not the {case['gemm_shape']} tile"
     levels, w_scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], k, 0, n), gs)
@@ -325,8 +326,9 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter:
     for run in runs:
         m = run["rows"]
         producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
-        assert run["routes"] == [producer, route], \
-            f"{case['name']} rows {m}: attested {run['routes']}, expected the int8 producer and {route}"
+        routes = sorted({expected_int8_gemm(case, adapter, m, width) for width in widths})
+        assert run["routes"][0] == producer and sorted(run["routes"][1:]) == routes, \
+            f"{case['name']} rows {m}: attested {run['routes']}, expected the int8 producer and {routes}"
         extra = 3 if case.get("norm") else 2
         out_names, (words_name, stats_name) = run["artifacts"][:-extra], run["artifacts"][-extra:][:2]
         words, stats = read(words_name), read(stats_name)
