@@ -265,6 +265,7 @@ def test_the_subgroup_matrix_gemm_takes_the_int8_prefill_where_the_device_allows
         return [call.kernel for call in op.at(128)], op.explain()
 
     assert prefill(able)[0] == ["q4gsw_gemm_sgmat_m32n64w4p"]
+    assert not [shape for shape in gemm_sgmat_shapes() if "f16" in shape]     # the f16 family is another route's
     # both recorded; at a large grid (>= 384 DP4A tiles) the DP4A one runs and the other idles
     both = q4_linear(x=x, weight=w, out=out, adapter=able, int8=act)
     assert [call.route for call in both] == ["q4_gemv_int8x", "q4_gemm_sgmat_i8", "q4_gemm_dp4a"]

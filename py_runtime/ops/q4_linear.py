@@ -113,7 +113,8 @@ def gemm_dp4a_shapes(tier: str | None = None) -> tuple[str, ...]:
 def gemm_sgmat_shapes(tier: str | None = None) -> tuple[str, ...]:
     """The subgroup-matrix GEMM's tile variants (suffixes of q4gsw_gemm_sgmat_), `tier` as for gemv_shapes."""
     prefix = "q4gsw_gemm_sgmat_"
-    return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
+    return tuple(name[len(prefix):] for name in kernel_names(tier)
+                 if name.startswith(prefix) and not name.startswith("q4gsw_gemm_sgmat_f16_"))
 
 
 def _sgmat_tile(shape: str, family: str = "q4gsw_gemm_sgmat") -> tuple[int, int, int]:
