@@ -17,7 +17,7 @@ from py_runtime.ops.norm import rms_norm
 from py_runtime.ops.q4 import Q4Weight
 from py_runtime.models.config import LAYOUTS
 from py_runtime.ops.attention import KVCache
-from py_runtime.ops.q4_linear import QKVRope, q4_linear, q4_linear_glu, q4_linear_qkv
+from py_runtime.ops.q4_linear import QKVRope, gemm_sgmat_shapes, q4_linear, q4_linear_glu, q4_linear_qkv
 from py_runtime.ops.tuning import tuning_for
 from py_runtime.routing import RouteUnavailable
 from py_runtime.tensors import Tensor
