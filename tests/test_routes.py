@@ -281,7 +281,7 @@ def test_the_subgroup_matrix_gemm_takes_the_int8_prefill_where_the_device_allows
     assert prefill(able, force="q4_gemm_dp4a")[0] == ["q4gsw_gemm_dp4a_m64k64"]
     missing = {
         "no int8 subgroup-matrix config": replace(able, info={**able.info, "subgroupMatrixConfigs": [{**SGMAT_I8, "K": 16}]}),
-        "the subgroup-matrix probe kernel did not compile: error: unresolved":
+        "the subgroup_matrix_i8 probe kernel did not compile: error: unresolved":
             replace(able, probes={"subgroup_matrix_i8": "error: unresolved type 'subgroup_matrix_left'"}),
         "the kernel lays its tile out over 32-wide subgroups; the adapter's are 32..64":
             replace(able, info={**able.info, "subgroupMaxSize": 64}),
@@ -316,7 +316,7 @@ def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_p
     assert prefill(able, half=True, int8=act)[0] == ["q4_gemm_sgmat_i8"]
     for why, adapter in {
         "the device has no f16 subgroup-matrix config": ADAPTERS["h200-chromium-sgmat"],
-        "the f16 subgroup-matrix probe kernel did not compile: nope":
+        "the subgroup_matrix_f16 probe kernel did not compile: nope":
             replace(able, probes={"subgroup_matrix_i8": "ok", "subgroup_matrix_f16": "nope"}),
         "32-wide subgroups": replace(able, info={**able.info, "subgroupMinSize": 8}),
     }.items():

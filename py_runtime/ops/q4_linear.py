@@ -460,6 +460,18 @@ def _every_row_guard(req: _Linear) -> str | None:
     return None
 
 
+def _subgroup_matrix_ready(adapter: AdapterReport, probe: str) -> str | None:
+    """What the subgroup-matrix GEMMs need beside their config: their spelling's probe compiled, and
+    32-wide subgroups (their kernels lay a tile out by subgroup_id over 32 lanes)."""
+    outcome = adapter.probes.get(probe)
+    if outcome != "ok":
+        return f"the {probe} probe kernel did not compile: {outcome}"
+    if (adapter.info.get("subgroupMinSize"), adapter.info.get("subgroupMaxSize")) != (32, 32):
+        return (f"the kernel lays its tile out over 32-wide subgroups; the adapter's are "
+                f"{adapter.info.get('subgroupMinSize')}..{adapter.info.get('subgroupMaxSize')}")
+    return None
+
+
 def _sgmat_guard(req: _Linear) -> str | None:
     if why := _every_row_guard(req):
         return why
@@ -470,12 +482,8 @@ def _sgmat_guard(req: _Linear) -> str | None:
         return ("the device has no int8 subgroup-matrix config (i8 x i8 -> i32, 16x16x32; the feature "
                 f"'chromium-experimental-subgroup-matrix' needs --enable-unsafe-webgpu): "
                 f"{adapter.subgroup_matrix_configs() or 'none listed'}")
-    probe = adapter.probes.get("subgroup_matrix_i8")
-    if probe != "ok":
-        return f"the subgroup-matrix probe kernel did not compile: {probe}"
-    if (adapter.info.get("subgroupMinSize"), adapter.info.get("subgroupMaxSize")) != (32, 32):
-        return (f"the kernel lays its tile out over 32-wide subgroups; the adapter's are "
-                f"{adapter.info.get('subgroupMinSize')}..{adapter.info.get('subgroupMaxSize')}")
+    if why := _subgroup_matrix_ready(adapter, "subgroup_matrix_i8"):
+        return why
     shape = req.gemm_shape or GEMM_SGMAT_SHAPE
     storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
     invocations = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
@@ -495,12 +503,8 @@ def _sgmat_f16_guard(req: _Linear) -> str | None:
         return ("the device has no f16 subgroup-matrix config (f16 x f16 -> f32, 16x16x16: shader-f16 and the "
                 "subgroup-matrix feature; Chromium on NVIDIA needs --enable-dawn-features=vulkan_enable_f16_on_nvidia): "
                 f"{adapter.subgroup_matrix_configs() or 'none listed'}")
-    probe = adapter.probes.get("subgroup_matrix_f16")
-    if probe != "ok":
-        return f"the f16 subgroup-matrix probe kernel did not compile: {probe}"
-    if (adapter.info.get("subgroupMinSize"), adapter.info.get("subgroupMaxSize")) != (32, 32):
-        return (f"the kernel lays its tile out over 32-wide subgroups; the adapter's are "
-                f"{adapter.info.get('subgroupMinSize')}..{adapter.info.get('subgroupMaxSize')}")
+    if why := _subgroup_matrix_ready(adapter, "subgroup_matrix_f16"):
+        return why
     tm, tn, invocations = _sgmat_tile(GEMM_SGMAT_F16_SHAPE, "q4gsw_gemm_sgmat_f16")
     need = 144 * (tm + tn) + 4 * tm * tn
     storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
