@@ -24,6 +24,7 @@ import pytest
 from py_runtime.host.oracle.checkpoint import (as_stored_tolerance_sigmas, checkpoint_values_np, hf_logits,
                                                oracle_logits, requantization_errors, requantized_np)
 from py_runtime.host.oracle.model import judge_logits, tolerance_sigmas
+from py_runtime.host.oracle.smollm2 import ANSWER, CHAT_PROMPT
 from py_runtime.host.vendor import smollm2_gguf
 from py_runtime.models.checkpoint_weights import open_checkpoint
 from py_runtime.models.decoder import Decoder
@@ -33,11 +34,6 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 REPO = Path(__file__).resolve().parents[1]
-# The GGUF's chat template (tokenizer.chat_template) for one user message, "What is the capital of France?",
-# with its default system prompt and the generation prompt, as transformers' GGUF tokenizer encodes it.
-CHAT_PROMPT = [1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712,
-               8182, 2, 198, 1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198]
-ANSWER = [504, 3575, 282, 4649, 314, 7042]      # "The capital of France is Paris"
 
 
 async def _decode(runtime, config, weights, steps):

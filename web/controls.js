@@ -5,6 +5,7 @@ import { el } from "./render.js";
 const VIEWS = [
   { name: "Model", suite: "generate", href: "?" },
   { name: "Compare", suite: "compare", href: "?suite=compare" },
+  { name: "Chat", suite: "chat", href: "?suite=chat" },
   { name: "Kernels", suite: null, href: "?suite=unary" },
 ];
 let controls = [];
@@ -54,7 +55,8 @@ export function renderControls(schemas, suite, pairs, { onChange }) {
         input.append(choice);
       }
     } else {
-      input = el("input", { type: "text", name: key, size: option.type.endsWith("list") ? 24 : 6,
+      input = el("input", { type: "text", name: key,
+        size: option.type.endsWith("list") ? 24 : Math.max(6, Math.min(40, fallback.length)),
         placeholder: option.default === null ? "auto" : fallback });
       input.value = value;
     }
@@ -65,9 +67,24 @@ export function renderControls(schemas, suite, pairs, { onChange }) {
       (option.minimum !== null ? ` (>= ${option.minimum})` : "");
     fields.push(el("label", { class: "field", title: help }, el("span", {}, key), input, error));
     controls.push({ option, key, input, fallback });
+    if (key === "model_file") fields.push(filePicker(input, onChange));
   }
   document.getElementById("fields").replaceChildren(...fields);
   document.getElementById("run").disabled = false;
+}
+
+// "Load a model file": the File stays in JS (window.__lab.modelFile, read by ranges from Python), the option says
+// "picked". A page reload forgets it, so the URL's model_file=picked then needs a file picked again.
+function filePicker(input, onChange) {
+  const picker = el("input", { type: "file", accept: ".gguf", id: "model-pick" });
+  picker.addEventListener("change", () => {
+    const file = picker.files && picker.files[0];
+    Object.defineProperty(window.__lab, "modelFile", { value: file || null, configurable: true, enumerable: false });
+    if (file) input.value = "picked";
+    onChange();
+  });
+  return el("label", { class: "field", title: "a GGUF file from this computer, read in ranges" },
+    el("span", {}, "load a model file"), picker);
 }
 
 // The controls' [key, text] pairs that differ from their defaults (what the URL mirrors).

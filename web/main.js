@@ -4,7 +4,7 @@
 // is shown on the page and rejects window.__lab.done (the first run). Progress (stage, done, total,
 // detail) arrives as plain values and is shown as one <progress> per stage.
 import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
-import { renderReport, renderLiveTokens, clearResults } from "./render.js";
+import { renderReport, renderLiveTokens, renderLiveAnswer, clearResults } from "./render.js";
 import { renderControls, markControls, controlPairs } from "./controls.js";
 
 const lab = (window.__lab = { state: "running", stage: "start", result: null, error: null, progress: {}, runs: 0 });
@@ -46,6 +46,7 @@ function showProgress(stage, done, total, detailJson = "") {
   row.bar.value = done;
   row.text.textContent = `${stage}: ${done}/${total}` + (detail.text ? ` · ${detail.text}` : "");
   if (detail.tokens) renderLiveTokens(stage, detail.tokens);
+  if (detail.answer !== undefined) renderLiveAnswer(detail.answer);
 }
 
 function clearProgress(keep = []) {

@@ -27,6 +27,12 @@ export function renderLiveTokens(stage, tokens) {
       el("strong", {}, side === "generated" ? `${ids.length} ids: ` : `${side}: ${ids.length} ids: `), ids.join(" "))));
 }
 
+// The answer's text so far, as the page reads the ids back (the chat view).
+export function renderLiveAnswer(text) {
+  document.getElementById("live").replaceChildren(el("h2", {}, "Answer as it arrives"),
+    el("p", { class: "answer", id: "answer" }, text));
+}
+
 export function clearResults() {
   liveTokens.clear();
   for (const id of ["choice", "live", "verdict", "summary", "chart", "cases", "timings", "adapter"]) {
@@ -38,6 +44,7 @@ export function clearResults() {
 // Each fills the page's sections and returns a one-line summary for the status box.
 const RENDERERS = {
   generate: (report) => renderGenerate(report),
+  chat: (report) => renderChat(report),
   compare: (report) => renderCompare(report),
   unary: (report) => {
     renderCases(report);
@@ -490,6 +497,27 @@ function renderGenerate(report) {
     report.kernels.length ? kernelTable(report.kernels) : el("p", {}, `not profiled: ${report.unprofiled}`));
   return `${report.config.name}, ${o.layers} layers, ${o.policy}: decode ${fixed(report.decode_tok_s)} tok/s, ` +
     `prefill ${fixed(report.prefill_tok_s)} tok/s, TTFT ${fixed(report.ttft_ms)} ms; oracle ${report.oracle.verdict}`;
+}
+
+function renderChat(report) {
+  const o = report.options;
+  const c = report.config;
+  document.getElementById("live").replaceChildren(el("h2", {}, "Answer"),
+    el("p", { class: "answer", id: "answer" }, report.text),
+    el("p", {}, report.stopped ? "Ended at an end-of-turn token." : `Ended after ${o.steps} steps (no end token yet).`));
+  document.getElementById("summary").replaceChildren(el("h2", {}, "Speed"),
+    table(["file", "load (s)", "prefill tok/s", "time to first token", "decode tok/s", "policy"],
+      [[`${report.file.name} (${(report.file.bytes / 1e6).toFixed(1)} MB)`, fixed(report.load_s + report.open_s, 2),
+        fixed(report.prefill_tok_s), `${fixed(1000 * report.prefill_s)} ms`, fixed(report.decode_tok_s, 2), o.policy]]),
+    el("p", {}, `${c.name}: ${c.layers} layers, hidden ${c.hidden}, ${c.heads} heads over ${c.kv_heads} KV heads, ` +
+      `vocab ${c.vocab}; prompt ${report.prompt_ids.length} tokens${o.chat ? " (chat template)" : ""}; ids read back ` +
+      `every ${o.batch} steps.`));
+  document.getElementById("cases").replaceChildren(
+    el("h2", {}, `Prompt ids (${report.prompt_ids.length})`), el("p", { class: "tokens" }, report.prompt_ids.join(" ")),
+    el("h2", {}, `Generated ids (${report.generated_ids.length})`),
+    el("p", { class: "tokens" }, report.generated_ids.join(" ")));
+  return `${c.name}: decode ${fixed(report.decode_tok_s, 2)} tok/s, prefill ${fixed(report.prefill_tok_s)} tok/s; ` +
+    `${report.ids.length} tokens, not checked in the page`;
 }
 
 function renderCompare(report) {

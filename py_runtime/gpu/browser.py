@@ -21,7 +21,7 @@ from pyodide.ffi import JsException, create_proxy, to_js
 from .device import (SUBGROUP_MATRIX, WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, Device,
                      DeviceLost, GpuOutOfMemory, GpuValidationError, Handle, KernelCompileError, run_compile_probes)
 
-__all__ = ["BrowserDevice", "request_browser_device", "post_bytes", "post_json", "fetch_bytes"]
+__all__ = ["BrowserDevice", "request_browser_device", "post_bytes", "post_json", "fetch_bytes", "ModelFileSource"]
 
 _INFO_FIELDS = ("vendor", "architecture", "device", "description", "subgroupMinSize", "subgroupMaxSize",
                 "isFallbackAdapter")
@@ -72,6 +72,44 @@ async def fetch_bytes(url: str) -> bytes:
     if not response.ok:
         raise FileNotFoundError(f"GET {url}: HTTP {response.status} (vendored assets come from scripts/setup.sh)")
     return (await response.arrayBuffer()).to_bytes()
+
+
+class ModelFileSource:
+    """Our addition: a checkpoint's ranged source (checkpoints/source.py) in the page: a URL the page's server
+    serves (one ranged GET per read) or, with `picked`, the File the user chose in the page's picker (main.js keeps
+    it as window.__lab.modelFile; a Blob slice per read). Each read ends with an error after `timeout_s`."""
+
+    def __init__(self, url: str | None, file, name: str, size: int, timeout_s: float):
+        self._url, self._file, self.name, self.size, self._timeout_ms = url, file, name, size, int(1000 * timeout_s)
+
+    @classmethod
+    async def open(cls, url: str | None = None, *, picked: bool = False, timeout_s: float = 60.0) -> "ModelFileSource":
+        file = None
+        if picked:
+            file = getattr(getattr(js.window, "__lab"), "modelFile", None)
+            if not file:
+                raise FileNotFoundError("model_file=picked: no file is picked (choose one with \"Load a model file\")")
+        name = str(file.name) if file else url.rsplit("/", 1)[-1]
+        try:
+            size = int(await _js_bridge().sourceSize(url, file, int(1000 * timeout_s)))
+        except JsException as error:
+            raise FileNotFoundError(f"{name}: {error.message}") from None
+        return cls(url, file, name, size, timeout_s)
+
+    async def read(self, offset: int, length: int) -> bytes:
+        from ..checkpoints.source import CheckpointError
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise CheckpointError(f"{self.name}: bytes [{offset}, {offset + length}) are past its end "
+                                  f"({self.size} bytes): the file is truncated")
+        if length == 0:
+            return b""
+        try:
+            return (await _js_bridge().readRange(self._url, self._file, offset, length, self._timeout_ms)).to_bytes()
+        except JsException as error:
+            raise CheckpointError(f"{self.name}: {error.message}") from None
+
+    def close(self) -> None:
+        self._file = None
 
 
 async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevice":

@@ -231,6 +231,36 @@ return {
     return [response.status, await response.text()];
   },
 
+  // A model file's size: a URL by HEAD (the dev server answers ranges), or the File the user picked.
+  async sourceSize(url, file, timeoutMs) {
+    if (file) return file.size;
+    const response = await fetch(url, { method: "HEAD", cache: "no-store", signal: AbortSignal.timeout(timeoutMs) });
+    if (!response.ok) throw new Error(`HEAD ${url}: HTTP ${response.status} (vendored models come from scripts/setup.sh)`);
+    const size = Number(response.headers.get("Content-Length"));
+    if (!Number.isFinite(size)) throw new Error(`HEAD ${url}: no Content-Length`);
+    return size;
+  },
+
+  // Bytes [offset, offset + length) of a URL (one ranged GET) or of a picked File (a Blob slice), ending at timeoutMs.
+  async readRange(url, file, offset, length, timeoutMs) {
+    const signal = AbortSignal.timeout(timeoutMs);
+    let buffer;
+    if (file) {
+      const reading = file.slice(offset, offset + length).arrayBuffer();
+      const limit = new Promise((_, reject) => signal.addEventListener("abort", () =>
+        reject(new Error(`reading ${file.name} [${offset}, ${offset + length}) took over ${timeoutMs} ms`))));
+      buffer = await Promise.race([reading, limit]);
+    } else {
+      const response = await fetch(url, { headers: { Range: `bytes=${offset}-${offset + length - 1}` }, cache: "no-store",
+        signal });
+      if (response.status !== 206) throw new Error(`GET ${url} bytes ${offset}-${offset + length - 1}: HTTP ` +
+        `${response.status} (the server must answer ranges)`);
+      buffer = await response.arrayBuffer();
+    }
+    if (buffer.byteLength !== length) throw new Error(`read ${buffer.byteLength} of ${length} bytes at ${offset}`);
+    return new Uint8Array(buffer);
+  },
+
   async createBuffer(device, descriptor) {
     return scoped(device, () => device.createBuffer(descriptor));
   },

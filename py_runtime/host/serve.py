@@ -2,7 +2,8 @@
 
 - GET/HEAD: files under web/ (the vendored Pyodide and wheels live in web/vendor/), with explicit
   MIME types (application/wasm matters: streaming compilation refuses anything else) and
-  `Cache-Control: no-store`, so a rebuilt wheel is never served stale.
+  `Cache-Control: no-store`, so a rebuilt wheel is never served stale. A `Range: bytes=a-b` request gets
+  206 with those bytes only (the page reads a model file a tensor at a time); a range past the end, 416.
 - POST /api/results/<run>/<name>: the body is stored as <results>/<run>/<name>. Names are plain
   ([A-Za-z0-9._-], no leading dot); bodies are capped.
 - POST /api/oracle/generation: the page's model views send a generated sequence and some of its logits
@@ -25,6 +26,7 @@ from pathlib import Path
 __all__ = ["LabServer", "MAX_UPLOAD_BYTES", "MIME_TYPES", "generation_oracle"]
 
 MAX_UPLOAD_BYTES = 256 * 1024 * 1024
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)")        # one range, first byte given (no suffix ranges)
 MIME_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -89,9 +91,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.server.verbose:
             super().log_message(fmt, *args)
 
-    def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8", head=False):
+    def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8", head=False,
+              headers: dict | None = None):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        self.send_header("Accept-Ranges", "bytes")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         # Cross-origin isolation: performance.now steps of 5 us instead of 100 us (host-cost figures).
@@ -109,7 +115,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if target is None or not target.is_file():
             return self._send(404, b"not found\n", head=head)
         content_type = MIME_TYPES.get(target.suffix, "application/octet-stream")
-        self._send(200, target.read_bytes(), content_type, head=head)
+        wanted = self.headers.get("Range")
+        if wanted is None:
+            return self._send(200, target.read_bytes(), content_type, head=head)
+        size = target.stat().st_size
+        match = _RANGE.fullmatch(wanted.strip())
+        first = int(match[1]) if match else -1
+        last = min(int(match[2]), size - 1) if match and match[2] else size - 1
+        if not match or first >= size or last < first:
+            return self._send(416, f"range {wanted!r} is not within the file's {size} bytes\n".encode(),
+                              head=head, headers={"Content-Range": f"bytes */{size}"})
+        with open(target, "rb") as file:
+            file.seek(first)
+            body = file.read(last - first + 1)
+        self._send(206, body, content_type, head=head, headers={"Content-Range": f"bytes {first}-{last}/{size}"})
 
     def do_GET(self):
         self._get(head=False)

@@ -32,7 +32,7 @@ from .checkpoint_config import config_from_gguf, config_from_hf
 from .config import ModelConfig
 from .weights import MatrixSpec, ModelWeights, allocate_matrix, check_group_size, weight_specs
 
-__all__ = ["NAMINGS", "Piece", "CheckpointWeights", "checkpoint_layout", "open_checkpoint", "load_weights",
+__all__ = ["NAMINGS", "Piece", "CheckpointWeights", "checkpoint_layout", "open_checkpoint", "open_gguf", "load_weights",
            "CHUNK_BYTES"]
 
 NAMINGS = ("hf", "gguf")
@@ -128,6 +128,18 @@ class CheckpointWeights:
         return layout
 
 
+async def open_gguf(source, *, key: str = "checkpoint") -> tuple[ModelConfig, CheckpointWeights, dict]:
+    """(config, weights, extras) of a GGUF file from any ranged source (checkpoints/source.py): a file here,
+    a URL or a picked file in the page; extras as open_checkpoint's."""
+    checkpoint = await GgufCheckpoint.open(source)
+    config = config_from_gguf(checkpoint.metadata, key=key,
+                              tied_embeddings="output.weight" not in checkpoint.tensors and
+                              "output.weight" not in checkpoint.unsupported)
+    eos = checkpoint.metadata.get("tokenizer.ggml.eos_token_id")
+    return config, CheckpointWeights(checkpoint.tensors, "gguf", checkpoint.unsupported), \
+        {"gguf_metadata": checkpoint.metadata, "eos_ids": [] if eos is None else [eos]}
+
+
 async def open_checkpoint(path, *, key: str = "checkpoint") -> tuple[ModelConfig, CheckpointWeights, dict]:
     """(config, weights, extras) of a model at `path`: a .gguf file, or a folder with config.json and
     model.safetensors (or model.safetensors.index.json and its shards). `extras` holds what else was found:
@@ -135,13 +147,7 @@ async def open_checkpoint(path, *, key: str = "checkpoint") -> tuple[ModelConfig
     ids the config, generation_config.json or metadata name)."""
     path = os.fspath(path)
     if os.path.isfile(path) and path.endswith(".gguf"):
-        checkpoint = await GgufCheckpoint.open(FileSource(path))
-        config = config_from_gguf(checkpoint.metadata, key=key,
-                                  tied_embeddings="output.weight" not in checkpoint.tensors and
-                                  "output.weight" not in checkpoint.unsupported)
-        eos = checkpoint.metadata.get("tokenizer.ggml.eos_token_id")
-        return config, CheckpointWeights(checkpoint.tensors, "gguf", checkpoint.unsupported), \
-            {"gguf_metadata": checkpoint.metadata, "eos_ids": [] if eos is None else [eos]}
+        return await open_gguf(FileSource(path), key=key)
     if not os.path.isdir(path):
         raise CheckpointError(f"{path}: neither a .gguf file nor a folder with config.json and safetensors")
     with open(os.path.join(path, "config.json"), "rb") as file:

@@ -17,6 +17,7 @@ from ..checks.attention import PRESETS as ATTENTION_PRESETS
 from ..checks.attention_bench import ATTENTION_PRESETS as ATTENTION_BENCH_PRESETS
 from ..checks.attention import run_attention_checks
 from ..checks.decoder_blocks import ALLOWED_LENGTHS, MODELS, DecoderBlocksOptions, run_decoder_blocks
+from ..checks.chat import run_chat
 from ..checks.generate import COMPARE_SIZES, SIZES, run_compare, run_generate
 from ..checks.elementwise import FAMILIES, ElementwiseOptions, run_elementwise_check
 from ..checks.host_cost import run_host_cost
@@ -369,6 +370,20 @@ COMPARE = Workload(
     runner=run_compare, renderer="compare")
 
 
+CHAT = Workload(
+    name="chat",
+    title="A model file answering a prompt: tokenized in the page, greedy on the GPU, the text streamed with tok/s",
+    kind="view",
+    options=(Option(name="model_file", type="str", default="smollm2",
+                    help="a GGUF file: smollm2 (vendored), picked (Load a model file), or a relative URL to a .gguf"),
+             Option(name="prompt", type="str", default="What is the capital of France?", help="the prompt text"),
+             Option(name="chat", type="bool", default=True, help="as one user message in the model's chat template"),
+             Option(name="system", type="str", default="", help="a system message before it (chat; empty: none)"),
+             Option(name="steps", type="int", default=32, minimum=1, help="decode steps at most (EOS ends sooner)"),
+             Option(name="policy", type="str", default="f32", allowed=POLICIES, help="activations of the linears"),
+             Option(name="batch", type="int", default=4, minimum=1, help="decode steps between readbacks of the ids")),
+    runner=run_chat, renderer="chat")
+
 
 async def _tokenizer(runtime, options, sink, progress):
     return await run_tokenizer_check(runtime, **options, progress=progress)
@@ -380,7 +395,7 @@ TOKENIZER = Workload(
     options=(Option(name="vocabularies", type="str list", default=VOCABULARIES, allowed=VOCABULARIES),),
     runner=_tokenizer, renderer="tokenizer")
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (GENERATE, COMPARE, UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS,
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (GENERATE, COMPARE, CHAT, UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS,
                                                       ATTENTION, MODEL, MODEL_SOAK, TOKENIZER, MODEL_BENCH, PEER_BENCH,
                                                       KERNEL_BENCH, HOST_COST)}
 DEFAULT_SUITE = UNARY.name       # the CLI's `check` default

@@ -1,0 +1,52 @@
+"""The chat view in headless Chromium (SwiftShader): a real checkpoint, read by ranges in the page.
+
+SmolLM2-135M-Instruct's Q4_1 GGUF (vendored, served by the dev server with ranged GETs) at full depth: the page
+tokenizes the chat prompt with the GGUF's own tokenizer, decodes greedily on the GPU and streams the answer;
+its prompt ids and greedy ids are transformers' (py_runtime/host/oracle/smollm2.py, the same the native test
+holds). A file picked with "Load a model file" is read by Blob slices, and a truncated one is refused with the
+reader's error on the page.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from py_runtime.host.oracle.smollm2 import ANSWER, ANSWER_TEXT, CHAT_PROMPT, QUESTION, SYSTEM
+from py_runtime.host.vendor import smollm2_gguf
+
+from .conftest import REPO, assert_clean
+
+SMOLLM2_QUERY = {"suite": "chat", "prompt": QUESTION, "system": SYSTEM, "steps": len(ANSWER) - 1, "batch": 5}
+
+
+def test_chat_view_answers_with_transformers_greedy_ids_from_the_vendored_smollm2(lab, results_dir):
+    run = lab.run_page(SMOLLM2_QUERY, timeout_s=600, screenshot=results_dir / "chat-smollm2.png")
+    assert_clean(run)
+    report = run.report
+    assert report["prompt_ids"] == CHAT_PROMPT
+    assert report["generated_ids"] == ANSWER
+    assert report["text"] == ANSWER_TEXT and "Paris" in run.page_text
+    assert report["config"]["layers"] == 30 and report["file"]["bytes"] == smollm2_gguf(REPO).stat().st_size
+    assert run.status_text.startswith("NOT CHECKED: smollm2") or "decode" in run.status_text, run.status_text
+    print(f"\n[swiftshader] SmolLM2 chat: open {report['open_s']:.1f} s, load {report['load_s']:.1f} s, prefill "
+          f"{report['prefill_tok_s']:.1f} tok/s ({len(CHAT_PROMPT)} tokens), decode {report['decode_tok_s']:.2f} tok/s "
+          f"({report['decode_steps']} steps), wall {report['wall_s']:.1f} s")
+
+
+def test_a_picked_file_is_read_by_slices_and_a_truncated_one_is_refused_on_the_page(lab, tmp_path):
+    truncated = tmp_path / "truncated.gguf"
+    with open(smollm2_gguf(REPO), "rb") as source:
+        truncated.write_bytes(source.read(3_000_000))         # the header and the start of the first tensors
+    page = lab.browser.new_page()
+    try:
+        page.goto(lab.url + "?" + urllib.parse.urlencode({"suite": "chat", "model_file": "picked"}), timeout=30_000)
+        page.wait_for_function("window.__lab && window.__lab.state !== 'running'", timeout=240_000, polling=250)
+        assert "no file is picked" in page.inner_text("#status")
+        page.set_input_files("#model-pick", str(truncated))
+        assert page.input_value("#control-model_file") == "picked"
+        page.click("#run")
+        page.wait_for_function("window.__lab.state !== 'running'", timeout=120_000, polling=250)
+        status = page.inner_text("#status")
+        assert "truncated.gguf" in status and "truncated" in status.split("truncated.gguf", 1)[1], status
+    finally:
+        page.close()
