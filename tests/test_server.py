@@ -108,3 +108,19 @@ def test_the_oracle_endpoint_answers_json_refuses_bad_requests_and_is_absent_wit
         for s in (server, absent):
             s.shutdown()
             s.server_close()
+
+
+def test_a_range_request_gets_206_with_those_bytes_and_one_past_the_end_416(server):
+    response, data = _raw_request(server, "GET", "/index.html", headers={"Range": "bytes=2-6"})
+    assert response.status == 206 and data == b"docty"
+    assert response.getheader("Content-Range") == "bytes 2-6/20"
+    response, data = _raw_request(server, "GET", "/index.html", headers={"Range": "bytes=15-"})
+    assert response.status == 206 and data == b"hello"
+    response, data = _raw_request(server, "GET", "/index.html", headers={"Range": "bytes=15-99"})
+    assert response.status == 206 and data == b"hello"
+    for wanted in ("bytes=20-25", "bytes=-5", "bytes=6-2", "lines=1-2"):
+        response, data = _raw_request(server, "GET", "/index.html", headers={"Range": wanted})
+        assert response.status == 416, wanted
+        assert response.getheader("Content-Range") == "bytes */20"
+    response, _ = _raw_request(server, "HEAD", "/index.html")
+    assert response.status == 200 and response.getheader("Content-Length") == "20"
