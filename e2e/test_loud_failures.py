@@ -56,7 +56,7 @@ def test_unknown_url_option_is_an_error_naming_the_valid_ones(lab):
 def test_unknown_suite_lists_every_suite(lab):
     run = lab.run_page({"suite": "unray"}, timeout_s=120)
     assert run.state == "error"
-    assert ("unknown suite 'unray'; suites: ['generate', 'compare', 'unary', 'runtime', 'q4', 'elementwise', "
+    assert ("unknown suite 'unray'; suites: ['generate', 'compare', 'chat', 'unary', 'runtime', 'q4', 'elementwise', "
             "'decoder_blocks', 'attention', 'model', 'model_soak', 'tokenizer', 'model_bench', 'peer_bench', "
             "'kernel_bench', 'host_cost']") in run.error, \
         run.error

@@ -16,7 +16,7 @@ from py_runtime.workloads.progress import throttled
 from py_runtime.workloads.schema import Option, from_text, to_text
 
 REPO = Path(__file__).resolve().parents[1]
-SUITES = ["generate", "compare", "unary", "runtime", "q4", "elementwise", "decoder_blocks", "attention", "model",
+SUITES = ["generate", "compare", "chat", "unary", "runtime", "q4", "elementwise", "decoder_blocks", "attention", "model",
           "model_soak", "tokenizer", "model_bench", "peer_bench", "kernel_bench", "host_cost"]
 
 
@@ -103,7 +103,7 @@ def test_the_readme_urls_still_convert(query, expected):
     ([("suite", "unary"), ("lenghts", "4")], "unknown URL option lenghts for suite 'unary'; valid: ['ops', 'lengths', 'seed', 'profile', "
                          "'max_wg', 'sample', 'artifacts', 'suite', 'upload', 'timeout']"),
     ([("suite", "q4"), ("ops", "exp")], "unknown URL option ops for suite 'q4'"),
-    ([("suite", "bogus")], "unknown suite 'bogus'; suites: ['generate', 'compare', 'unary'"),
+    ([("suite", "bogus")], "unknown suite 'bogus'; suites: ['generate', 'compare', 'chat', 'unary'"),
     ([("seed", "1,2")], "'1,2' is not an integer; seed takes an integer"),
     ([("suite", "unary"), ("lengths", "63,x")], "'x' is not an integer"),
     ([("layers", "0")], "option layers = 0: not allowed; layers takes an integer >= 1"),
