@@ -4,12 +4,14 @@ SmolLM2-135M-Instruct's Q4_1 GGUF (vendored, served by the dev server with range
 tokenizes the chat prompt with the GGUF's own tokenizer, decodes greedily on the GPU and streams the answer;
 its prompt ids and greedy ids are transformers' (py_runtime/host/oracle/smollm2.py, the same the native test
 holds). A file picked with "Load a model file" is read by Blob slices, and a truncated one is refused with the
-reader's error on the page.
+reader's error on the page, and so is a file that is not GGUF.
 """
 
 from __future__ import annotations
 
 import urllib.parse
+
+import pytest
 
 from py_runtime.host.oracle.smollm2 import ANSWER, ANSWER_TEXT, CHAT_PROMPT, QUESTION, SYSTEM
 from py_runtime.host.vendor import smollm2_gguf
@@ -19,8 +21,10 @@ from .conftest import REPO, assert_clean
 SMOLLM2_QUERY = {"suite": "chat", "prompt": QUESTION, "system": SYSTEM, "steps": len(ANSWER) - 1, "batch": 5}
 
 
-def test_chat_view_answers_with_transformers_greedy_ids_from_the_vendored_smollm2(lab, results_dir):
-    run = lab.run_page(SMOLLM2_QUERY, timeout_s=600, screenshot=results_dir / "chat-smollm2.png")
+@pytest.mark.parametrize("policy", ["int8x", "f32"])
+def test_chat_view_answers_with_transformers_greedy_ids_from_the_vendored_smollm2(lab, results_dir, policy):
+    run = lab.run_page({**SMOLLM2_QUERY, "policy": policy}, timeout_s=600,
+                       screenshot=results_dir / f"chat-smollm2-{policy}.png")
     assert_clean(run)
     report = run.report
     assert report["prompt_ids"] == CHAT_PROMPT
@@ -29,15 +33,17 @@ def test_chat_view_answers_with_transformers_greedy_ids_from_the_vendored_smollm
     assert report["config"]["layers"] == 30 and report["file"]["bytes"] == smollm2_gguf(REPO).stat().st_size
     assert run.status_text.startswith("NOT CHECKED: ") and " decode " in run.status_text, run.status_text
     assert ANSWER_TEXT in run.page_text.split("Answer", 1)[1]
-    print(f"\n[swiftshader] SmolLM2 chat: open {report['open_s']:.1f} s, load {report['load_s']:.1f} s, prefill "
+    print(f"\n[swiftshader] SmolLM2 chat, {policy}: open {report['open_s']:.1f} s, load {report['load_s']:.1f} s, prefill "
           f"{report['prefill_tok_s']:.1f} tok/s ({len(CHAT_PROMPT)} tokens), decode {report['decode_tok_s']:.2f} tok/s "
           f"({report['decode_steps']} steps), wall {report['wall_s']:.1f} s")
 
 
-def test_a_picked_file_is_read_by_slices_and_a_truncated_one_is_refused_on_the_page(lab, tmp_path):
+def test_a_picked_file_is_read_by_slices_and_a_truncated_or_foreign_one_is_refused_on_the_page(lab, tmp_path):
     truncated = tmp_path / "truncated.gguf"
     with open(smollm2_gguf(REPO), "rb") as source:
         truncated.write_bytes(source.read(3_000_000))         # the header and the start of the first tensors
+    not_gguf = tmp_path / "notes.gguf"
+    not_gguf.write_text("a text file, whatever its name says\n" * 10)
     page = lab.browser.new_page()
     try:
         page.goto(lab.url + "?" + urllib.parse.urlencode({"suite": "chat", "model_file": "picked"}), timeout=30_000)
@@ -49,5 +55,9 @@ def test_a_picked_file_is_read_by_slices_and_a_truncated_one_is_refused_on_the_p
         page.wait_for_function("window.__lab.state !== 'running'", timeout=120_000, polling=250)
         status = page.inner_text("#status")
         assert "truncated.gguf" in status and "truncated" in status.split("truncated.gguf", 1)[1], status
+        page.set_input_files("#model-pick", str(not_gguf))
+        page.click("#run")
+        page.wait_for_function("window.__lab.state !== 'running'", timeout=120_000, polling=250)
+        assert "notes.gguf: not a GGUF file (no 'GGUF' magic)" in page.inner_text("#status")
     finally:
         page.close()

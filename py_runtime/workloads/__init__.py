@@ -380,7 +380,7 @@ CHAT = Workload(
              Option(name="chat", type="bool", default=True, help="as one user message in the model's chat template"),
              Option(name="system", type="str", default="", help="a system message before it (chat; empty: none)"),
              Option(name="steps", type="int", default=32, minimum=1, help="decode steps at most (EOS ends sooner)"),
-             Option(name="policy", type="str", default="f32", allowed=POLICIES, help="activations of the linears"),
+             Option(name="policy", type="str", default="int8x", allowed=POLICIES, help="activations of the linears"),
              Option(name="batch", type="int", default=4, minimum=1, help="decode steps between readbacks of the ids")),
     runner=run_chat, renderer="chat")
 
