@@ -33,8 +33,8 @@ def test_chat_view_answers_with_transformers_greedy_ids_from_the_vendored_smollm
     assert report["config"]["layers"] == 30 and report["file"]["bytes"] == smollm2_gguf(REPO).stat().st_size
     assert run.status_text.startswith("NOT CHECKED: ") and " decode " in run.status_text, run.status_text
     assert ANSWER_TEXT in run.page_text.split("Answer", 1)[1]
-    print(f"\n[swiftshader] SmolLM2 chat, {policy}: open {report['open_s']:.1f} s, load {report['load_s']:.1f} s, prefill "
-          f"{report['prefill_tok_s']:.1f} tok/s ({len(CHAT_PROMPT)} tokens), decode {report['decode_tok_s']:.2f} tok/s "
+    print(f"\n[swiftshader] SmolLM2 chat, {policy}: open {report['open_s']:.1f} s, load {report['load_s']:.1f} s, "
+          f"prefill {report['prefill_tok_s']:.1f} tok/s ({len(CHAT_PROMPT)} tokens), decode {report['decode_tok_s']:.2f} tok/s "
           f"({report['decode_steps']} steps), wall {report['wall_s']:.1f} s")
 
 

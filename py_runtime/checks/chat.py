@@ -30,9 +30,8 @@ def model_url(model_file: str) -> str | None:
         return None
     if model_file in VENDORED:
         return VENDORED[model_file]
-    parts = model_file.split("/")
-    if model_file.endswith(".gguf") and not model_file.startswith("/") and ".." not in parts and "//" not in model_file \
-            and ":" not in model_file:
+    plain = not model_file.startswith("/") and "//" not in model_file and ":" not in model_file
+    if model_file.endswith(".gguf") and plain and ".." not in model_file.split("/"):
         return model_file
     raise ValueError(f"model_file={model_file!r} is not one of {sorted(VENDORED)}, {PICKED!r} (the file picked in "
                      f"the page) or a relative path to a .gguf file the page's server serves")

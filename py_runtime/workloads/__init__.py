@@ -395,9 +395,9 @@ TOKENIZER = Workload(
     options=(Option(name="vocabularies", type="str list", default=VOCABULARIES, allowed=VOCABULARIES),),
     runner=_tokenizer, renderer="tokenizer")
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (GENERATE, COMPARE, CHAT, UNARY, RUNTIME, Q4, ELEMENTWISE, DECODER_BLOCKS,
-                                                      ATTENTION, MODEL, MODEL_SOAK, TOKENIZER, MODEL_BENCH, PEER_BENCH,
-                                                      KERNEL_BENCH, HOST_COST)}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (GENERATE, COMPARE, CHAT, UNARY, RUNTIME, Q4, ELEMENTWISE,
+                                                      DECODER_BLOCKS, ATTENTION, MODEL, MODEL_SOAK, TOKENIZER,
+                                                      MODEL_BENCH, PEER_BENCH, KERNEL_BENCH, HOST_COST)}
 DEFAULT_SUITE = UNARY.name       # the CLI's `check` default
 PAGE_SUITE = GENERATE.name       # the page's default view
 
