@@ -3,8 +3,8 @@
 SmolLM2-135M-Instruct's Q4_1 GGUF (vendored, served by the dev server with ranged GETs) at full depth: the page
 tokenizes the chat prompt with the GGUF's own tokenizer, decodes greedily on the GPU and streams the answer;
 its prompt ids and greedy ids are transformers' (py_runtime/host/oracle/smollm2.py, the same the native test
-holds). A file picked with "Load a model file" is read by Blob slices, and a truncated one is refused with the
-reader's error on the page, and so is a file that is not GGUF.
+holds). A file picked with "Load a model file" is read by Blob slices and answers the same; a truncated one is
+refused with the reader's error on the page, and so is a file that is not GGUF.
 """
 
 from __future__ import annotations
@@ -38,17 +38,20 @@ def test_chat_view_answers_with_transformers_greedy_ids_from_the_vendored_smollm
           f"({report['decode_steps']} steps), wall {report['wall_s']:.1f} s")
 
 
-def test_a_picked_file_is_read_by_slices_and_a_truncated_or_foreign_one_is_refused_on_the_page(lab, tmp_path):
+def test_a_picked_file_is_read_by_slices_and_answers_and_a_truncated_or_foreign_one_is_refused(lab, tmp_path):
     truncated = tmp_path / "truncated.gguf"
     with open(smollm2_gguf(REPO), "rb") as source:
         truncated.write_bytes(source.read(3_000_000))         # the header and the start of the first tensors
     not_gguf = tmp_path / "notes.gguf"
     not_gguf.write_text("a text file, whatever its name says\n" * 10)
     page = lab.browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
     try:
         page.goto(lab.url + "?" + urllib.parse.urlencode({"suite": "chat", "model_file": "picked"}), timeout=30_000)
         page.wait_for_function("window.__lab && window.__lab.state !== 'running'", timeout=240_000, polling=250)
         assert "no file is picked" in page.inner_text("#status")
+        errors.clear()          # the first run's failure rejects window.__lab.done: that one is expected
         page.set_input_files("#model-pick", str(truncated))
         assert page.input_value("#control-model_file") == "picked"
         page.click("#run")
@@ -59,5 +62,17 @@ def test_a_picked_file_is_read_by_slices_and_a_truncated_or_foreign_one_is_refus
         page.click("#run")
         page.wait_for_function("window.__lab.state !== 'running'", timeout=120_000, polling=250)
         assert "notes.gguf: not a GGUF file (no 'GGUF' magic)" in page.inner_text("#status")
+        page.set_input_files("#model-pick", str(smollm2_gguf(REPO)))
+        for control, value in (("system", SYSTEM), ("steps", "1")):
+            page.fill(f"#control-{control}", value)
+            page.press(f"#control-{control}", "Tab")
+        page.click("#run")
+        page.wait_for_function("window.__lab.state !== 'running'", timeout=300_000, polling=250)
+        assert page.evaluate("window.__lab.state") == "done", page.inner_text("#status")
+        report = page.evaluate("window.__lab.result")
+        assert report["file"] == {"name": smollm2_gguf(REPO).name, "bytes": smollm2_gguf(REPO).stat().st_size,
+                                  "url": None}
+        assert report["prompt_ids"] == CHAT_PROMPT and report["generated_ids"] == ANSWER[:2]
+        assert not errors, errors
     finally:
         page.close()

@@ -246,10 +246,17 @@ return {
     const signal = AbortSignal.timeout(timeoutMs);
     let buffer;
     if (file) {
-      const reading = file.slice(offset, offset + length).arrayBuffer();
-      const limit = new Promise((_, reject) => signal.addEventListener("abort", () =>
-        reject(new Error(`reading ${file.name} [${offset}, ${offset + length}) took over ${timeoutMs} ms`))));
-      buffer = await Promise.race([reading, limit]);
+      // The limit's listener is removed once the read settles, so a late timeout rejects nothing unhandled.
+      let onAbort;
+      const limit = new Promise((_, reject) => {
+        onAbort = () => reject(new Error(`reading ${file.name} [${offset}, ${offset + length}) took over ${timeoutMs} ms`));
+        signal.addEventListener("abort", onAbort, { once: true });
+      });
+      try {
+        buffer = await Promise.race([file.slice(offset, offset + length).arrayBuffer(), limit]);
+      } finally {
+        signal.removeEventListener("abort", onAbort);
+      }
     } else {
       const response = await fetch(url, { headers: { Range: `bytes=${offset}-${offset + length - 1}` }, cache: "no-store",
         signal });
