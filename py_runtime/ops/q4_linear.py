@@ -123,11 +123,22 @@ def _sgmat_tile(shape: str, family: str = "q4gsw_gemm_sgmat") -> tuple[int, int,
     return 16 * v["SGM"] * v["FM"], 16 * v["SGN"] * v["FN"], 32 * v["SGM"] * v["SGN"]
 
 
-def _sgmat_workgroup_bytes(shape: str) -> int:
-    """The workgroup memory of a subgroup-matrix tile (q4gsw_gemm_sgmat.wgsl): per row and column an
-    80-byte staged row and two f32 scales, and the i32 sums of the whole output tile."""
-    tm, tn, _ = _sgmat_tile(shape)
-    return 88 * (tm + tn) + 4 * tm * tn
+# Workgroup bytes per tile row or column of each subgroup-matrix family: int8 (q4gsw_gemm_sgmat.wgsl) an
+# 80-byte staged row and two f32 scales; f16 (q4gsw_gemm_sgmat_f16.wgsl) 72 staged halves. Both add 4
+# bytes per output element (the i32 sums or f32 results the tile folds or stores through).
+_SGMAT_ROW_BYTES = {"q4gsw_gemm_sgmat": 88, "q4gsw_gemm_sgmat_f16": 144}
+
+
+def _sgmat_fits(req: _Linear, shape: str, family: str = "q4gsw_gemm_sgmat") -> str | None:
+    """Whether the adapter gives a subgroup-matrix tile its workgroup memory and invocations."""
+    tm, tn, invocations = _sgmat_tile(shape, family)
+    need = _SGMAT_ROW_BYTES[family] * (tm + tn) + 4 * tm * tn
+    storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
+    allowed = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
+    if storage < need or allowed < invocations:
+        return (f"the {shape} tile needs {need} bytes of workgroup memory and {invocations} invocations; "
+                f"the adapter allows {storage} and {allowed}")
+    return None
 
 
 def _dp4a_workgroup_bytes(shape: str) -> int:
@@ -484,13 +495,7 @@ def _sgmat_guard(req: _Linear) -> str | None:
                 f"{adapter.subgroup_matrix_configs() or 'none listed'}")
     if why := _subgroup_matrix_ready(adapter, "subgroup_matrix_i8"):
         return why
-    shape = req.gemm_shape or GEMM_SGMAT_SHAPE
-    storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
-    invocations = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
-    if storage < _sgmat_workgroup_bytes(shape) or invocations < _sgmat_tile(shape)[2]:
-        return (f"the {shape} tile needs {_sgmat_workgroup_bytes(shape)} bytes of workgroup memory and "
-                f"{_sgmat_tile(shape)[2]} invocations; the adapter allows {storage} and {invocations}")
-    return None
+    return _sgmat_fits(req, req.gemm_shape or GEMM_SGMAT_SHAPE)
 
 
 def _sgmat_f16_guard(req: _Linear) -> str | None:
@@ -505,12 +510,7 @@ def _sgmat_f16_guard(req: _Linear) -> str | None:
                 f"{adapter.subgroup_matrix_configs() or 'none listed'}")
     if why := _subgroup_matrix_ready(adapter, "subgroup_matrix_f16"):
         return why
-    tm, tn, invocations = _sgmat_tile(GEMM_SGMAT_F16_SHAPE, "q4gsw_gemm_sgmat_f16")
-    need = 144 * (tm + tn) + 4 * tm * tn
-    storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
-    if storage < need or req.limits.get("maxComputeInvocationsPerWorkgroup", 0) < invocations:
-        return f"the {GEMM_SGMAT_F16_SHAPE} tile needs {need} bytes of workgroup memory; the adapter allows {storage}"
-    return None
+    return _sgmat_fits(req, GEMM_SGMAT_F16_SHAPE, "q4gsw_gemm_sgmat_f16")
 
 
 def _sgmat_f16_prefill(req: _Linear) -> OpCall:
@@ -714,7 +714,8 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
     (or the generic one), see the module docstring. `int8=True` opts the decode into int8 activations
     where the route's guard allows (elsewhere the f32 GEMV runs, and attestation says so);
     `int8=Int8Activations` (of this x) decodes from activations quantized beforehand, and where they hold
-    every row of x the prefill too (q4_gemm_dp4a; `gemm_shape` pins its tile): the plan must run their
+    every row of x the prefill too (an int8 GEMM: q4_gemm_sgmat_i8 for small grids where the device has
+    it, else q4_gemm_dp4a; `gemm_shape` pins a tile and with it the GEMM): the plan must run their
     producer first. `force` runs only the named route (a decode route at M == 1, a prefill route at
     M > 1). `accumulate` adds the product to what out holds (out[:M] += ...: a residual add folded in;
     every route does it in its store). `half` lets an f32 prefill round x and the weights to f16 for the
@@ -809,7 +810,8 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     the one weight, unless a fused route takes a slot: the fused BK64 GEMM for the prefill at Llama's
     exact geometry, and with pre-quantized activations `int8` (of x) one GEMV writing the three outputs
     for the decode, at any shape (`gemv_shape` pins its variant). Where `int8` holds every row, the three
-    prefills take the DP4A GEMM (each over its rows of the weight) in place of the f32 ones. `rope`
+    prefills take the int8 GEMMs (each over its rows of the weight; see q4_linear) in place of the f32
+    ones, and with `half` the f16 subgroup-matrix GEMM where the device has it. `rope`
     (QKVRope) asks the decode GEMV to apply RoPE and write the KV cache too (q4_gemv_int8x_qkv_rope,
     bit for bit rope_kv_cache_write's of the plain GEMV's q, k, v) where its guard passes: it then writes
     rope.q_out and the cache, not q, k and v; where not, the plain GEMV runs and the caller's
