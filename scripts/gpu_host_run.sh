@@ -105,7 +105,7 @@ for s in $steps; do
     native-attn-flash)   step "$s" 150 bench kernels --backend native --preset attention_decode --only flash ;;
     browser-attn-flash)  step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --only flash --timeout 140 ;;
     # every subgroup split-pass variant at several workgroup targets, context 4096
-    browser-flash-sweep) step "$s" 200 bench kernels --backend browser --driver plain --preset attention_flash_sweep --trials 3 --timeout 190 ;;
+    browser-flash-sweep) step "$s" 290 bench kernels --backend browser --driver plain --preset attention_flash_sweep --trials 3 --timeout 280 ;;
     native-attn-prefill)  step "$s" 120 bench kernels --backend native --preset attention_prefill ;;
     browser-attn-prefill) step "$s" 120 bench kernels --backend browser --driver plain --preset attention_prefill --timeout 110 ;;
     # Whole models at full depth (issue 14): prompt 128 and 512, 128 greedy steps, per policy.

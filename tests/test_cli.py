@@ -98,3 +98,5 @@ def test_bench_kernels_times_the_attention_routes(tmp_path):
     # one layer's K and V over 64 positions, f16: 2 x 64 x 8 heads x 64 dims x 2 bytes
     assert all(r["kv_bytes"] == 2 * 64 * 8 * 64 * 2 and r["layers"] > 1 and r["ns"] > 0 for r in decode)
     assert all(0 < r["ratio_same_bytes"] for r in decode) and rows[3]["flops"] > 0 and rows[4]["flops"] > 0
+    # the two-pass floor: two near-empty dispatches per layer, cheaper than a route reading the whole cache
+    assert all(0 < r["two_pass_floor_ns"] < r["ns"] for r in decode[:2])

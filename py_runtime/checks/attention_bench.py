@@ -5,6 +5,8 @@ prompt of S tokens from position 0) as GFLOP/s. Part of `bench kernels` (presets
 Decode is timed the way a decoder runs it: the op over one cache per layer, back to back in one pass
 (as many layers as make the caches several times any L2, at most MAX_LAYERS), by two timestamps,
 divided by the layers. The streaming read covers the same bytes in the same number of dispatches.
+Beside it, the floor of a two-pass route: two dependent near-empty dispatches per layer (a 256-byte
+streaming read each), what FlashDecoding's split and reduce passes cost before they read anything.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ class AttentionBenchCase:
 
 
 _MODELS = (LLAMA_3_2_1B, QWEN3_0_6B)
+# Workgroups wanted by the split pass: session 6 measured 256..2048 (fewer won everywhere); 64 and 128
+# (fewer than the H200's 132 SMs) ask whether fewer, longer splits and a smaller reduce win again.
+_SWEEP_WORKGROUPS = (64, 128, 256, 512, 1024)
+FLOOR_BYTES = 256               # each dispatch of the two-pass floor reads this much
 
 
 def _flash_sweep(config: ModelConfig, context: int) -> list[AttentionBenchCase]:
@@ -58,7 +64,7 @@ def _flash_sweep(config: ModelConfig, context: int) -> list[AttentionBenchCase]:
     names = [name for name in kernel_names() if name.startswith("sdpa_flash_split_sg_")
              and kernel(name).template_values["G"] == group and 32 * kernel(name).template_values["W"] >= config.head_dim]
     return [AttentionBenchCase(config, 1, context, "sdpa_flash_subgroup", (name, workgroups))
-            for name in names for workgroups in (256, 512, 1024, 2048)]
+            for name in names for workgroups in _SWEEP_WORKGROUPS]
 
 
 ATTENTION_PRESETS = {
@@ -132,8 +138,10 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
     if decode:
         kv = min(case.kv_bytes, pool.nbytes // layers) // 16 * 16
         stream_ns = await _stream_ns(runtime, pool, [(i * kv, kv) for i in range(layers)], trials, sink_tensor, span=True)
+        floor_ns = 2 * await _stream_ns(runtime, pool, [(i * FLOOR_BYTES, FLOOR_BYTES) for i in range(2 * layers)],
+                                        trials, sink_tensor, span=True)
         row.update(stream_gbps_same_bytes=kv / stream_ns, ratio_same_bytes=(case.kv_bytes / ns) / (kv / stream_ns),
-                   ratio_big_stream=(case.kv_bytes / ns) / stream_big)
+                   ratio_big_stream=(case.kv_bytes / ns) / stream_big, stream_ns=stream_ns, two_pass_floor_ns=floor_ns)
     else:
         row.update(stream_gbps_same_bytes=None, ratio_same_bytes=None,      # (no KV stream: JSON has no NaN)
                    ratio_big_stream=(moved / ns) / stream_big)

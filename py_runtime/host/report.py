@@ -94,7 +94,8 @@ def _format_attention(report: dict) -> str:
             [r["case"], r["route"], r["rows"], r["context"], r["layers"], f"{r['ns'] / 1e3:.2f}",
              f"{r['kv_bytes'] / 1e6:.2f}", f"{r['kv_gbps']:.1f}",
              "-" if r["ratio_same_bytes"] is None else f"{r['stream_gbps_same_bytes']:.1f}",
-             "-" if r["ratio_same_bytes"] is None else f"{100 * r['ratio_same_bytes']:.0f}%", f"{r['gflops']:.1f}"]
+             "-" if r["ratio_same_bytes"] is None else f"{100 * r['ratio_same_bytes']:.0f}%",
+             f"{r['two_pass_floor_ns'] / 1e3:.2f}" if r.get("two_pass_floor_ns") else "-", f"{r['gflops']:.1f}"]
             for r in report["rows"]]
     return "\n".join([
         _adapter_line(report),
@@ -103,7 +104,7 @@ def _format_attention(report: dict) -> str:
         "same bytes the same way); prefill from position 0 (median of "
         f"{report['trials']} replays):",
         _table(["case", "route", "tokens", "context", "layers", "us", "KV MB", "KV GB/s", "stream GB/s (same bytes)",
-                "vs same", "GFLOP/s"], rows),
+                "vs same", "2-pass floor us", "GFLOP/s"], rows),
         "per kernel (one profiled pass per dispatch, median over the layers, us):",
         _table(["case", "kernels"], [[r["case"], ", ".join(f"{k} {ns / 1e3:.2f}" for k, ns in r["kernel_ns"].items())]
                                      for r in report["rows"] if "kernel_ns" in r])])
