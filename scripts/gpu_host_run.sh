@@ -32,6 +32,10 @@ step() {
   grep -v "^  console" "$work/$name.txt" | tail -n 45 >> "$out/summary.txt"
 }
 
+SMOLLM2=web/vendor/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOLLM2_ASK="What is the capital of France?"
+SMOLLM2_LONG="Write a long story about a lighthouse keeper and a storm."
+
 # per_shape STEP PRESET PATTERN SHAPE...: a browser run of PRESET per shape, its cases those whose name
 # contains PATTERN with %s replaced by the shape.
 per_shape() {
@@ -165,6 +169,20 @@ for s in $steps; do
                          --policy int8x --prompt "$p" --decode 128 --trials 3 --checked 4 --flavour "${PEER_FLAVOUR:-jspi}" \
                          --timeout 390
                      done; done ;;
+    # SmolLM2-135M-Instruct from its GGUF (issue 17; the file travels in two parts, docs/GPU_HOST.md): the chat
+    # prompt's answer, then a long answer for tok/s, per policy; natively and in Chromium (the page's chat view)
+    native-smollm2)  for p in int8x f32; do
+                       step "$s-$p-answer" 120 generate --model "$SMOLLM2" --chat --prompt "$SMOLLM2_ASK" --steps 32 \
+                         --policy "$p" --batch 4
+                       step "$s-$p-long" 120 generate --model "$SMOLLM2" --chat --prompt "$SMOLLM2_LONG" --steps 256 \
+                         --policy "$p" --batch 16
+                     done ;;
+    browser-smollm2) for p in int8x f32; do
+                       step "$s-$p-answer" 150 generate --backend browser --driver plain --model smollm2 --chat \
+                         --prompt "$SMOLLM2_ASK" --steps 32 --policy "$p" --batch 4 --timeout 140
+                       step "$s-$p-long" 150 generate --backend browser --driver plain --model smollm2 --chat \
+                         --prompt "$SMOLLM2_LONG" --steps 256 --policy "$p" --batch 16 --timeout 140
+                     done ;;
     *) echo "unknown step $s" ;;
   esac
 done

@@ -100,3 +100,10 @@ def test_bench_kernels_times_the_attention_routes(tmp_path):
     assert all(0 < r["ratio_same_bytes"] for r in decode) and rows[3]["flops"] > 0 and rows[4]["flops"] > 0
     # the two-pass floor: two near-empty dispatches per layer, cheaper than a route reading the whole cache
     assert all(0 < r["two_pass_floor_ns"] < r["ns"] for r in decode[:2])
+
+
+def test_generate_in_the_browser_refuses_a_model_the_page_cannot_read(tmp_path, capsys):
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    assert main(["generate", "--backend", "browser", "--model", str(model), "--prompt", "hi"]) == 2
+    assert "a .gguf file under" in capsys.readouterr().err

@@ -12,7 +12,9 @@ import pytest
 
 from py_runtime.checkpoints import FileSource, GgufCheckpoint
 from py_runtime.host.vendor import smollm2_gguf
+from py_runtime.models.generation import prompt_ids
 from py_runtime.text import Tokenizer, TokenizerError, encode_chat, template_for, tokenizer_spec_from_gguf
+from py_runtime.text.chat import default_system
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
@@ -55,6 +57,20 @@ def test_smollm2_chat_prompt_is_chatml(tokenizers_pair):
     ids = encode_chat(ours, [{"role": "system", "content": SMOLLM2_SYSTEM}, *messages])
     expected = reference.apply_chat_template(messages, add_generation_prompt=True)
     assert ids == list(getattr(expected, "input_ids", expected))
+
+
+def test_a_chat_prompt_without_system_gets_the_templates_default_one_as_transformers_renders_it(tokenizers_pair,
+                                                                                                  metadata):
+    ours, reference = tokenizers_pair
+    assert default_system(metadata["tokenizer.chat_template"]) == SMOLLM2_SYSTEM
+    question = "What is the capital of France?"
+    expected = reference.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True)
+    ids = prompt_ids(ours, question, chat=True, system=None, extras={"gguf_metadata": metadata})
+    assert ids == list(getattr(expected, "input_ids", expected))
+    # an explicit system message replaces it; a template without a literal one adds none
+    assert SMOLLM2_SYSTEM not in ours.decode(prompt_ids(ours, question, chat=True, system="Be brief.",
+                                                        extras={"gguf_metadata": metadata}))
+    assert default_system("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n'}}{% endfor %}") is None
 
 
 def test_other_gguf_tokenizers_are_refused_by_name(metadata):

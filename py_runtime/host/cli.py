@@ -402,6 +402,9 @@ def _generate(args) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
+    if args.backend == "browser":
+        return _generate_in_browser(args)
+
     async def go():
         runtime = await Runtime.create("native")
         return await generate_text(runtime, args.model, args.prompt, steps=args.steps, chat=args.chat,
@@ -412,6 +415,33 @@ def _generate(args) -> int:
     print(summary(result), file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+def _generate_in_browser(args) -> int:
+    """The page's chat view on the same model and prompt: the model must be one the dev server serves (the
+    vendored name, or a .gguf file under web/); the text arrives whole with the report."""
+    from ..checks.chat import VENDORED
+    from .codegen import repo_root
+    from .generate import summary
+
+    web = repo_root() / "web"
+    model_file = args.model
+    if model_file not in VENDORED:
+        path = Path(model_file).resolve()
+        if path.suffix != ".gguf" or not path.is_relative_to(web):
+            print(f"generate: --backend browser takes {' or '.join(sorted(VENDORED))} or a .gguf file under {web} "
+                  f"(the page reads it from the dev server), not {model_file!r}", file=sys.stderr)
+            return 2
+        model_file = path.relative_to(web).as_posix()
+    options = {"suite": "chat", "model_file": model_file, "prompt": args.prompt, "chat": args.chat,
+               "system": args.system or "", "steps": args.steps, "policy": args.policy, "batch": args.batch}
+    report, _ = _run_suite("browser", options, args.timeout, args.driver, args.browser_flags)
+    if report is None:
+        return 1
+    print(report["text"])
+    print(summary(report), file=sys.stderr)
+    _write_json(report, args.json)
     return 0
 
 
@@ -523,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
                                                    "transformers was) against the oracle: J and J.artifacts/")
     peer_judge.add_argument("report")
     peer_judge.set_defaults(func=_peer_judge)
-    generate = sub.add_parser("generate", help="a checkpoint's greedy continuation of a prompt, natively, streamed",
+    generate = sub.add_parser("generate", help="a checkpoint's greedy continuation of a prompt, streamed",
                               description="Load a model (a .gguf file, or a folder with config.json, model.safetensors "
                                           "or its sharded index, and tokenizer.json), quantize its weights to q4gsw "
                                           "on the GPU and decode greedily, printing the text as it is read back; "
@@ -532,12 +562,17 @@ def main(argv: list[str] | None = None) -> int:
     generate.add_argument("--prompt", required=True)
     generate.add_argument("--steps", type=int, default=64, help="tokens to generate at most (default 64)")
     generate.add_argument("--chat", action="store_true", help="the prompt is a user message in the chat template")
-    generate.add_argument("--system", help="a system message before it (with --chat)")
+    generate.add_argument("--system", help="a system message before it (with --chat; default: the one the "
+                                                 "model's chat template adds, if any)")
     generate.add_argument("--policy", choices=["f32", "int8x"], default="f32")
     generate.add_argument("--batch", type=int, default=8, help="decode steps between id reads (default 8)")
     generate.add_argument("--json", help="also write the result (ids, text, timings) to this file")
+    generate.add_argument("--backend", choices=["native", "browser"], default="native",
+                          help="browser: the page's chat view in headless Chromium (--model: smollm2, the vendored "
+                               "file, or a .gguf under web/)")
+    generate.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     generate.set_defaults(func=_generate)
-    for command in (check, bench):
+    for command in (check, bench, generate):
         command.add_argument("--driver", choices=["playwright", "plain"], default="playwright",
                              help="browser runs: Playwright, or plain Chromium + page upload (no Playwright)")
         command.add_argument("--browser-flags", nargs="*", default=[], metavar="FLAG",

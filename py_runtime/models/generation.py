@@ -2,7 +2,8 @@
 command line (`webgpu-llm-lab generate`) and the page (`?suite=chat`) share.
 
 The prompt is tokenized by the checkpoint's own tokenizer (tokenizer.json or the GGUF's metadata); with `chat`
-it is one user message (after `system`, if given) rendered by the vocabulary's chat template. Decoding stops
+it is one user message (after `system`, or else the system message the checkpoint's own chat template adds
+by default: SmolLM2's) rendered by the vocabulary's chat template. Decoding stops
 after `steps` tokens or at an end token: the checkpoint's EOS ids and the chat templates' end-of-turn tokens
 where the vocabulary has them. Decode steps are submitted `batch` at a time and their ids read after each
 batch, so up to batch - 1 steps may run past an end token (their ids are dropped).
@@ -13,6 +14,7 @@ from __future__ import annotations
 import time
 
 from ..text import DecodeStream, Tokenizer, encode_chat, tokenizer_spec_from_gguf
+from ..text.chat import default_system
 from .decoder import Decoder
 
 __all__ = ["END_OF_TURN", "load_tokenizer", "prompt_ids", "stop_ids", "generate_checkpoint"]
@@ -29,9 +31,14 @@ def load_tokenizer(extras: dict) -> Tokenizer:
     raise FileNotFoundError("the model has no tokenizer: an HF folder needs tokenizer.json beside config.json")
 
 
-def prompt_ids(tokenizer: Tokenizer, prompt: str, *, chat: bool, system: str | None) -> list[int]:
+def prompt_ids(tokenizer: Tokenizer, prompt: str, *, chat: bool, system: str | None,
+               extras: dict | None = None) -> list[int]:
+    """The prompt's ids; with `chat`, one user message after `system` (None: the template's default one, which
+    the GGUF's own Jinja template names, if any)."""
     if not chat:
         return tokenizer.encode(prompt)
+    if system is None:
+        system = default_system(((extras or {}).get("gguf_metadata") or {}).get("tokenizer.chat_template"))
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     return encode_chat(tokenizer, messages)
 
@@ -49,7 +56,7 @@ async def generate_checkpoint(runtime, config, weights, extras: dict, prompt: st
     report = progress or (lambda *args: None)
     started = time.perf_counter()
     tokenizer = load_tokenizer(extras)
-    ids = prompt_ids(tokenizer, prompt, chat=chat, system=system)
+    ids = prompt_ids(tokenizer, prompt, chat=chat, system=system, extras=extras)
     stops = stop_ids(tokenizer, extras)
     decoder = await Decoder.create(runtime, config, checkpoint=weights, max_prompt=len(ids),
                                    capacity=len(ids) + steps + 1, policy=policy, progress=progress)

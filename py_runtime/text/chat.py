@@ -12,9 +12,11 @@ assistant message may carry "reasoning_content".
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
-__all__ = ["llama3", "qwen3", "CHAT_TEMPLATES", "ChatTemplateError", "template_for", "encode_chat"]
+__all__ = ["llama3", "qwen3", "CHAT_TEMPLATES", "ChatTemplateError", "template_for", "encode_chat",
+           "default_system"]
 
 _ROLES = ("system", "user", "assistant")
 
@@ -104,8 +106,8 @@ def qwen3(messages: Sequence[Mapping], *, add_generation_prompt: bool = False,
 
 def chatml(messages: Sequence[Mapping], *, add_generation_prompt: bool = False) -> str:
     """Plain ChatML (SmolLM2's template): each message as <|im_start|>role, newline, content, <|im_end|>,
-    newline; the generation prompt opens an assistant turn. No system message is added (SmolLM2's own
-    template adds its default one when the first message is not a system message: pass it explicitly)."""
+    newline; the generation prompt opens an assistant turn. No system message is added here: SmolLM2's own
+    template adds its default one when the first message is not a system message (default_system finds it)."""
     parts = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in _checked("chatml", messages)]
     if add_generation_prompt:
         parts.append("<|im_start|>assistant\n")
@@ -113,6 +115,17 @@ def chatml(messages: Sequence[Mapping], *, add_generation_prompt: bool = False) 
 
 
 CHAT_TEMPLATES = {"llama3": llama3, "qwen3": qwen3, "chatml": chatml}
+
+# A ChatML system turn written out as a string literal of the Jinja source: the message the template adds
+# when the conversation brings none (SmolLM2's "You are a helpful AI assistant named SmolLM, ...").
+_LITERAL_SYSTEM = re.compile(r"""['"]<\|im_start\|>system(?:\n|\\n)([^'"{}<>]+)<\|im_end\|>""")
+
+
+def default_system(jinja_source: str | None) -> str | None:
+    """The system message a ChatML Jinja template (a GGUF's tokenizer.chat_template) renders when the first
+    message is not a system message, or None when it has none."""
+    found = _LITERAL_SYSTEM.search(jinja_source or "")
+    return found.group(1) if found else None
 
 
 def template_for(tokenizer) -> str:

@@ -378,7 +378,7 @@ CHAT = Workload(
                     help="a GGUF file: smollm2 (vendored), picked (Load a model file), or a relative URL to a .gguf"),
              Option(name="prompt", type="str", default="What is the capital of France?", help="the prompt text"),
              Option(name="chat", type="bool", default=True, help="as one user message in the model's chat template"),
-             Option(name="system", type="str", default="", help="a system message before it (chat; empty: none)"),
+             Option(name="system", type="str", default="", help="a system message before it (chat; empty: the template's default one, if any)"),
              Option(name="steps", type="int", default=32, minimum=1, help="decode steps at most (EOS ends sooner)"),
              Option(name="policy", type="str", default="int8x", allowed=POLICIES, help="activations of the linears"),
              Option(name="batch", type="int", default=4, minimum=1, help="decode steps between readbacks of the ids")),
