@@ -51,7 +51,8 @@ def test_every_route_and_geometry_matches_the_oracle(native_run):
                            if c["tokens"] > 1 and not c["force"] and not c["q32"]}
     assert prefill_then_decode == {"llama": ["sdpa_k16", "sdpa_flash_subgroup"],
                                    "qwen3": ["sdpa_q16", "sdpa_flash_subgroup"],
-                                   "awkward": ["sdpa_materialized", "sdpa_flash_decode"]}
+                                   "awkward": ["sdpa_materialized", "sdpa_flash_decode"],
+                                   "gqa3": ["sdpa_materialized", "sdpa_flash_subgroup"]}
 
 
 def test_the_verifier_catches_wrong_outputs_caches_and_routes(native_run):

@@ -196,11 +196,13 @@ def test_a_pinned_variant_decides_between_the_int8_and_f32_gemvs():
 
 
 def test_every_shipped_flash_split_variant_is_reachable_and_none_is_a_sweep_kernel():
+    from py_runtime.checks.attention import GEOMETRIES
     from py_runtime.models.config import MODELS
     from py_runtime.ops.attention import subgroup_flash_split
 
+    configs = [*MODELS.values(), *GEOMETRIES.values()]      # (the checks' SmolLM2 geometry: G 3)
     reachable = {subgroup_flash_split(config.heads // config.kv_heads, config.head_dim, adapter.info)
-                 for config in MODELS.values() for adapter in ADAPTERS.values()} - {None}
+                 for config in configs for adapter in ADAPTERS.values()} - {None}
     shipped = {name for name in kernel_names(tier="shipped") if name.startswith("sdpa_flash_split_sg_")}
     assert {name for name, _ in reachable} == shipped
     assert all(workgroups > 0 for _, workgroups in reachable)

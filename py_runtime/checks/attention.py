@@ -10,7 +10,7 @@ rotates q): the oracle checks the rotated q and keys against float64 RoPE, then 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..dispatch import POS, TOKENS
 from ..models.config import AWKWARD, LLAMA_3_2_1B, QWEN3_0_6B, ModelConfig
@@ -26,7 +26,9 @@ from .unary import POISON
 __all__ = ["AttentionCase", "PRESETS", "GEOMETRIES", "QKV_RANGE", "run_attention_checks"]
 
 QKV_RANGE = UniformRange(scale_log2=-23, offset=-1.0)          # [-1, 1): q, k and v
-GEOMETRIES = {config.key: config for config in (LLAMA_3_2_1B, QWEN3_0_6B, AWKWARD)}
+# SmolLM2-135M's attention (9 heads, 3 KV heads, 64 dims; the rest of the config is Llama's, unused here)
+GQA3 = replace(LLAMA_3_2_1B, key="gqa3", name="SmolLM2-135M attention", heads=9, kv_heads=3)
+GEOMETRIES = {config.key: config for config in (LLAMA_3_2_1B, QWEN3_0_6B, AWKWARD, GQA3)}
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,9 @@ PRESETS = {
     # workgroup-memory FlashDecoding for a decode (where subgroups are, only the awkward geometry takes it);
     # Qwen3's opt-in 32-row prefill (Q16 where the device lacks its workgroup memory); RoPE fused into the
     # cache write in both pair layouts.
-    "ci": _matrix((1, 7, 129), (0, 1, 300)) + [AttentionCase("llama", 1, 1000, force="sdpa_materialized"),
+    "ci": _matrix((1, 7, 129), (0, 1, 300), ("llama", "qwen3", "awkward")) + [
+                                               AttentionCase("gqa3", 1, 300), AttentionCase("gqa3", 7, 1),
+                                               AttentionCase("llama", 1, 1000, force="sdpa_materialized"),
                                                AttentionCase("llama", 1, 1000, force="sdpa_flash_decode"),
                                                AttentionCase("llama", 129, 1, force="sdpa_materialized"),
                                                AttentionCase("qwen3", 129, 1, q32=True),

@@ -233,14 +233,21 @@ def flash_splits(ctx: int, kv_heads: int, keys_per_step: int = _WORKGROUP_TILE,
     return -(-ctx // chunk), chunk, -(-chunk // keys_per_step)
 
 
+_SUBGROUP_SPLIT = "sdpa_flash_split_sg_"
+
+
+def _subgroup_split_values() -> list[dict]:
+    """The template values (G, W, ...) of every shipped subgroup split-pass variant."""
+    return [kernel(name).template_values for name in kernel_names("shipped") if name.startswith(_SUBGROUP_SPLIT)]
+
+
 def subgroup_flash_split(group: int, head_dim: int, adapter_info: dict) -> tuple[str, int] | None:
     """The sdpa_flash_split_sg variant for G query heads per KV head of head_dim dims and the workgroups
     it wants, from the adapter's tuning table: G exactly, the fewest words per lane (W: four lanes of
     W vec4 words, 8 dims each, cover a row); None where no shipped variant fits."""
-    prefix = "sdpa_flash_split_sg_"
+    prefix = _SUBGROUP_SPLIT
     shipped = kernel_names("shipped")
-    variants = [kernel(name).template_values for name in shipped if name.startswith(prefix)]
-    widths = [values["W"] for values in variants if values["G"] == group and 32 * values["W"] >= head_dim]
+    widths = [values["W"] for values in _subgroup_split_values() if values["G"] == group and 32 * values["W"] >= head_dim]
     if not widths:
         return None
     words = min(widths)
@@ -441,8 +448,9 @@ def _subgroup_flash_guard(req: _Attention) -> str | None:
     if req.cache.head_dim % 8:
         return f"head_dim {req.cache.head_dim} is not a multiple of 8 (cache rows load as vec4 of f16 pairs)"
     if subgroup_flash_split(req.group, req.cache.head_dim, req.adapter.info) is None:
-        return (f"no variant for {req.group} query heads per KV head of {req.cache.head_dim} dims "
-                f"(sdpa_flash_subgroup.yaml: G 2 or 4, head_dim up to 32 W)")
+        shipped = sorted({(v["G"], 32 * v["W"]) for v in _subgroup_split_values()})
+        return (f"no variant for {req.group} query heads per KV head of {req.cache.head_dim} dims (shipped (G, "
+                f"head_dim up to): {', '.join(f'({g}, {d})' for g, d in shipped)})")
     return None
 
 

@@ -164,7 +164,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
         let hi = high_half(now.k[u * W + i]);
         $for c in range(G // HS):
           let d${c} = dot(qs[(${c}u * W + i) * 2u], lo) + dot(qs[(${c}u * W + i) * 2u + 1u], hi);
-        dots += Heads(${"d0" if G // HS == 1 else "d0, d1" if G // HS == 2 else "d0, d1, d2, d3"});
+        dots += Heads(${"d0" if G // HS == 1 else "d0, d1" if G // HS == 2 else "d0, d1, d2" if G // HS == 3 else "d0, d1, d2, d3"});
       }
       dots += subgroupShuffleXor(dots, 1u);
       dots += subgroupShuffleXor(dots, 2u);

@@ -34,7 +34,7 @@ def _gamma(n: int) -> float:
 def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
     """Prefill: the one-pass K16 and Q16 routes at exactly Llama's and Qwen3's geometries (the checks use
     the default scale 1/sqrt(D)), the materialized route elsewhere. Decode: FlashDecoding on subgroups
-    where the device has them and a variant fits (G 4 with D <= 64, G 2 with D <= 128; D a multiple of
+    where the device has them and a variant fits (G 4 or 3 with D <= 64, G 2 with D <= 128; D a multiple of
     8), else FlashDecoding in workgroup memory where a KV head's query heads fit it (G <= 8, D <= 128
     and a multiple of 8, G * D <= 512); the materialized route otherwise, and when forced."""
     limits = adapter["limits"]
@@ -49,7 +49,7 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
         return "sdpa_q32" if q32 else {(32, 8, 64): "sdpa_k16", (16, 8, 128): "sdpa_q16"}.get(geometry, "sdpa_materialized")
     group = case["heads"] // case["kv_heads"]
     subgroup_fits = "subgroups" in adapter["device_features"] and case["head_dim"] % 8 == 0 and \
-        case["head_dim"] <= {4: 64, 2: 128}.get(group, 0)
+        case["head_dim"] <= {4: 64, 3: 64, 2: 128}.get(group, 0)
     if tokens == 1 and subgroup_fits:
         return "sdpa_flash_subgroup"
     fits = group <= 8 and case["head_dim"] <= 128 and case["head_dim"] % 8 == 0 and group * case["head_dim"] <= 512
