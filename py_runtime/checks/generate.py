@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from ..gpu.device import adapter_name, software_adapter
 from ..models.config import model_config
 from ..models.decoder import POLICIES, Decoder
 from .model_bench import POSITIONS, kernel_rows
@@ -37,23 +38,7 @@ COMPARE_SIZES = {
     "small": {"model": "tiny", "layers": 2, "prompt": 16, "decode": 8},
     "full": {"model": "llama", "layers": None, "prompt": 128, "decode": 64},
 }
-_SOFTWARE = ("swiftshader", "llvmpipe", "lavapipe")
 WARMUP_STEPS = 2
-
-
-def software_adapter(info: dict) -> str | None:
-    """Why the adapter is a CPU (software) one, from its info; None for a GPU."""
-    if info.get("isFallbackAdapter") is True:
-        return f"{_adapter_name(info)} is a fallback (CPU) adapter"
-    text = " ".join(str(info.get(key, "")) for key in ("vendor", "architecture", "device", "description")).lower()
-    hit = next((name for name in _SOFTWARE if name in text), None)
-    if hit or str(info.get("adapter_type", "")).lower() == "cpu":
-        return f"{_adapter_name(info)} is a CPU (software) adapter"
-    return None
-
-
-def _adapter_name(info: dict) -> str:
-    return info.get("description") or info.get("device") or info.get("vendor") or "the adapter"
 
 
 def resolve_size(options: dict, info: dict, sizes: dict) -> tuple[dict, dict]:
@@ -63,7 +48,7 @@ def resolve_size(options: dict, info: dict, sizes: dict) -> tuple[dict, dict]:
         software = software_adapter(info)
         size = "small" if software else "full"
         why = (f"{software}: a small model that finishes in seconds there (size=full for the real geometry)"
-               if software else f"{_adapter_name(info)} is a GPU: the real geometry at full depth (size=small "
+               if software else f"{adapter_name(info)} is a GPU: the real geometry at full depth (size=small "
                                 f"for the tiny model)")
     filled = dict(options)
     auto = [name for name, value in sizes[size].items() if options.get(name) is None]

@@ -19,7 +19,8 @@ from pyodide.code import run_js
 from pyodide.ffi import JsException, create_proxy, to_js
 
 from .device import (SUBGROUP_MATRIX, WANTED_FEATURES, WANTED_LIMITS, AdapterReport, AdapterUnavailable, Device,
-                     DeviceLost, GpuOutOfMemory, GpuValidationError, Handle, KernelCompileError, run_compile_probes)
+                     DeviceLost, GpuOutOfMemory, GpuValidationError, Handle, KernelCompileError, run_compile_probes,
+                     software_adapter)
 
 __all__ = ["BrowserDevice", "request_browser_device", "post_bytes", "post_json", "fetch_bytes", "ModelFileSource"]
 
@@ -27,6 +28,9 @@ _INFO_FIELDS = ("vendor", "architecture", "device", "description", "subgroupMinS
                 "isFallbackAdapter")
 _FLAGS_HINT = ("start Chromium with --enable-unsafe-webgpu (and --enable-webgpu-developer-features for "
                "unquantized timestamps), and serve the page from http://127.0.0.1 or https (a secure context)")
+# How long one wait on the GPU process (a readback, onSubmittedWorkDone) may take before it is an error.
+GPU_WAIT_S = 60
+GPU_WAIT_S_SOFTWARE = 300
 _bridge = None
 
 
@@ -144,6 +148,9 @@ async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevic
     report = AdapterReport(backend="browser", info=info, features=features, limits=limits,
                            device_features=tuple(wanted))
     browser_device = BrowserDevice(device, report)
+    # A readback waits for all submitted work: on a CPU adapter a decode batch of a 30-layer model on
+    # a loaded 2-core machine has taken over a minute (SmolLM2 f32 on SwiftShader in CI).
+    _js_bridge().setGpuWaitSeconds(GPU_WAIT_S_SOFTWARE if software_adapter(info) else GPU_WAIT_S)
     await run_compile_probes(browser_device)
     return browser_device
 

@@ -28,8 +28,9 @@ function timerStepUs() {
   return (next - start) * 1000;
 }
 
-// Every wait on the GPU process is bounded: a hung device becomes an error naming the wait.
-const GPU_WAIT_SECONDS = 60;
+// Every wait on the GPU process is bounded: a hung device becomes an error naming the wait. The
+// bound is per device kind (setGpuWaitSeconds): a CPU adapter takes minutes for what a GPU does in ms.
+let GPU_WAIT_SECONDS = 60;
 function bounded(promise, what) {
   let timer;
   const limit = new Promise((_, reject) => {
@@ -168,6 +169,10 @@ async function scoped(device, work) {
 }
 
 return {
+  setGpuWaitSeconds(seconds) {
+    GPU_WAIT_SECONDS = seconds;
+  },
+
   // Device state observable synchronously from Python: state.lost becomes {reason, message} when
   // GPUDevice.lost resolves; state.errors collects uncaptured errors (those of unscoped replays).
   // state.problems counts both, so the per-step check is a single property read.

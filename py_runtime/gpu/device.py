@@ -14,7 +14,7 @@ from typing import Any, Callable, Union
 __all__ = [
     "AdapterReport", "Binding", "BufferUsage", "Device", "DeviceLost", "Dispatch", "GpuError",
     "AdapterUnavailable", "KernelCompileError", "GpuValidationError", "GpuOutOfMemory", "Handle",
-    "WANTED_FEATURES", "WANTED_LIMITS", "SUBGROUP_MATRIX", "COMPILE_PROBES", "run_compile_probes",
+    "WANTED_FEATURES", "WANTED_LIMITS", "software_adapter", "adapter_name", "SUBGROUP_MATRIX", "COMPILE_PROBES", "run_compile_probes",
 ]
 
 
@@ -122,6 +122,23 @@ class AdapterReport:
         """GPUAdapterInfo.subgroupMatrixConfigs as dicts (componentType, resultComponentType, M, N, K);
         empty where the device was made without the feature."""
         return list(self.info.get("subgroupMatrixConfigs", ())) if SUBGROUP_MATRIX in self.device_features else []
+
+
+_SOFTWARE = ("swiftshader", "llvmpipe", "lavapipe")
+
+
+def software_adapter(info: dict) -> str | None:
+    """Why the adapter is a CPU (software) one, from its info; None for a GPU."""
+    if info.get("isFallbackAdapter") is True:
+        return f"{adapter_name(info)} is a fallback (CPU) adapter"
+    text = " ".join(str(info.get(key, "")) for key in ("vendor", "architecture", "device", "description")).lower()
+    if any(name in text for name in _SOFTWARE) or str(info.get("adapter_type", "")).lower() == "cpu":
+        return f"{adapter_name(info)} is a CPU (software) adapter"
+    return None
+
+
+def adapter_name(info: dict) -> str:
+    return info.get("description") or info.get("device") or info.get("vendor") or "the adapter"
 
 
 async def run_compile_probes(device: "Device") -> None:
