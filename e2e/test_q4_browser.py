@@ -9,7 +9,7 @@ from .conftest import assert_clean
 
 def test_every_route_at_real_and_awkward_shapes_matches_the_oracle(lab, run_id):
     upload = f"{run_id}-q4"
-    run = lab.run_page({"suite": "q4", "upload": upload}, timeout_s=900)
+    run = lab.run_page({"suite": "q4", "preset": "browser", "upload": upload}, timeout_s=900)
     assert_clean(run)
     folder = lab.server.results_root / upload
     # The page judges nothing here (the oracle below does): it shows "not checked", never FAIL.
