@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from ..dispatch import POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value
 from ..tensors import Tensor
 
-__all__ = ["BLOCK", "TOP_K_CAP", "MAX_VOCAB", "Sampling", "sample", "sample_candidates_needed", "lowbias32",
-           "uniform_draw"]
+__all__ = ["BLOCK", "TOP_K_CAP", "MAX_VOCAB", "Sampling", "sample", "sample_candidates_needed"]
 
 BLOCK = 256 * 8             # sample_blocks: WG x ITEMS logits per workgroup
 TOP_K_CAP = 64              # sample.wgsl MAX_K: pass 2 ranks at most this many candidates in workgroup memory
@@ -64,19 +63,12 @@ class Sampling:
     def to_json(self) -> dict:
         return {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p, "seed": self.seed}
 
-
-def lowbias32(x: int) -> int:
-    """sample.wgsl's integer hash (a bijection on u32)."""
-    x ^= x >> 16
-    x = (x * 0x7FEB352D) & _M32
-    x ^= x >> 15
-    x = (x * 0x846CA68B) & _M32
-    return x ^ (x >> 16)
-
-
-def uniform_draw(seed: int, position: int) -> float:
-    """The u in [0, 1) the kernel draws for (seed, position): 24 hashed bits times 2^-24 (exact in f32)."""
-    return (lowbias32(lowbias32(seed) ^ (position & _M32)) >> 8) / 16777216.0
+    @classmethod
+    def or_greedy(cls, *, temperature: float, top_k: int, top_p: float, seed: int) -> "Sampling | None":
+        """The options as the command line and the chat view take them: validated, and None where they are
+        greedy (temperature 0 or top_k 1), so the decoder keeps argmax."""
+        sampling = cls(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        return None if sampling.greedy else sampling
 
 
 def sample_blocks_needed(n: int) -> int:
