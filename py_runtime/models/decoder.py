@@ -17,7 +17,8 @@ The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (it
 argmax (sampling None) or sample (a Sampling: seeded temperature / top-k / top-p, ops/sample.py) writes the
 next token into ids[0], which the next step's embedding reads, so decode steps are submitted back to back
 with no host round trip; token_history keeps every token on the GPU for the host to read in batches. The
-sampler's draw depends on (seed, the token's position), so a seed reproduces a run whatever the batch. The head always runs on one row (the last position), at a prefill too.
+sampler's draw depends on (seed, the token's position), so a seed reproduces a run whatever the batch. The
+head always runs on one row (the last position), at a prefill too.
 
 The sequence's position lives on the GPU where every position-dependent dispatch can read it there
 (position_on_gpu: the fused RoPE + cache write and a FlashDecoding route): those ops are recorded at
@@ -327,9 +328,9 @@ class Decoder:
         await add(q4_linear(x=last_n, weight=w.lm_head, out=self.logits, adapter=adapter, tokens=1,
                             int8=last_q if int8x else False))
         if self.sampling is None:
-            await add(argmax(values=self.logits, block_keys=await t("argmax_keys", (argmax_blocks_needed(c.vocab),), "u32"),
-                             block_index=await t("argmax_index", (argmax_blocks_needed(c.vocab),), "u32"),
-                             result=self.ids))
+            blocks = (argmax_blocks_needed(c.vocab),)
+            await add(argmax(values=self.logits, block_keys=await t("argmax_keys", blocks, "u32"),
+                             block_index=await t("argmax_index", blocks, "u32"), result=self.ids))
         else:
             candidates = (sample_candidates_needed(c.vocab),)
             await add(sample(values=self.logits, candidate_keys=await t("sample_keys", candidates, "u32"),
