@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -85,18 +86,22 @@ def test_a_picked_file_is_read_by_slices_and_answers_and_a_truncated_or_foreign_
 
 def test_chat_view_samples_the_ids_the_native_run_samples_for_the_seed(lab):
     """The draw depends only on (seed, position) and the logits, so the page (SwiftShader) and the native run
-    (lavapipe) agree; this seed leaves the greedy answer at the first token."""
-    sampling = {"temperature": 1.5, "top_k": 64, "top_p": 0.9, "seed": 1}
-    steps = 3
-    run = lab.run_page({**SMOLLM2_QUERY, "steps": steps, "policy": "int8x", **sampling}, timeout_s=600)
+    (lavapipe) agree where their logits' differences cannot move a draw across a boundary. The f32 policy: the
+    int8x policy's activations round differently on the two backends, enough to move this mass by over 0.01.
+    Natively this seed's two draws land at least 0.002 of the mass from a boundary, far beyond f32's differences,
+    and the first leaves the greedy answer."""
+    sampling = {"temperature": 1.5, "top_k": 16, "top_p": 1.0, "seed": 2}
+    steps = 1
+    run = lab.run_page({**SMOLLM2_QUERY, "steps": steps, "policy": "f32", **sampling}, timeout_s=600)
     assert_clean(run)
 
     async def native():
         return await generate_text(await Runtime.create("native"), smollm2_gguf(REPO), QUESTION, steps=steps,
-                                   chat=True, system=SYSTEM, policy="int8x", batch=5, sampling=Sampling(**sampling),
+                                   chat=True, system=SYSTEM, policy="f32", batch=5, sampling=Sampling(**sampling),
                                    write=lambda text: None)
 
-    expected = asyncio.run(native())["generated_ids"]
+    with ThreadPoolExecutor(1) as thread:       # Playwright's loop runs in this one
+        expected = thread.submit(asyncio.run, native()).result()["generated_ids"]
     assert run.report["sampling"] == sampling
     assert run.report["prompt_ids"] == CHAT_PROMPT
     assert run.report["generated_ids"] == expected and expected[0] != ANSWER[0], (run.report["generated_ids"], expected)

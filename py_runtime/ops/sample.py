@@ -26,7 +26,7 @@ __all__ = ["BLOCK", "TOP_K_CAP", "MAX_VOCAB", "Sampling", "sample", "sample_cand
 BLOCK = 256 * 8             # sample_blocks: WG x ITEMS logits per workgroup
 TOP_K_CAP = 64              # sample.wgsl MAX_K: pass 2 ranks at most this many candidates in workgroup memory
 MAX_VOCAB = 1 << 24         # indices share a 56-bit composite key with the logit's 32 bits: 24 bits for the index
-MIN_TEMPERATURE = 1e-3      # a smaller positive temperature: use 0 (greedy); (l - l_max) / T must stay finite
+MIN_TEMPERATURE = 1e-3      # below it a draw is greedy but for rounding (use 0), and (l - l_max) / T nears f32 overflow
 _M32 = 0xFFFFFFFF
 
 
