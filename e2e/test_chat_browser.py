@@ -103,5 +103,6 @@ def test_chat_view_samples_the_ids_the_native_run_samples_for_the_seed(lab):
     with ThreadPoolExecutor(1) as thread:       # Playwright's loop runs in this one
         expected = thread.submit(asyncio.run, native()).result()["generated_ids"]
     assert run.report["sampling"] == sampling
+    assert "sampled: temperature 1.5, top-k 16, top-p 1, seed 2" in run.page_text
     assert run.report["prompt_ids"] == CHAT_PROMPT
     assert run.report["generated_ids"] == expected and expected[0] != ANSWER[0], (run.report["generated_ids"], expected)
