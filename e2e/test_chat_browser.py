@@ -4,17 +4,23 @@ SmolLM2-135M-Instruct's Q4_1 GGUF (vendored, served by the dev server with range
 tokenizes the chat prompt with the GGUF's own tokenizer, decodes greedily on the GPU and streams the answer;
 its prompt ids and greedy ids are transformers' (py_runtime/host/oracle/smollm2.py, the same the native test
 holds). A file picked with "Load a model file" is read by Blob slices and answers the same; a truncated one is
-refused with the reader's error on the page, and so is a file that is not GGUF.
+refused with the reader's error on the page, and so is a file that is not GGUF. Sampled (temperature, top_k,
+top_p, seed), the page draws the ids the native run draws for the same seed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from py_runtime.host.oracle.smollm2 import ANSWER, ANSWER_TEXT, CHAT_PROMPT, QUESTION, SYSTEM
+from py_runtime.host.generate import generate_text
 from py_runtime.host.vendor import smollm2_gguf
+from py_runtime.ops.sample import Sampling
+from py_runtime.runtime import Runtime
 
 from .conftest import REPO, assert_clean
 
@@ -76,3 +82,27 @@ def test_a_picked_file_is_read_by_slices_and_answers_and_a_truncated_or_foreign_
         assert not errors, errors
     finally:
         page.close()
+
+
+def test_chat_view_samples_the_ids_the_native_run_samples_for_the_seed(lab):
+    """The draw depends only on (seed, position) and the logits, so the page (SwiftShader) and the native run
+    (lavapipe) agree where their logits' differences cannot move a draw across a boundary. The f32 policy: the
+    int8x policy's activations round differently on the two backends, enough to move this mass by over 0.01.
+    Natively this seed's two draws land at least 0.002 of the mass from a boundary, far beyond f32's differences,
+    and the first leaves the greedy answer."""
+    sampling = {"temperature": 1.5, "top_k": 16, "top_p": 1.0, "seed": 2}
+    steps = 1
+    run = lab.run_page({**SMOLLM2_QUERY, "steps": steps, "policy": "f32", **sampling}, timeout_s=600)
+    assert_clean(run)
+
+    async def native():
+        return await generate_text(await Runtime.create("native"), smollm2_gguf(REPO), QUESTION, steps=steps,
+                                   chat=True, system=SYSTEM, policy="f32", batch=5, sampling=Sampling(**sampling),
+                                   write=lambda text: None)
+
+    with ThreadPoolExecutor(1) as thread:       # Playwright's loop runs in this one
+        expected = thread.submit(asyncio.run, native()).result()["generated_ids"]
+    assert run.report["sampling"] == sampling
+    assert "sampled: temperature 1.5, top-k 16, top-p 1, seed 2" in run.page_text
+    assert run.report["prompt_ids"] == CHAT_PROMPT
+    assert run.report["generated_ids"] == expected and expected[0] != ANSWER[0], (run.report["generated_ids"], expected)

@@ -52,7 +52,7 @@ ROUTES = (
     "q4_gemm_dp4a",         # Q4 prefill GEMM on int8 activations of every row (dot4I8Packed), opt-in
     "arith_probe",          # arithmetic ceiling (dot4I8Packed or fma chains, no memory traffic)
     "last_row",             # the last live row of the hidden state, for the model head
-    "token_history",        # a step's greedy token appended to the sequence's history on the GPU
+    "token_history",        # a step's token appended to the sequence's history on the GPU
     "rope_table",           # the RoPE cos/sin table built on the GPU from two sqrt-sized float64 tables
     "rope_kv_cache_write_norm",  # the same with Qwen3's per-head q/k RMSNorm folded in front
     "q4_gemm_sgmat_i8",     # Q4 prefill GEMM on int8 activations of every row, int8 subgroup matrices (tensor cores)
@@ -60,6 +60,7 @@ ROUTES = (
     "q4_gemv_int8x_qkv_rope",  # the fused decode QKV GEMV also applying RoPE and writing the KV cache
     "dequantize",           # a checkpoint's stored tensor (f16, bf16, ggml Q4_0/Q4_1/Q8_0 blocks) to f32
     "q4_gemm_sgmat_f16",    # Q4 prefill GEMM on f16 subgroup matrices (opt-in half=True; shader-f16 and an f16 config)
+    "sample",               # seeded temperature / top-k / top-p sampling (blocks' top k, then rank, nucleus, draw)
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup"})

@@ -107,3 +107,29 @@ def test_generate_in_the_browser_refuses_a_model_the_page_cannot_read(tmp_path, 
     model.write_bytes(b"GGUF")
     assert main(["generate", "--backend", "browser", "--model", str(model), "--prompt", "hi"]) == 2
     assert "a .gguf file under" in capsys.readouterr().err
+
+
+def test_generate_refuses_bad_sampling_options_before_loading_anything(tmp_path, capsys):
+    missing = str(tmp_path / "absent.gguf")        # never opened: the options are refused first
+    assert main(["generate", "--model", missing, "--prompt", "hi", "--temperature", "0.8", "--top-p", "0"]) == 2
+    assert "generate: sampling: top_p 0.0 must be a number in (0, 1]" in capsys.readouterr().err
+    assert main(["generate", "--model", missing, "--prompt", "hi", "--temperature", "-1", "--top-k", "65"]) == 2
+    err = capsys.readouterr().err
+    assert "temperature -1.0 must be 0 (greedy)" in err and "top_k 65 must be an integer 1..64" in err
+
+
+def test_generate_in_the_browser_passes_the_sampling_options_to_the_chat_view(monkeypatch, capsys):
+    from py_runtime.host import cli
+    from py_runtime.workloads import get
+
+    seen = {}
+
+    def fake_run_suite(backend, options, *args):
+        seen.update(options)
+        return None, None
+
+    monkeypatch.setattr(cli, "_run_suite", fake_run_suite)
+    assert main(["generate", "--backend", "browser", "--model", "smollm2", "--prompt", "hi", "--temperature", "0.7",
+                 "--top-k", "40", "--top-p", "0.9", "--seed", "3"]) == 1
+    assert (seen["temperature"], seen["top_k"], seen["top_p"], seen["seed"]) == (0.7, 40, 0.9, 3)
+    get("chat").validate({k: v for k, v in seen.items() if k != "suite"})

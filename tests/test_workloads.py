@@ -67,8 +67,23 @@ def test_defaults_fill_every_option_and_lists_become_tuples():
 
 
 def test_an_option_type_outside_the_schema_is_refused():
-    with pytest.raises(ValueError, match="type 'float' is not one of"):
-        Option(name="x", type="float", default=0.0)
+    with pytest.raises(ValueError, match="type 'complex' is not one of"):
+        Option(name="x", type="complex", default=0.0)
+
+
+def test_float_options_take_finite_numbers_from_python_and_urls():
+    chat = get("chat")
+    assert chat.validate({"temperature": 0.8, "top_p": 1})["temperature"] == 0.8
+    for bad, fragment in ((-0.5, "temperature takes a finite number >= 0"), (True, "not allowed"),
+                          (float("inf"), "not allowed"), ("0.8", "not allowed")):
+        with pytest.raises(ValueError, match=fragment):
+            chat.validate({"temperature": bad})
+    assert from_text("chat", chat.options, [("temperature", "0.75"), ("top_p", "1")]) == {"temperature": 0.75,
+                                                                                          "top_p": 1.0}
+    with pytest.raises(ValueError, match="'warm' is not a number; temperature takes a finite number >= 0"):
+        from_text("chat", chat.options, [("temperature", "warm")])
+    with pytest.raises(ValueError, match="temperature = nan: not allowed"):
+        from_text("chat", chat.options, [("temperature", "nan")])
 
 
 # Every URL the README lists, as the page's [key, text] pairs -> app.run's options.
@@ -90,6 +105,7 @@ def test_an_option_type_outside_the_schema_is_refused():
      {"suite": "kernel_bench", "preset": "decode", "chain_bytes": 1 << 20}),
     ("suite=kernel_bench&preset=llama_step", {"suite": "kernel_bench", "preset": "llama_step"}),
     ("suite=host_cost&dispatches=23&steps=2", {"suite": "host_cost", "dispatches": 23, "steps": 2}),
+    ("suite=chat&temperature=0.8&top_p=0.95&seed=7", {"suite": "chat", "temperature": 0.8, "top_p": 0.95, "seed": 7}),
     ("suite=unary&profile=0&lengths=65,", {"suite": "unary", "profile": False, "lengths": (65,)}),
 ])
 def test_the_readme_urls_still_convert(query, expected):

@@ -499,6 +499,10 @@ function renderGenerate(report) {
     `prefill ${fixed(report.prefill_tok_s)} tok/s, TTFT ${fixed(report.ttft_ms)} ms; oracle ${report.oracle.verdict}`;
 }
 
+// "greedy", or the sampler's options (models/generation.py reports one or the other).
+const sampling = (s) => (s === "greedy" || !s ? "greedy" :
+  `sampled: temperature ${s.temperature}, top-k ${s.top_k}, top-p ${s.top_p}, seed ${s.seed}`);
+
 function renderChat(report) {
   const o = report.options;
   const c = report.config;
@@ -506,9 +510,10 @@ function renderChat(report) {
     el("p", { class: "answer", id: "answer" }, report.text),
     el("p", {}, report.stopped ? "Ended at an end-of-turn token." : `Ended after ${o.steps} steps (no end token yet).`));
   document.getElementById("summary").replaceChildren(el("h2", {}, "Speed"),
-    table(["file", "load (s)", "prefill tok/s", "time to first token", "decode tok/s", "policy"],
+    table(["file", "load (s)", "prefill tok/s", "time to first token", "decode tok/s", "policy", "decoding"],
       [[`${report.file.name} (${(report.file.bytes / 1e6).toFixed(1)} MB)`, fixed(report.load_s + report.open_s, 2),
-        fixed(report.prefill_tok_s), `${fixed(1000 * report.prefill_s)} ms`, fixed(report.decode_tok_s, 2), o.policy]]),
+        fixed(report.prefill_tok_s), `${fixed(1000 * report.prefill_s)} ms`, fixed(report.decode_tok_s, 2), o.policy,
+        sampling(report.sampling)]]),
     el("p", {}, `${c.name}: ${c.layers} layers, hidden ${c.hidden}, ${c.heads} heads over ${c.kv_heads} KV heads, ` +
       `vocab ${c.vocab}; prompt ${report.prompt_ids.length} tokens${o.chat ? " (chat template)" : ""}; ids read back ` +
       `every ${o.batch} steps.`));

@@ -3,9 +3,10 @@
 The model is a GGUF file read in ranges (never whole into Python's memory): `model_file=smollm2` is the vendored
 SmolLM2-135M-Instruct the dev server serves, a relative URL ending in .gguf is any file under web/, and
 `model_file=picked` the file the user chose with "Load a model file" (a Blob read by slices). The prompt is
-tokenized in the page by the GGUF's own tokenizer (and chat template with `chat`), decoded greedily on the GPU
-(models/generation.py), stopping at EOS or end of turn. Nothing is judged here: the report carries the prompt
-ids and every generated id, which the e2e test compares with the native run and transformers.
+tokenized in the page by the GGUF's own tokenizer (and chat template with `chat`), decoded on the GPU greedily or,
+with `temperature` > 0, sampled with top_k, top_p and a seed (ops/sample.py; models/generation.py), stopping at
+EOS or end of turn. Nothing is judged here: the report carries the prompt ids and every generated id, which the
+e2e test compares with the native run and transformers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 
 from ..models.checkpoint_weights import open_gguf
 from ..models.generation import generate_checkpoint
+from ..ops.sample import Sampling
 from .outcome import NOT_CHECKED, no_progress
 
 __all__ = ["VENDORED", "model_url", "run_chat"]
@@ -41,6 +43,8 @@ async def run_chat(runtime, options: dict, sink=None, progress=no_progress) -> d
     from ..gpu.browser import ModelFileSource       # the browser backend: imported only where it runs
     adapter = runtime.device.adapter
     url = model_url(options["model_file"])
+    sampling = Sampling.or_greedy(temperature=options["temperature"], top_k=options["top_k"], top_p=options["top_p"],
+                                  seed=options["seed"])
     started = time.perf_counter()
     progress("file", 0, 1)
     source = await ModelFileSource.open(url, picked=url is None, timeout_s=READ_TIMEOUT_S)
@@ -52,7 +56,8 @@ async def run_chat(runtime, options: dict, sink=None, progress=no_progress) -> d
         result = await generate_checkpoint(runtime, config, weights, extras, options["prompt"],
                                            steps=options["steps"], chat=options["chat"],
                                            system=options["system"] or None, policy=options["policy"],
-                                           batch=options["batch"], write=lambda text: None, progress=progress)
+                                           batch=options["batch"], sampling=sampling, write=lambda text: None,
+                                           progress=progress)
     finally:
         source.close()
     return {

@@ -395,6 +395,7 @@ def _per_suite(workloads, option: str) -> str:
 
 
 def _generate(args) -> int:
+    from ..ops.sample import Sampling
     from ..runtime import Runtime
     from .generate import generate_text, summary
 
@@ -402,13 +403,19 @@ def _generate(args) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
+    try:        # refused before anything loads
+        sampling = Sampling.or_greedy(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    except ValueError as error:
+        print(f"generate: {error}", file=sys.stderr)
+        return 2
     if args.backend == "browser":
         return _generate_in_browser(args)
 
     async def go():
         runtime = await Runtime.create("native")
         return await generate_text(runtime, args.model, args.prompt, steps=args.steps, chat=args.chat,
-                                   system=args.system, policy=args.policy, batch=args.batch, write=write)
+                                   system=args.system, policy=args.policy, batch=args.batch, sampling=sampling,
+                                   write=write)
 
     result = asyncio.run(go())
     print()
@@ -435,7 +442,8 @@ def _generate_in_browser(args) -> int:
             return 2
         model_file = path.relative_to(web).as_posix()
     options = {"suite": "chat", "model_file": model_file, "prompt": args.prompt, "chat": args.chat,
-               "system": args.system or "", "steps": args.steps, "policy": args.policy, "batch": args.batch}
+               "system": args.system or "", "steps": args.steps, "policy": args.policy, "batch": args.batch,
+               "temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
     report, _ = _run_suite("browser", options, args.timeout, args.driver, args.browser_flags)
     if report is None:
         return 1
@@ -553,10 +561,11 @@ def main(argv: list[str] | None = None) -> int:
                                                    "transformers was) against the oracle: J and J.artifacts/")
     peer_judge.add_argument("report")
     peer_judge.set_defaults(func=_peer_judge)
-    generate = sub.add_parser("generate", help="a checkpoint's greedy continuation of a prompt, streamed",
+    generate = sub.add_parser("generate", help="a checkpoint's continuation of a prompt (greedy or sampled), streamed",
                               description="Load a model (a .gguf file, or a folder with config.json, model.safetensors "
                                           "or its sharded index, and tokenizer.json), quantize its weights to q4gsw "
-                                          "on the GPU and decode greedily, printing the text as it is read back; "
+                                          "on the GPU and decode (greedily, or sampled on the GPU with --temperature), "
+                                          "printing the text as it is read back; "
                                           "load, prefill and decode times and tok/s go to stderr.")
     generate.add_argument("--model", required=True, help="a .gguf file or an HF checkpoint folder")
     generate.add_argument("--prompt", required=True)
@@ -566,6 +575,14 @@ def main(argv: list[str] | None = None) -> int:
                                                  "model's chat template adds, if any)")
     generate.add_argument("--policy", choices=["f32", "int8x"], default="f32")
     generate.add_argument("--batch", type=int, default=8, help="decode steps between id reads (default 8)")
+    generate.add_argument("--temperature", type=float, default=0.0,
+                          help="sample at this temperature on the GPU (default 0: greedy, argmax)")
+    generate.add_argument("--top-k", type=int, default=50, help="sample among the k most likely tokens, 1..64 "
+                                                                "(default 50; 1 is greedy)")
+    generate.add_argument("--top-p", type=float, default=1.0, help="then among the smallest such prefix holding at "
+                                                                   "least this probability, (0, 1] (default 1)")
+    generate.add_argument("--seed", type=int, default=0, help="the sampler's seed, 0..2^32-1: the same seed and "
+                                                              "prompt give the same text (default 0)")
     generate.add_argument("--json", help="also write the result (ids, text, timings) to this file")
     generate.add_argument("--backend", choices=["native", "browser"], default="native",
                           help="browser: the page's chat view in headless Chromium (--model: smollm2, the vendored "

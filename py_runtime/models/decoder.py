@@ -1,5 +1,5 @@
 """A whole decoder (Llama 3, Qwen3) as one plan that serves a prefill of S tokens and then every
-greedy decode step, with the next token chosen and fed back on the GPU.
+decode step, with the next token chosen (greedy, or sampled) and fed back on the GPU.
 
 The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (its first position):
 
@@ -11,12 +11,14 @@ The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (it
               q4_gemv_int8x_qkv_rope runs) | sdpa | h += o-proj(attn) |
               rms_norm(h -> xn) | gate, up, swiglu | h += down(act)
               (the residual adds are folded into the o-proj and down linears: q4_linear(accumulate=True))
-  head:       last_row(h) | final rms_norm | lm_head (the tied embedding) | argmax -> ids[0] |
+  head:       last_row(h) | final rms_norm | lm_head (the tied embedding) | argmax or sample -> ids[0] |
               token_history(ids[0] -> history[pos + tokens])
 
-argmax writes the greedy token into ids[0], which the next step's embedding reads, so decode steps
-are submitted back to back with no host round trip; token_history keeps every token on the GPU for
-the host to read in batches. The head always runs on one row (the last position), at a prefill too.
+argmax (sampling None) or sample (a Sampling: seeded temperature / top-k / top-p, ops/sample.py) writes the
+next token into ids[0], which the next step's embedding reads, so decode steps are submitted back to back
+with no host round trip; token_history keeps every token on the GPU for the host to read in batches. The
+sampler's draw depends on (seed, the token's position), so a seed reproduces a run whatever the batch. The
+head always runs on one row (the last position), at a prefill too.
 
 The sequence's position lives on the GPU where every position-dependent dispatch can read it there
 (position_on_gpu: the fused RoPE + cache write and a FlashDecoding route): those ops are recorded at
@@ -62,6 +64,7 @@ from ..ops.norm import rms_norm
 from ..ops.q4 import q4_embedding
 from ..ops.q4_linear import QKVRope, q4_linear, q4_linear_glu, q4_linear_qkv
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies, rope
+from ..ops.sample import Sampling, sample, sample_candidates_needed
 from ..ops.sequence import last_row, token_history
 from ..ops.swiglu import swiglu
 from ..plan import Execution, Plan
@@ -117,11 +120,13 @@ def _prefill_only(op: Op) -> Op:
 
 class Decoder:
     """One model's weights, buffers and step plan. Make one with `await Decoder.create(...)`; run
-    `await prefill(prompt)`, then `await step()` per greedy token; `await tokens()` reads the sequence."""
+    `await prefill(prompt)`, then `await step()` per token; `await tokens()` reads the sequence."""
 
     def __init__(self, runtime, config: ModelConfig, weights: ModelWeights, *, max_prompt: int, capacity: int,
-                 policy: str, gpu_position: bool | None, attention: str = "auto", fused: bool = True):
+                 policy: str, gpu_position: bool | None, attention: str = "auto", fused: bool = True,
+                 sampling: Sampling | None = None):
         self.runtime, self.config, self.weights = runtime, config, weights
+        self.sampling = sampling
         self.max_prompt, self.capacity, self.policy = max_prompt, capacity, policy
         self.attention, self.fused = attention, fused
         self.gpu_position = gpu_position     # None: wherever the plan allows (position_on_gpu says)
@@ -134,7 +139,8 @@ class Decoder:
     @classmethod
     async def create(cls, runtime, config: ModelConfig, *, seed: int = 0, max_prompt: int, capacity: int,
                      policy: str = "f32", gpu_position: bool | None = None, attention: str = "auto",
-                     fused: bool = True, progress=None, checkpoint=None) -> "Decoder":
+                     fused: bool = True, sampling: Sampling | None = None, progress=None,
+                     checkpoint=None) -> "Decoder":
         """Allocate the synthetic weights and every buffer, record the plan (every op validates its
         shapes here, before anything runs), then generate the weights on the GPU. `checkpoint` (a
         models.checkpoint_weights.CheckpointWeights, validated against `config`) loads its weights
@@ -142,7 +148,10 @@ class Decoder:
         False keeps the position on the host (every step re-sized); True refuses a plan that cannot
         keep it on the GPU; None (default) keeps it there where the plan allows. `progress(stage, done,
         total)` hears "pipelines" once per layer recorded (and the head) and "weights" around their generation.
-        `attention` and `fused`: the route choices of the module docstring."""
+        `attention` and `fused`: the route choices of the module docstring. `sampling` (a Sampling) draws each
+        token on the GPU; None picks greedily (argmax)."""
+        if sampling is not None and not isinstance(sampling, Sampling):
+            raise TypeError(f"sampling must be a Sampling or None (greedy), not {type(sampling).__name__}")
         if policy not in POLICIES:
             raise ValueError(f"unknown activation policy {policy!r}; known: {POLICIES}")
         if attention not in ATTENTION:
@@ -155,7 +164,7 @@ class Decoder:
         else:
             weights = await load_weights(runtime, config, checkpoint, scales_rows=policy == "int8x", progress=progress)
         decoder = cls(runtime, config, weights, max_prompt=max_prompt, capacity=capacity, policy=policy,
-                      gpu_position=gpu_position, attention=attention, fused=fused)
+                      gpu_position=gpu_position, attention=attention, fused=fused, sampling=sampling)
         try:
             await decoder._record(progress)
             if weights.pending:
@@ -203,8 +212,6 @@ class Decoder:
         gate, up, act = await t("gate", (rows, f)), await t("up", (rows, f)), await t("act", (rows, f))
         last, last_n = await t("last", (1, d)), await t("last_n", (1, d))
         self.logits = await t("logits", (1, c.vocab))
-        block_keys = await t("argmax_keys", (argmax_blocks_needed(c.vocab),), "u32")
-        block_index = await t("argmax_index", (argmax_blocks_needed(c.vocab),), "u32")
         table = await t("rope_table", (self.capacity, hd // 2, 2))
         await cos_sin_table_gpu(self.runtime, table, inverse_frequencies(hd, c.rope_theta, c.rope_scaling))
         self.offset = await t("position_offset", (1,), "u32")
@@ -320,7 +327,15 @@ class Decoder:
             await add(rms_norm(x=last, weight=w["final_norm"], out=last_n, eps=c.norm_eps, adapter=adapter, tokens=1))
         await add(q4_linear(x=last_n, weight=w.lm_head, out=self.logits, adapter=adapter, tokens=1,
                             int8=last_q if int8x else False))
-        await add(argmax(values=self.logits, block_keys=block_keys, block_index=block_index, result=self.ids))
+        if self.sampling is None:
+            blocks = (argmax_blocks_needed(c.vocab),)
+            await add(argmax(values=self.logits, block_keys=await t("argmax_keys", blocks, "u32"),
+                             block_index=await t("argmax_index", blocks, "u32"), result=self.ids))
+        else:
+            candidates = (sample_candidates_needed(c.vocab),)
+            await add(sample(values=self.logits, candidate_keys=await t("sample_keys", candidates, "u32"),
+                             candidate_index=await t("sample_index", candidates, "u32"), result=self.ids,
+                             offset=self.offset, sampling=self.sampling, pos=pos))
         await add(token_history(next_id=self.ids, history=self.history, offset=self.offset, pos=pos, advance=gpu))
         self.plan.record()
         progress("pipelines", c.layers + 1, c.layers + 1)
@@ -331,7 +346,7 @@ class Decoder:
                               f"{self.capacity}-position KV cache (the context is full)")
 
     async def prefill(self, prompt: list[int], *, wait: bool = True, profile: bool | str = False) -> Execution:
-        """Start a sequence: the prompt's tokens at positions 0..S-1, then the first greedy token
+        """Start a sequence: the prompt's tokens at positions 0..S-1, then the first generated token
         (history[S], and ids[0] for the next step)."""
         s, vocab = len(prompt), self.config.vocab
         if not 1 <= s <= self.max_prompt:
@@ -351,7 +366,7 @@ class Decoder:
         return execution
 
     async def step(self, *, wait: bool = False, profile: bool | str = False) -> Execution:
-        """One greedy decode step of the token at the current position (on the GPU, from ids[0])."""
+        """One decode step of the token at the current position (on the GPU, from ids[0])."""
         if self.position == 0:
             raise ValueError(f"{self.config.name}: no sequence; prefill a prompt first")
         self._check_step(1)
@@ -378,7 +393,7 @@ class Decoder:
         return await self.runtime.device.read_buffer(self.logits.buffer, 4 * self.config.vocab)
 
     async def generate(self, prompt: list[int], steps: int, *, batch: int = 16, on_batch=None) -> dict:
-        """Prefill, then `steps` greedy decode steps (decode()). Returns the generated ids (the prefill's
+        """Prefill, then `steps` decode steps (decode()). Returns the generated ids (the prefill's
         token first) and the host-side timings."""
         if steps < 0 or batch < 1:
             raise ValueError(f"steps {steps} and batch {batch} must be >= 0 and >= 1")
@@ -394,7 +409,7 @@ class Decoder:
         return {"ids": first + run.ids, "prefill_s": prefill_s, "decode_s": time.perf_counter() - decode_started}
 
     async def decode(self, steps: int, *, batch: int = 16, on_batch=None) -> "DecodeRun":
-        """`steps` greedy decode steps of the current sequence, submitted back to back; the ids they choose
+        """`steps` decode steps of the current sequence, submitted back to back; the ids they choose
         are read after every `batch` steps and after the last (the only host round trips), and
         `on_batch(done, ids)` hears each read (the steps done, every id read so far)."""
         ids, host_ns, execution = [], 0, None

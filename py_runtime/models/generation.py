@@ -1,5 +1,5 @@
-"""A checkpoint's greedy continuation of a prompt, with the text streamed as the ids are read back: the loop the
-command line (`webgpu-llm-lab generate`) and the page (`?suite=chat`) share.
+"""A checkpoint's continuation of a prompt (greedy, or sampled on the GPU with a seed), with the text streamed as
+the ids are read back: the loop the command line (`webgpu-llm-lab generate`) and the page (`?suite=chat`) share.
 
 The prompt is tokenized by the checkpoint's own tokenizer (tokenizer.json or the GGUF's metadata); with `chat`
 it is one user message (after `system`, or else the system message the checkpoint's own chat template adds
@@ -15,6 +15,7 @@ import time
 
 from ..text import DecodeStream, Tokenizer, encode_chat, tokenizer_spec_from_gguf
 from ..text.chat import default_system
+from ..ops.sample import Sampling
 from .decoder import Decoder
 
 __all__ = ["END_OF_TURN", "load_tokenizer", "prompt_ids", "stop_ids", "generate_checkpoint"]
@@ -49,17 +50,18 @@ def stop_ids(tokenizer: Tokenizer, extras: dict) -> set[int]:
 
 async def generate_checkpoint(runtime, config, weights, extras: dict, prompt: str, *, steps: int = 64,
                               chat: bool = False, system: str | None = None, policy: str = "f32", batch: int = 8,
-                              write=print, progress=None) -> dict:
+                              sampling: Sampling | None = None, write=print, progress=None) -> dict:
     """Build the decoder on the checkpoint's weights, prefill, decode; `write(text)` hears the text as it
     arrives and `progress(stage, done, total, detail)` the stages (detail: the text so far and tok/s). Returns
-    the ids, the text and the timings (load, prefill with its tok/s, decode with its tok/s)."""
+    the ids, the text and the timings (load, prefill with its tok/s, decode with its tok/s). `sampling` None
+    decodes greedily."""
     report = progress or (lambda *args: None)
     started = time.perf_counter()
     tokenizer = load_tokenizer(extras)
     ids = prompt_ids(tokenizer, prompt, chat=chat, system=system, extras=extras)
     stops = stop_ids(tokenizer, extras)
     decoder = await Decoder.create(runtime, config, checkpoint=weights, max_prompt=len(ids),
-                                   capacity=len(ids) + steps + 1, policy=policy, progress=progress)
+                                   capacity=len(ids) + steps + 1, policy=policy, sampling=sampling, progress=progress)
     loaded = time.perf_counter()
     text: list[str] = []
     try:
@@ -100,6 +102,7 @@ async def generate_checkpoint(runtime, config, weights, extras: dict, prompt: st
     kept = generated[:shown]
     decode_tokens = len(generated) - 1
     return {"model": config.name, "config": config.to_json(), "prompt_ids": ids, "ids": kept,
+            "sampling": sampling.to_json() if sampling is not None else "greedy",
             "generated_ids": generated, "text": tokenizer.decode(kept, skip_special_tokens=True), "stopped": stopped,
             "load_s": loaded - started, "prefill_s": prefilled - loaded,
             "prefill_tok_s": len(ids) / (prefilled - loaded), "decode_steps": decode_tokens,

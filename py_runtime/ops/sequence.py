@@ -1,8 +1,8 @@
-"""A sequence's bookkeeping on the GPU, so greedy decoding needs no host round trip per token.
+"""A sequence's bookkeeping on the GPU, so decoding needs no host round trip per token.
 
   last_row       the last live row of the hidden state into a one-row tensor: the model head (final
                  norm, lm_head, argmax) reads one row at a prefill of S tokens as at a decode step
-  token_history  the step's greedy token (argmax's result, the next step's embedding input) stored
+  token_history  the step's token (argmax's or the sampler's result, the next step's embedding input) stored
                  at position pos + tokens of the sequence's history, which the host reads in batches;
                  where the position lives on the GPU it also advances the KV caches' position offset
 """

@@ -372,7 +372,8 @@ COMPARE = Workload(
 
 CHAT = Workload(
     name="chat",
-    title="A model file answering a prompt: tokenized in the page, greedy on the GPU, the text streamed with tok/s",
+    title="A model file answering a prompt: tokenized in the page, greedy or sampled on the GPU, the text streamed "
+          "with tok/s",
     kind="view",
     options=(Option(name="model_file", type="str", default="smollm2",
                     help="a GGUF file: smollm2 (vendored), picked (Load a model file), or a relative URL to a .gguf"),
@@ -381,7 +382,12 @@ CHAT = Workload(
              Option(name="system", type="str", default="", help="a system message before it (chat; empty: the template's default one, if any)"),
              Option(name="steps", type="int", default=32, minimum=1, help="decode steps at most (EOS ends sooner)"),
              Option(name="policy", type="str", default="int8x", allowed=POLICIES, help="activations of the linears"),
-             Option(name="batch", type="int", default=4, minimum=1, help="decode steps between readbacks of the ids")),
+             Option(name="batch", type="int", default=4, minimum=1, help="decode steps between readbacks of the ids"),
+             Option(name="temperature", type="float", default=0.0, minimum=0,
+                    help="sample on the GPU at this temperature (0: greedy)"),
+             Option(name="top_k", type="int", default=50, minimum=1, help="sample among the k most likely tokens (1..64)"),
+             Option(name="top_p", type="float", default=1.0, help="then within this nucleus mass, (0, 1]"),
+             Option(name="seed", type="int", default=0, minimum=0, help="the sampler's seed (the same seed, the same text)")),
     runner=run_chat, renderer="chat")
 
 

@@ -7,14 +7,15 @@ as tuples; a list may not be empty (an empty list would check nothing and still 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 __all__ = ["TYPES", "Option", "validate", "from_text", "to_text"]
 
-TYPES = ("int", "int list", "str", "str list", "bool")
+TYPES = ("int", "int list", "float", "str", "str list", "bool")
 _TRUE, _FALSE = ("1", "true"), ("0", "false")
-_WORDS = {"int": "integer", "str": "string", "bool": "boolean"}
+_WORDS = {"int": "integer", "float": "number", "str": "string", "bool": "boolean"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,7 +24,7 @@ class Option:
     type: str                                   # one of TYPES
     default: object                             # None: the runner decides (the option may then be None)
     allowed: tuple | None = None                # the allowed values (each item, for lists), where finite
-    minimum: int | None = None                  # ints: the least allowed value (each item, for lists)
+    minimum: int | float | None = None          # numbers: the least allowed value (each item, for lists)
     url: str | None = None                      # the page's URL key, where it is not `name`
     help: str = ""
 
@@ -43,6 +44,8 @@ class Option:
         """What this option accepts, for error messages."""
         item = _WORDS[self.type.removesuffix(" list")]
         what = f"a non-empty list of {item}s" if self.is_list else f"a{'n' if item[0] == 'i' else ''} {item}"
+        if self.type == "float":
+            what = "a finite number"
         if self.allowed is not None:
             what += f" from {list(self.allowed)}"
         if self.minimum is not None:
@@ -53,6 +56,9 @@ class Option:
         kind = self.type.removesuffix(" list")
         if kind == "int":
             ok = isinstance(item, int) and not isinstance(item, bool)
+            ok = ok and (self.minimum is None or item >= self.minimum)
+        elif kind == "float":       # an int is a number too; a bool is not
+            ok = isinstance(item, (int, float)) and not isinstance(item, bool) and math.isfinite(item)
             ok = ok and (self.minimum is None or item >= self.minimum)
         elif kind == "str":
             ok = isinstance(item, str)
@@ -82,12 +88,13 @@ class Option:
         kind = self.type.removesuffix(" list")
         values = []
         for item in items:
-            if kind == "int":
+            if kind in ("int", "float"):
                 try:
-                    values.append(int(item))
+                    values.append(int(item) if kind == "int" else float(item))
                 except ValueError:
-                    raise ValueError(f"suite {suite!r}: URL option {self.url_key}={text!r}: {item!r} is not an "
-                                     f"integer; {self.url_key} takes {self._what()}") from None
+                    raise ValueError(f"suite {suite!r}: URL option {self.url_key}={text!r}: {item!r} is not "
+                                     f"{'an integer' if kind == 'int' else 'a number'}; {self.url_key} takes "
+                                     f"{self._what()}") from None
             elif kind == "bool":
                 if item.lower() not in _TRUE + _FALSE:
                     raise ValueError(f"suite {suite!r}: URL option {self.url_key}={text!r} is not one of "

@@ -1,4 +1,4 @@
-// Appends the step's greedy token (next[0], written by argmax) to the sequence's token history at
+// Appends the step's token (next[0], written by argmax or the sampler) to the sequence's token history at
 // position at + offset[0] (the step's last position + 1), so generated ids accumulate on the GPU and the
 // host reads them in batches; then advances the GPU-side position offset by `advance` (the step's
 // tokens, where the sequence's position lives on the GPU; 0 where the host sizes every step).
