@@ -27,7 +27,9 @@ from .conftest import REPO, assert_clean
 SMOLLM2_QUERY = {"suite": "chat", "prompt": QUESTION, "system": SYSTEM, "steps": len(ANSWER) - 1, "batch": 5}
 
 
-@pytest.mark.parametrize("policy", ["int8x", "f32"])
+# int8x only: f32 decode is 5x slower on SwiftShader (its f32 lm_head GEMV alone takes seconds a step); the
+# f32 page path runs in the sampling test below, and its greedy answer natively (tests/test_native_smollm2.py).
+@pytest.mark.parametrize("policy", ["int8x"])
 def test_chat_view_answers_with_transformers_greedy_ids_from_the_vendored_smollm2(lab, results_dir, policy):
     run = lab.run_page({**SMOLLM2_QUERY, "policy": policy}, timeout_s=600,
                        screenshot=results_dir / f"chat-smollm2-{policy}.png")

@@ -49,7 +49,7 @@ def test_unknown_option_lists_the_suites_valid_options(suite):
     ("unary", {"lengths": [63, 0]}, "lengths = [63, 0]: 0 is not allowed"),
     ("unary", {"ops": ["exp", "cube"]}, "'cube' is not allowed; ops takes a non-empty list of strings from ['abs'"),
     ("unary", {"profile": 1}, "profile takes a boolean"),
-    ("q4", {"preset": "huge"}, "preset takes a string from ['ci', 'full', 'int8x', 'dp4a', 'sgmat', 'sgmat_f16']"),
+    ("q4", {"preset": "huge"}, "preset takes a string from ['ci', 'browser', 'full', 'int8x', 'dp4a', 'sgmat', 'sgmat_f16']"),
     ("kernel_bench", {"chain_bytes": -1}, "chain_bytes takes an integer >= 0"),
     ("decoder_blocks", {"lengths": [3]}, "3 is not allowed; lengths takes a non-empty list of integers from [1, 7"),
 ])
