@@ -35,6 +35,7 @@ step() {
 SMOLLM2=web/vendor/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 SMOLLM2_ASK="What is the capital of France?"
 SMOLLM2_LONG="Write a long story about a lighthouse keeper and a storm."
+SAMPLING="--temperature 0.8 --top-k 40 --top-p 0.95 --seed 1"
 
 # per_shape STEP PRESET PATTERN SHAPE...: a browser run of PRESET per shape, its cases those whose name
 # contains PATTERN with %s replaced by the shape.
@@ -110,6 +111,7 @@ for s in $steps; do
     browser-attn-flash)  step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --only flash --timeout 140 ;;
     # every subgroup split-pass variant at several workgroup targets, context 4096
     browser-flash-sweep) step "$s" 290 bench kernels --backend browser --driver plain --preset attention_flash_sweep --trials 3 --timeout 280 ;;
+    browser-attn-gqa3)   step "$s" 120 bench kernels --backend browser --driver plain --preset attention_gqa3 --timeout 110 ;;
     native-attn-prefill)  step "$s" 120 bench kernels --backend native --preset attention_prefill ;;
     browser-attn-prefill) step "$s" 120 bench kernels --backend browser --driver plain --preset attention_prefill --timeout 110 ;;
     # Whole models at full depth (issue 14): prompt 128 and 512, 128 greedy steps, per policy.
@@ -182,6 +184,15 @@ for s in $steps; do
                          --prompt "$SMOLLM2_ASK" --steps 32 --policy "$p" --batch 4 --timeout 140
                        step "$s-$p-long" 150 generate --backend browser --driver plain --model smollm2 --chat \
                          --prompt "$SMOLLM2_LONG" --steps 256 --policy "$p" --batch 16 --timeout 140
+                     done ;;
+    # the same long answer sampled on the GPU (temperature 0.8, top-k 40, top-p 0.95, seed 1) against greedy's tok/s
+    native-sample)   for p in int8x f32; do
+                       step "$s-$p" 120 generate --model "$SMOLLM2" --chat --prompt "$SMOLLM2_LONG" --steps 256 \
+                         --policy "$p" --batch 16 $SAMPLING
+                     done ;;
+    browser-sample)  for p in int8x f32; do
+                       step "$s-$p" 150 generate --backend browser --driver plain --model smollm2 --chat \
+                         --prompt "$SMOLLM2_LONG" --steps 256 --policy "$p" --batch 16 --timeout 140 $SAMPLING
                      done ;;
     *) echo "unknown step $s" ;;
   esac

@@ -22,7 +22,7 @@ from ..oneshot import run_op
 from ..plan import Plan
 from ..routing import RouteUnavailable
 from ..runtime import Runtime
-from .attention import QKV_RANGE
+from .attention import GQA3, QKV_RANGE
 
 __all__ = ["AttentionBenchCase", "ATTENTION_PRESETS", "run_attention_bench"]
 
@@ -75,6 +75,9 @@ ATTENTION_PRESETS = {
                                                                                  (QWEN3_0_6B, ("sdpa_q16", "sdpa_q32")))
                           for s in (128, 512, 2048) for route in (*one_pass, "sdpa_materialized")],
     "attention_flash_sweep": [case for m in _MODELS for case in _flash_sweep(m, 4096)],
+    # SmolLM2-135M's 9/3/64: the G 3 subgroup split pass against the workgroup-memory one it replaced.
+    "attention_gqa3": [AttentionBenchCase(GQA3, 1, ctx, route) for ctx in (128, 1024, 4096)
+                       for route in ("sdpa_flash_subgroup", "sdpa_flash_decode")],
     # Toy sizes for CPU adapters and tests.
     "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_subgroup"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
