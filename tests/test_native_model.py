@@ -221,7 +221,7 @@ def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(mod
         assert on_gpu[2] == 0, "a decode step with the position on the GPU re-packed params"
         assert on_host[2] >= 60 * 3             # RoPE + cache write and the two FlashDecoding passes, per step
         if policy == "int8x":
-            assert "q4_gemv_int8x_qkv_rope" in on_gpu[3] and "q4_gemv_int8x_qkv_rope" in on_host[3]
+            assert "q4_gemv_int8x_qkv_rope_norm" in on_gpu[3] and "q4_gemv_int8x_qkv_rope_norm" in on_host[3]
 
     asyncio.run(main())
 
