@@ -93,7 +93,7 @@ QKV_FUSED_SHAPE = LLAMA_3_2_1B.qkv_shape()
 def gemv_shapes(kind: str, tier: str | None = None) -> tuple[str, ...]:
     """The variant names (suffixes) the kernel registry holds for a decode GEMV kind: "f32" and "int8"
     (q4gsw_gemv), "int8x", "int8x_qkv", "int8x_qkv_rope_half", "int8x_qkv_rope_interleaved", "int8x_glu",
-    "int8x_glu_q8" and each of those + "_sr"
+    "int8x_glu_q8", the two RoPE kinds and glu_q8 + "_norm" (the RMSNorm prologue), and each of those + "_sr"
     (q4gsw_gemv_i8x); `tier` keeps the shipped (route-reachable) or the sweep (benchmark-only) ones."""
     if kind in ("f32", "int8"):
         prefix, int8 = "q4gsw_gemv_wg_", kind == "int8"
@@ -102,8 +102,8 @@ def gemv_shapes(kind: str, tier: str | None = None) -> tuple[str, ...]:
     match = re.fullmatch(r"int8x(_qkv_rope_half|_qkv_rope_interleaved|_qkv|_glu_q8|_glu)?(_norm)?(_sr)?", kind)
     if not match or (match.group(2) and match.group(1) not in ("_qkv_rope_half", "_qkv_rope_interleaved", "_glu_q8")):
         raise ValueError(f"unknown GEMV kind {kind!r}: f32, int8, int8x, int8x_qkv, int8x_qkv_rope_half, "
-                         f"int8x_qkv_rope_interleaved, int8x_glu, int8x_glu_q8, the last three + _norm, each "
-                         f"int8x kind + _sr")
+                         f"int8x_qkv_rope_interleaved, int8x_glu, int8x_glu_q8, the two RoPE kinds and glu_q8 "
+                         f"+ _norm, each int8x kind + _sr")
     prefix = f"q4gsw_gemv_i8x{''.join(group or '' for group in match.groups())}_wg_"
     return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
 
