@@ -61,6 +61,8 @@ ROUTES = (
     "dequantize",           # a checkpoint's stored tensor (f16, bf16, ggml Q4_0/Q4_1/Q8_0 blocks) to f32
     "q4_gemm_sgmat_f16",    # Q4 prefill GEMM on f16 subgroup matrices (opt-in half=True; shader-f16 and an f16 config)
     "sample",               # seeded temperature / top-k / top-p sampling (blocks' top k, then rank, nucleus, draw)
+    "q4_gemv_int8x_glu_q8_norm",    # q4_gemv_int8x_glu_q8 normalizing and quantizing its own input (the RMSNorm before it)
+    "q4_gemv_int8x_qkv_rope_norm",  # q4_gemv_int8x_qkv_rope likewise
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup"})

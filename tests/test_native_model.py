@@ -44,13 +44,17 @@ def _routes(report, step):
     return set(report["steps"][step]["routes"])
 
 
-def _int8x_decode_step(layers: int, qk_norm: bool) -> int:
-    """Dispatches in an int8x decode step: per layer the norm (quantizing), the fused QKV (applying RoPE
-    and writing the cache, but where a q/k norm comes first: then RoPE + the cache write after it),
-    FlashDecoding's split and reduce (quantizing), o, the norm, the fused gate/up + SwiGLU (quantizing)
-    and down; then the embedding, the last row, the final norm, lm_head, argmax's two passes and the
-    token history."""
-    return (9 if qk_norm else 8) * layers + 7
+def _int8x_decode_step(layers: int, qk_norm: bool, fuse_norm: bool = True) -> int:
+    """Dispatches in an int8x decode step: per layer the norm (quantizing; with fuse_norm inside the QKV
+    GEMV, but where a q/k norm comes first), the fused QKV (applying RoPE and writing the cache, but where
+    a q/k norm comes first: then RoPE + the cache write after it), FlashDecoding's split and reduce
+    (quantizing), o, the norm (with fuse_norm inside the next GEMV), the fused gate/up + SwiGLU
+    (quantizing) and down; then the embedding, the last row, the final norm, lm_head, argmax's two
+    passes and the token history."""
+    per_layer = 9 if qk_norm else 8
+    if fuse_norm:
+        per_layer -= 1 if qk_norm else 2
+    return per_layer * layers + 7
 
 
 def test_llama_matches_transformers_on_the_f32_policy(llama):
@@ -76,10 +80,11 @@ def test_llama_int8x_policy_is_within_its_own_bound():
     judged = verify_model_report(report, artifacts.__getitem__)
     assert judged["worst_of_tolerance"] <= 1, judged
     decode = _routes(report, 1)
-    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv_rope", "q4_gemv_int8x_glu_q8", "q4_gemv_int8x"} <= decode
+    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv_rope_norm", "q4_gemv_int8x_glu_q8_norm", "q4_gemv_int8x"} <= decode
     # every linear's input quantized by its producer: no quantize_activations dispatch in a decode step;
-    # RoPE and the cache write in the QKV GEMV (the prefill's rope_kv_cache_write idles)
-    assert not decode & {"int8_activations", "rope_kv_cache_write"}
+    # RoPE and the cache write in the QKV GEMV (the prefill's rope_kv_cache_write idles); the layers'
+    # norms inside the GEMVs after them (rms_norm_int8x is the head's)
+    assert not decode & {"int8_activations", "rope_kv_cache_write", "q4_gemv_int8x_qkv_rope", "q4_gemv_int8x_glu_q8"}
     assert {"int8_activations", "rope_kv_cache_write"} <= _routes(report, 0)
     assert report["dispatches"]["decode_step"] == _int8x_decode_step(CI["layers"], qk_norm=False)
     assert "q4_gemv_int8x" in _routes(report, 0)        # the head runs one row, quantized, at a prefill too
@@ -95,12 +100,25 @@ def test_qwen3_int8x_policy_is_within_its_own_bound():
     judged = verify_model_report(report, artifacts.__getitem__)
     assert judged["worst_of_tolerance"] <= 1, judged
     decode = _routes(report, 1)
-    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu_q8", "rope_kv_cache_write_norm"} <= decode
-    assert not decode & {"int8_activations", "q4_gemv_int8x_qkv_rope"}
+    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu_q8_norm", "rope_kv_cache_write_norm"} <= decode
+    assert not decode & {"int8_activations", "q4_gemv_int8x_qkv_rope", "q4_gemv_int8x_qkv_rope_norm"}
     assert report["dispatches"]["decode_step"] == _int8x_decode_step(CI["layers"], qk_norm=True)
     rope = [d for d in report["decisions"] if d["op"] == "q4_linear_qkv" and d["slot"] == "decode"]
     assert all(d["chosen"] == "q4_gemv_int8x_qkv" and "a q/k norm goes before RoPE" in d["passed_over"][0][1]
                for d in rope) and len(rope) == CI["layers"]
+
+
+def test_llama_int8x_without_the_norm_prologue_is_todays_chain_and_as_close():
+    """fuse_norm=False: every layer's norm is its own rms_norm_int8x dispatch before the plain epilogue
+    GEMVs (two more dispatches per layer), judged by the same oracle and bound."""
+    report, artifacts = _run({"model": "llama", "policy": "int8x", "fuse_norm": False, **CI})
+    judged = verify_model_report(report, artifacts.__getitem__)
+    assert judged["worst_of_tolerance"] <= 1, judged
+    decode = _routes(report, 1)
+    assert {"rms_norm_int8x", "q4_gemv_int8x_qkv_rope", "q4_gemv_int8x_glu_q8"} <= decode
+    assert not decode & {"q4_gemv_int8x_qkv_rope_norm", "q4_gemv_int8x_glu_q8_norm"}
+    assert report["options"]["fuse_norm"] is False
+    assert report["dispatches"]["decode_step"] == _int8x_decode_step(CI["layers"], qk_norm=False, fuse_norm=False)
 
 
 def test_the_unfused_and_materialized_routes_match_transformers_too():
@@ -203,7 +221,7 @@ def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(mod
         assert on_gpu[2] == 0, "a decode step with the position on the GPU re-packed params"
         assert on_host[2] >= 60 * 3             # RoPE + cache write and the two FlashDecoding passes, per step
         if policy == "int8x":
-            assert "q4_gemv_int8x_qkv_rope" in on_gpu[3] and "q4_gemv_int8x_qkv_rope" in on_host[3]
+            assert "q4_gemv_int8x_qkv_rope_norm" in on_gpu[3] and "q4_gemv_int8x_qkv_rope_norm" in on_host[3]
 
     asyncio.run(main())
 

@@ -17,7 +17,7 @@ from py_runtime.ops.norm import rms_norm
 from py_runtime.ops.q4 import Q4Weight
 from py_runtime.models.config import LAYOUTS
 from py_runtime.ops.attention import KVCache
-from py_runtime.ops.q4_linear import QKVRope, gemm_sgmat_shapes, q4_linear, q4_linear_glu, q4_linear_qkv
+from py_runtime.ops.q4_linear import NormPrologue, QKVRope, gemm_sgmat_shapes, q4_linear, q4_linear_glu, q4_linear_qkv
 from py_runtime.ops.tuning import tuning_for
 from py_runtime.routing import RouteUnavailable
 from py_runtime.tensors import Tensor
@@ -92,6 +92,8 @@ def _reachable() -> set[str]:
                 if n // 2 % gs == 0:        # its output quantized for down: the q8 route or the plain GLU
                     out_act = Int8Activations(glu_out, _t("gq", n // 8, "u32"), _t("gs", n // 32), gs)
                     ops.append(q4_linear_glu(act=act, weight=w, out=glu_out, adapter=adapter, int8_out=out_act))
+                    ops.append(q4_linear_glu(act=act, weight=w, out=glu_out, adapter=adapter, int8_out=out_act,
+                                             norm=NormPrologue(x=x, weight=_t("nw", k), eps=1e-5)))
             n_kv = n // 4
             qkv_outs = (Tensor("q", (2, n), "f32", 0), Tensor("k", (2, n_kv), "f32", 0), Tensor("v", (2, n_kv), "f32", 0))
             wq = _weight(k, n + 2 * n_kv, gs, rows_copy)
@@ -106,6 +108,8 @@ def _reachable() -> set[str]:
                 rope = QKVRope(q_out=Tensor("qr", (2, n // dim, dim), "f32", 0),
                                table=Tensor("t", (8, dim // 2, 2), "f32", 0), cache=cache, layout=layout)
                 ops.append(q4_linear_qkv(x=x, weight=wq, outs=qkv_outs, adapter=adapter, int8=act, rope=rope))
+                ops.append(q4_linear_qkv(x=x, weight=wq, outs=qkv_outs, adapter=adapter, int8=act, rope=rope,
+                                         norm=NormPrologue(x=x, weight=_t("nw", k), eps=1e-5)))
         seen |= {call.kernel for op in ops for call in op}
     return seen
 
@@ -131,6 +135,7 @@ def test_the_ci_check_pins_every_shipped_gemv_and_dp4a_gemm_variant():
             continue
         kind = ("_glu_q8" if case.glu_q8 else "_glu") if case.glu else \
             (f"_qkv_rope_{case.rope}" if case.rope else "_qkv") if case.n_kv else ""
+        kind += "_norm" * case.norm_prologue
         pinned.add((f"q4gsw_gemv_i8x{kind}{'_sr' if case.scales_rows else ''}", case.gemv_shape))
     shipped = set()
     for name in kernel_names(tier="shipped"):

@@ -38,6 +38,7 @@ class ModelRunOptions:
     batch: int = 4              # generated ids read back every `batch` steps in the free pass
     attention: str = "auto"     # models/decoder.py ATTENTION
     fused: bool = True          # the fused QKV and gate/up + SwiGLU routes where they apply
+    fuse_norm: bool = True      # int8x: the decode norms inside the GEMVs that read them where they apply
     artifacts: bool = True
 
 
@@ -54,7 +55,8 @@ async def run_model_check(runtime: Runtime, options: ModelRunOptions, sink=None,
     started = time.perf_counter()
     decoder = await Decoder.create(runtime, config, seed=options.seed, max_prompt=options.prompt,
                                    capacity=options.prompt + options.decode, policy=options.policy,
-                                   attention=options.attention, fused=options.fused)
+                                   attention=options.attention, fused=options.fused,
+                                   fuse_norm=options.fuse_norm)
     try:
         build_s = time.perf_counter() - started
         progress("model", 1, stages)
@@ -86,7 +88,8 @@ async def run_model_check(runtime: Runtime, options: ModelRunOptions, sink=None,
         "config": config.to_json(),
         "options": {"model": options.model, "layers": options.layers, "prompt": options.prompt,
                     "decode": options.decode, "policy": options.policy, "seed": options.seed, "batch": options.batch,
-                    "attention": options.attention, "fused": options.fused},
+                    "attention": options.attention, "fused": options.fused,
+                    "fuse_norm": options.fuse_norm},
         "prompt_ids": prompt,
         "tokens": checked,                  # one per logits artifact: the greedy token each step chose
         "free_tokens": free["ids"],

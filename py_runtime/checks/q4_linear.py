@@ -16,7 +16,7 @@ from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.q4 import Q4Weight, q4_embedding, q4_quantize, q4_scales_rows
 from ..ops.attention import KVCache, rope_kv_cache_write
-from ..ops.q4_linear import (QKVRope, gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_shapes, q4_linear,
+from ..ops.q4_linear import (NormPrologue, QKVRope, gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_shapes, q4_linear,
                              q4_linear_glu, q4_linear_qkv)
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies
 from ..ops.synth import UniformRange, fill_uniform
@@ -63,6 +63,8 @@ class LinearCase:
                                              # rope_kv_cache_write of the plain GEMV's q, k, v (bit for bit)
     scales_rows: bool = False                # int8x only: the weight carries a row-major scale copy
     norm: bool = False                       # int8x only: x is RMSNorm(raw rows) from rms_norm_int8x
+    norm_prologue: bool = False              # norm, glu_q8 or rope only: the GEMV normalizes the raw row
+                                             # itself (norm=NormPrologue, its _norm route), bit for bit
     dp4a: bool = False                       # int8x of every row: the prefill takes an int8 GEMM (the
                                              # subgroup-matrix one where the adapter has it, else DP4A)
     gemm_shape: str | None = None            # dp4a only: pin the int8 GEMM's tile (None: the route's choice)
@@ -156,6 +158,17 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
                          gemv_shape=shape, int8x=True, glu=True, glu_q8=True, scales_rows=rows)
               for rows in (False, True) for shape in gemv_shapes(f"int8x_glu_q8{'_sr' if rows else ''}", "shipped")
               for k in (160, 2048)]
+    # The same two epilogue kinds making their own activations from the raw row (the _norm routes: the
+    # norm's prologue in each workgroup), their shipped shapes with and without the scale copy.
+    cases += [LinearCase(f"gemv.{'rows.' if rows else ''}glu_q8_norm.{shape}", 2048, 96, (1,), group_size=32,
+                         gemv_shape=shape, int8x=True, glu=True, glu_q8=True, scales_rows=rows, norm=True,
+                         norm_prologue=True)
+              for rows in (False, True) for shape in gemv_shapes(f"int8x_glu_q8_norm{'_sr' if rows else ''}", "shipped")]
+    cases += [LinearCase(f"gemv.{'rows.' if rows else ''}qkv_rope_{layout}_norm.{shape}", 2048, 128, (1,),
+                         group_size=32, n_kv=64, gemv_shape=shape, int8x=True, scales_rows=rows, rope=layout,
+                         norm=True, norm_prologue=True)
+              for layout in ("half", "interleaved") for rows in (False, True)
+              for shape in gemv_shapes(f"int8x_qkv_rope_{layout}_norm{'_sr' if rows else ''}", "shipped")]
     # The row-major scale copy (the _sr variants): each kind at a real shape (beside a prefill, which
     # keeps reading the reference scales), odd shapes, and every shape with K tails and a bias.
     cases += [LinearCase("int8x.rows.llama.q_o", *_LLAMA["q"], (1, 7), int8x=True, scales_rows=True),
@@ -324,9 +337,10 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         out_q8 = await Int8Activations.allocate(runtime, outs[0], gs)
         again = Tensor(f"{prefix}.out_again", outs[0].shape, "f32", outs[0].usage, outs[0].buffer)
         alone = await Int8Activations.allocate(runtime, again, gs)
+    prologue = NormPrologue(x=raw, weight=norm_weight, eps=NORM_EPS) if case.norm_prologue else None
     if case.glu:
         linear = q4_linear_glu(act=activations, weight=weight, out=outs[0], adapter=device.adapter,
-                               gemv_shape=case.gemv_shape, int8_out=out_q8)
+                               gemv_shape=case.gemv_shape, int8_out=out_q8, norm=prologue)
     elif case.n_kv:
         linear = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, int8=activations,
                                gemv_shape=None if case.rope else case.gemv_shape)
@@ -339,7 +353,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         await plan.add(quantize_activations(alone))
     rope = None
     if case.rope:       # rope_kv_cache_write of the plain q, k, v; then the fused QKV into its own q and cache
-        rope = await _rope_pair(runtime, prefix, case, outs, activations, weight)
+        rope = await _rope_pair(runtime, prefix, case, outs, activations, weight, prologue)
         for op in rope["ops"]:
             await plan.add(op)
         linear = rope["ops"][-1]        # (reported: the fused QKV's kernels and decisions)
@@ -417,16 +431,18 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             "int8x": case.int8x, "glu": case.glu, "glu_q8": case.glu_q8, "scales_rows": case.scales_rows,
             "rope": case.rope and {"layout": case.rope, "head_dim": ROPE_HEAD_DIM, "capacity": ROPE_CAPACITY,
                                    "row": ROPE_POS + ROPE_OFFSET},
-            "norm": case.norm,
+            "norm": case.norm, "norm_prologue": case.norm_prologue,
             "dp4a": case.dp4a, "gemm_shape": case.gemm_shape, "half": case.half,
             "kernels": [call.kernel for call in linear],
                 "why": [decision.to_json() for decision in linear.decisions],
             "stream": case.stream, "force": case.force, "runs": runs, "weight_artifacts": weight_artifacts}
 
 
-async def _rope_pair(runtime: Runtime, prefix: str, case: LinearCase, outs, activations, weight) -> dict:
+async def _rope_pair(runtime: Runtime, prefix: str, case: LinearCase, outs, activations, weight,
+                     prologue: NormPrologue | None = None) -> dict:
     """A RoPE case's table, two caches and two rotated q's, and its ops: rope_kv_cache_write of the plain
-    QKV's q, k, v into the first, the fused QKV (q4_linear_qkv(rope=), the case's variant) into the second."""
+    QKV's q, k, v into the first, the fused QKV (q4_linear_qkv(rope=), the case's variant, normalizing the
+    raw row itself given a `prologue`) into the second."""
     tensors, dim = runtime.tensors, ROPE_HEAD_DIM
     heads, kv_heads = case.n // dim, case.n_kv // dim
     table = await tensors.allocate(f"{prefix}.rope_table", (ROPE_CAPACITY, dim // 2, 2))
@@ -439,7 +455,8 @@ async def _rope_pair(runtime: Runtime, prefix: str, case: LinearCase, outs, acti
                                 layout=case.rope, pos=ROPE_POS)
     fused = q4_linear_qkv(x=activations.x, weight=weight, outs=outs, adapter=runtime.device.adapter, int8=activations,
                           gemv_shape=case.gemv_shape, rope=QKVRope(q_out=q_out[1], table=table, cache=caches[1],
-                                                                   layout=case.rope, pos=ROPE_POS))
+                                                                   layout=case.rope, pos=ROPE_POS),
+                          norm=prologue)
     return {"ops": [plain, fused], "table": table, "caches": caches, "q_out": q_out}
 
 

@@ -45,6 +45,11 @@ Route choices beside the policy (for comparing routes; the defaults are the fast
              stays there)
   fused      True (the fused QKV GEMM/GEMV and, int8x, the fused gate/up + SwiGLU GEMV where they apply) or
              False (q, k, v as three linears; gate, up and swiglu apart at every step)
+  fuse_norm  True (int8x, fused: a decode step's RMSNorm + quantization runs inside the GEMV that reads it,
+             each workgroup normalizing the residual row itself, where the route q4_gemv_int8x_qkv_rope_norm
+             or q4_gemv_int8x_glu_q8_norm runs; that norm's rms_norm_int8x then idles at a decode step.
+             Qwen3's attention norm stays a dispatch: its q/k norm keeps RoPE out of the QKV GEMV) or False
+             (the norm's own dispatch at every step)
 
 Bad input is refused before anything is dispatched: a prompt longer than the plan's rows or with
 ids outside the vocabulary, a step past the KV cache (the context is full), an unknown policy.
@@ -62,7 +67,7 @@ from ..ops.attention import FLASH_ROUTES, AttentionScratch, KVCache, kv_cache_wr
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.norm import rms_norm
 from ..ops.q4 import q4_embedding
-from ..ops.q4_linear import QKVRope, q4_linear, q4_linear_glu, q4_linear_qkv
+from ..ops.q4_linear import NormPrologue, QKVRope, q4_linear, q4_linear_glu, q4_linear_qkv
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies, rope
 from ..ops.sample import Sampling, sample, sample_candidates_needed
 from ..ops.sequence import last_row, token_history
@@ -124,11 +129,11 @@ class Decoder:
 
     def __init__(self, runtime, config: ModelConfig, weights: ModelWeights, *, max_prompt: int, capacity: int,
                  policy: str, gpu_position: bool | None, attention: str = "auto", fused: bool = True,
-                 sampling: Sampling | None = None):
+                 fuse_norm: bool = True, sampling: Sampling | None = None):
         self.runtime, self.config, self.weights = runtime, config, weights
         self.sampling = sampling
         self.max_prompt, self.capacity, self.policy = max_prompt, capacity, policy
-        self.attention, self.fused = attention, fused
+        self.attention, self.fused, self.fuse_norm = attention, fused, fuse_norm
         self.gpu_position = gpu_position     # None: wherever the plan allows (position_on_gpu says)
         self.position_on_gpu = False
         self.position = 0           # positions the KV cache holds; the next step starts here (the host's count)
@@ -139,7 +144,7 @@ class Decoder:
     @classmethod
     async def create(cls, runtime, config: ModelConfig, *, seed: int = 0, max_prompt: int, capacity: int,
                      policy: str = "f32", gpu_position: bool | None = None, attention: str = "auto",
-                     fused: bool = True, sampling: Sampling | None = None, progress=None,
+                     fused: bool = True, fuse_norm: bool = True, sampling: Sampling | None = None, progress=None,
                      checkpoint=None) -> "Decoder":
         """Allocate the synthetic weights and every buffer, record the plan (every op validates its
         shapes here, before anything runs), then generate the weights on the GPU. `checkpoint` (a
@@ -148,8 +153,8 @@ class Decoder:
         False keeps the position on the host (every step re-sized); True refuses a plan that cannot
         keep it on the GPU; None (default) keeps it there where the plan allows. `progress(stage, done,
         total)` hears "pipelines" once per layer recorded (and the head) and "weights" around their generation.
-        `attention` and `fused`: the route choices of the module docstring. `sampling` (a Sampling) draws each
-        token on the GPU; None picks greedily (argmax)."""
+        `attention`, `fused` and `fuse_norm`: the route choices of the module docstring. `sampling` (a
+        Sampling) draws each token on the GPU; None picks greedily (argmax)."""
         if sampling is not None and not isinstance(sampling, Sampling):
             raise TypeError(f"sampling must be a Sampling or None (greedy), not {type(sampling).__name__}")
         if policy not in POLICIES:
@@ -164,7 +169,8 @@ class Decoder:
         else:
             weights = await load_weights(runtime, config, checkpoint, scales_rows=policy == "int8x", progress=progress)
         decoder = cls(runtime, config, weights, max_prompt=max_prompt, capacity=capacity, policy=policy,
-                      gpu_position=gpu_position, attention=attention, fused=fused, sampling=sampling)
+                      gpu_position=gpu_position, attention=attention, fused=fused, fuse_norm=fuse_norm,
+                      sampling=sampling)
         try:
             await decoder._record(progress)
             if weights.pending:
@@ -244,28 +250,37 @@ class Decoder:
         add = self._add
         await add(q4_embedding(ids=self.ids, weight=w["embed"], out=h, status=status))
 
-        async def norm_into_xn(weight: Tensor) -> None:
+        async def norm_into_xn(weight: Tensor, consumer: Op | None = None) -> None:
+            """The norm before a linear; where its consumer's decode GEMV normalizes for itself (a _norm
+            route), the norm's dispatch serves the prefill only."""
             if int8x:
-                await add(rms_norm_int8x(x=h, weight=weight, act=xn_q, eps=c.norm_eps))
+                norm = rms_norm_int8x(x=h, weight=weight, act=xn_q, eps=c.norm_eps)
+                in_gemv = consumer is not None and any(call.route.endswith("_norm") for call in consumer.calls)
+                await add(_prefill_only(norm) if in_gemv else norm)
             else:
                 await add(rms_norm(x=h, weight=weight, out=xn, eps=c.norm_eps, adapter=adapter))
+
+        def prologue(weight: Tensor) -> NormPrologue | None:
+            return NormPrologue(x=h, weight=weight, eps=c.norm_eps) if int8x and self.fuse_norm else None
 
         for i in range(c.layers):
             progress("pipelines", i, c.layers + 1)
             layer = lambda name: w[f"layers.{i}.{name}"]    # noqa: E731
-            await norm_into_xn(layer("attn_norm"))
             qkv, qkv_outs = layer("qkv"), (_view(q, (rows, c.q_dim)), _view(k, (rows, c.kv_dim)),
                                            _view(v, (rows, c.kv_dim)))
             qkv_ropes = False
             if self.fused:
-                # int8x: the decode QKV may apply RoPE and write the cache too (where hd % 4 == 0)
+                # int8x: the decode QKV may apply RoPE and write the cache too (where hd % 4 == 0), and
+                # normalize its own input (fuse_norm)
                 qkv_rope = QKVRope(q_out=q_rot, table=table, cache=caches[i], layout=c.rope_layout, pos=pos,
                                    qk_norm=c.qk_norm) if int8x and hd % 4 == 0 else None
                 qkv_op = q4_linear_qkv(x=xn, weight=qkv, adapter=adapter, int8=xn_q if int8x else None, outs=qkv_outs,
-                                       rope=qkv_rope, half=half)
-                qkv_ropes = any(call.route == "q4_gemv_int8x_qkv_rope" for call in qkv_op.calls)
+                                       rope=qkv_rope, half=half, norm=prologue(layer("attn_norm")))
+                qkv_ropes = any(call.route.startswith("q4_gemv_int8x_qkv_rope") for call in qkv_op.calls)
+                await norm_into_xn(layer("attn_norm"), qkv_op)
                 await add(qkv_op)
             else:
+                await norm_into_xn(layer("attn_norm"))
                 first = 0
                 for out in qkv_outs:
                     width = out.shape[-1]
@@ -297,7 +312,6 @@ class Decoder:
                 await add(_prefill_only(quantize) if reduce_quantizes else quantize)
             await add(q4_linear(x=attn_rows, weight=layer("o"), out=h, adapter=adapter,
                                 int8=attn_q if int8x else False, accumulate=True, half=half))
-            await norm_into_xn(layer("mlp_norm"))
             gate_up = layer("gate_up")
             separate = [q4_linear(x=xn, weight=gate_up.rows(0, f), out=gate, adapter=adapter, int8=xn_q if int8x else False,
                                   half=half),
@@ -305,12 +319,14 @@ class Decoder:
                                   half=half),
                         swiglu(gate=gate, up=up, out=act)]
             glu = int8x and self.fused         # the fused gate/up + SwiGLU GEMV serves the decode
+            glu_op = q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter, int8_out=act_q,
+                                   norm=prologue(layer("mlp_norm"))) if glu else None
+            await norm_into_xn(layer("mlp_norm"), glu_op)
             for op in separate:
                 await add(_prefill_only(op) if glu else op)
             glu_quantizes = False
             if glu:
-                glu_op = q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter, int8_out=act_q)
-                glu_quantizes = glu_op.calls[0].route == "q4_gemv_int8x_glu_q8"
+                glu_quantizes = glu_op.calls[0].route.startswith("q4_gemv_int8x_glu_q8")
                 await add(glu_op)
             if int8x:           # (a decode's fused GLU writes it where glu_quantizes)
                 quantize = quantize_activations(act_q)

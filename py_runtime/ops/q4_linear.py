@@ -37,7 +37,11 @@ q4_gemv_int8x_glu is gate/up + SwiGLU as one decode GEMV; given Int8Activations 
 (q4_linear_glu(int8_out=)), q4_gemv_int8x_glu_q8 goes first: the same GEMV also writing its output
 quantized for the next int8x linear, where a workgroup of the variant holds whole groups of the output;
 given a QKVRope, q4_gemv_int8x_qkv_rope goes before q4_gemv_int8x_qkv: the decode QKV also applying
-RoPE and writing the KV cache, where a workgroup holds whole heads.
+RoPE and writing the KV cache, where a workgroup holds whole heads. Given a NormPrologue (norm=) of the
+RMSNorm that produces their activations, q4_gemv_int8x_glu_q8_norm and q4_gemv_int8x_qkv_rope_norm go
+first: the same GEMVs computing that norm and its int8 quantization in each workgroup (bit for bit
+rms_norm_int8x's), so the norm's dispatch can idle at a decode step; K must fit the prologue's workgroup
+row (MAXK).
 
 Which variant of a GEMV family runs is a speed choice, not a route: the adapter's tuning table
 (tuning.py) picks it; `gemv_shape` pins one (benchmark sweeps, checks), and `gemm_shape` the int8
@@ -60,10 +64,11 @@ from ..routing import Route, RouteUnavailable, choose
 from ..tensors import Tensor
 from .attention import KVCache
 from .int8_activations import Int8Activations
+from .norm import eps_f32
 from .q4 import Q4Weight, q4_weight_bytes
 from .tuning import Tuning, tuning_for
 
-__all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "gemv_shapes", "gemv_int8_max_k",
+__all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "NormPrologue", "gemv_shapes", "gemv_int8_max_k",
            "gemv_group_size", "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE", "gemm_sgmat_shapes", "GEMM_SGMAT_SHAPE",
            "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GLU_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
 
@@ -88,17 +93,18 @@ QKV_FUSED_SHAPE = LLAMA_3_2_1B.qkv_shape()
 def gemv_shapes(kind: str, tier: str | None = None) -> tuple[str, ...]:
     """The variant names (suffixes) the kernel registry holds for a decode GEMV kind: "f32" and "int8"
     (q4gsw_gemv), "int8x", "int8x_qkv", "int8x_qkv_rope_half", "int8x_qkv_rope_interleaved", "int8x_glu",
-    "int8x_glu_q8" and each of those + "_sr"
+    "int8x_glu_q8", the two RoPE kinds and glu_q8 + "_norm" (the RMSNorm prologue), and each of those + "_sr"
     (q4gsw_gemv_i8x); `tier` keeps the shipped (route-reachable) or the sweep (benchmark-only) ones."""
     if kind in ("f32", "int8"):
         prefix, int8 = "q4gsw_gemv_wg_", kind == "int8"
         return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix)
                      and bool(kernel(name).template_values.get("I8")) == int8)
-    match = re.fullmatch(r"int8x(_qkv_rope_half|_qkv_rope_interleaved|_qkv|_glu_q8|_glu)?(_sr)?", kind)
-    if not match:
+    match = re.fullmatch(r"int8x(_qkv_rope_half|_qkv_rope_interleaved|_qkv|_glu_q8|_glu)?(_norm)?(_sr)?", kind)
+    if not match or (match.group(2) and match.group(1) not in ("_qkv_rope_half", "_qkv_rope_interleaved", "_glu_q8")):
         raise ValueError(f"unknown GEMV kind {kind!r}: f32, int8, int8x, int8x_qkv, int8x_qkv_rope_half, "
-                         f"int8x_qkv_rope_interleaved, int8x_glu, int8x_glu_q8, each int8x kind + _sr")
-    prefix = f"q4gsw_gemv_i8x{match.group(1) or ''}{match.group(2) or ''}_wg_"
+                         f"int8x_qkv_rope_interleaved, int8x_glu, int8x_glu_q8, the two RoPE kinds and glu_q8 "
+                         f"+ _norm, each int8x kind + _sr")
+    prefix = f"q4gsw_gemv_i8x{''.join(group or '' for group in match.groups())}_wg_"
     return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
 
 
@@ -178,6 +184,23 @@ class QKVRope:
     qk_norm: bool = False
 
 
+@dataclass(frozen=True, kw_only=True)
+class NormPrologue:
+    """The RMSNorm whose output a decode GEMV reads (q4_linear_glu(norm=), q4_linear_qkv(norm=)): x's
+    first row (f32 [..., K], the residual stream) normalized with `weight` [K] and `eps`, as rms_norm_int8x
+    writes it into the GEMV's Int8Activations. A _norm route computes it itself in each workgroup."""
+
+    x: Tensor
+    weight: Tensor
+    eps: float
+
+
+def _check_norm(label: str, norm: NormPrologue, k: int) -> None:
+    x, weight = norm.x, norm.weight
+    if x.dtype != "f32" or weight.dtype != "f32" or x.shape[-1] != k or weight.shape != (k,):
+        raise ValueError(f"{label}: norm: x {x!r} and weight {weight!r} must be f32 rows of K = {k} and f32 [{k}]")
+
+
 @dataclass(frozen=True)
 class _Linear:
     """What a linear's route guards and builders see."""
@@ -199,6 +222,7 @@ class _Linear:
     half: bool = False              # the prefill may round to f16 for the f16 subgroup-matrix GEMM
     int8_out: Int8Activations | None = None     # glu: the output's int8 form, for q4_gemv_int8x_glu_q8
     rope: "QKVRope | None" = None               # qkv: RoPE and the cache write, for q4_gemv_int8x_qkv_rope
+    norm: NormPrologue | None = None            # the RMSNorm before it, for the _norm routes
 
     @property
     def limits(self) -> dict:
@@ -295,14 +319,16 @@ def _gemv_decode(route: str):
     return build
 
 
-def _int8x_kind(req: _Linear, epilogue: str = "") -> str:
+def _int8x_kind(req: _Linear, epilogue: str = "", norm: bool = False) -> str:
     """The variant kind: "_glu" / "_glu_q8" (epilogue "q8"), "_qkv" / "_qkv_rope_{layout}" (epilogue
-    "rope"), or "" for one output."""
+    "rope"), or "" for one output; `norm` adds the RMSNorm prologue ("_norm", of the two epilogue kinds)."""
     if req.glu:
-        return "_glu_q8" if epilogue == "q8" else "_glu"
-    if len(req.outs) == 3:
-        return f"_qkv_rope_{req.rope.layout}" if epilogue == "rope" else "_qkv"
-    return ""
+        kind = "_glu_q8" if epilogue == "q8" else "_glu"
+    elif len(req.outs) == 3:
+        kind = f"_qkv_rope_{req.rope.layout}" if epilogue == "rope" else "_qkv"
+    else:
+        kind = ""
+    return kind + "_norm" * norm
 
 
 def _int8x_shape(req: _Linear, epilogue: str = "") -> str:
@@ -319,9 +345,10 @@ def _int8x_shape(req: _Linear, epilogue: str = "") -> str:
     return req.gemv_shape or req.tuning.gemv_int8x(w.k, n_out, aligned and not rows_copy, req.glu, rows_copy)
 
 
-def _int8x_kernel(req: _Linear, epilogue: str = "") -> str:
+def _int8x_kernel(req: _Linear, epilogue: str = "", norm: bool = False) -> str:
     subgroups = "subgroups" in req.adapter.device_features      # any width: the kernel caps a warp at its workgroup
-    return (f"q4gsw_gemv_i8x{_int8x_kind(req, epilogue)}{_sr(req)}_"
+    # (a _norm kind has its base kind's shapes: the tuning table's pick serves both)
+    return (f"q4gsw_gemv_i8x{_int8x_kind(req, epilogue, norm)}{_sr(req)}_"
             f"{'sg' if subgroups else 'wg'}_{_int8x_shape(req, epilogue)}")
 
 
@@ -340,21 +367,25 @@ def _plain_pin(kind: str, other: str):
 
 def _epilogue_workgroup_bytes(values: dict) -> int:
     """The workgroup memory of a _glu_q8 or _qkv_rope variant (q4gsw_gemv_i8x.wgsl): its rows, and the
-    reduction's slices (subgroups, KS > 1) or its tree (no subgroups), for both halves of a GLU."""
+    reduction's slices (subgroups, KS > 1) or its tree (no subgroups), for both halves of a GLU; a _norm
+    variant's prologue adds its int8 row (MAXK bytes), chunk stats (8 per 32 values), octet peaks (4 per 8
+    values) and 256 partial sums of squares."""
     rows, ks, halves = values["RG"] * values["R"], values["KS"], 2 if values["GLU"] else 1
     reduction = halves * ks * rows if values["SUBGROUP"] and ks > 1 else 0 if values["SUBGROUP"] else \
         halves * 32 * ks * rows
-    return 4 * (rows + reduction)
+    prologue = values["MAXK"] + values["MAXK"] // 4 + values["MAXK"] // 2 + 4 * 256 if values["NORM"] else 0
+    return 4 * (rows + reduction) + prologue
 
 
-def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers: int) -> str | None:
+def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers: int,
+                    norm: bool = False) -> str | None:
     """An epilogue variant's limits: its workgroups hold whole `what`s of `whole` rows, and the adapter
-    allows its invocations, workgroup memory and storage buffers."""
-    kind = _int8x_kind(req, epilogue)
+    allows its invocations, workgroup memory and storage buffers (`norm`: of the _norm variant)."""
+    kind = _int8x_kind(req, epilogue, norm)
     if req.gemv_shape is not None and req.gemv_shape not in gemv_shapes(f"int8x{kind}{_sr(req)}"):
         return f"the pinned variant {req.gemv_shape!r} is a plain {kind.split('_')[1].upper()} one"
     shape = _int8x_shape(req, epilogue)
-    values = kernel(_int8x_kernel(req, epilogue)).template_values
+    values = kernel(_int8x_kernel(req, epilogue, norm)).template_values
     rows, invocations = values["RG"] * values["R"], 32 * values["RG"] * values["KS"]
     if rows % whole:
         return f"{shape}'s workgroups hold {rows} rows, not whole {what} of {whole}"
@@ -372,25 +403,41 @@ def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers:
     return None
 
 
-def _glu_q8_guard(req: _Linear) -> str | None:
+def _glu_q8_guard(req: _Linear, norm: bool = False) -> str | None:
     if req.int8_out is None:
         return "no int8 activations of the output given (int8_out=Int8Activations)"
-    return _epilogue_guard(req, "q8", req.int8_out.group_size, "groups", 7)
+    return _epilogue_guard(req, "q8", req.int8_out.group_size, "groups", 7, norm)
 
 
-def _qkv_rope_guard(req: _Linear) -> str | None:
+def _qkv_rope_guard(req: _Linear, norm: bool = False) -> str | None:
     if req.rope is None:
         return "no RoPE and KV cache write asked for (rope=QKVRope)"
     if req.rope.qk_norm:
         return "a q/k norm goes before RoPE (Qwen3's): rope_kv_cache_write folds it in, this epilogue does not"
-    return _epilogue_guard(req, "rope", req.rope.cache.head_dim, "heads", 9)
+    return _epilogue_guard(req, "rope", req.rope.cache.head_dim, "heads", 9, norm)
 
 
-def _int8x_decode(req: _Linear, epilogue: str = "") -> OpCall:
+def _norm_guard(epilogue_guard):
+    """A _norm route's guard: its epilogue route's, with the prologue asked for and K within its row."""
+    def guard(req: _Linear) -> str | None:
+        if req.norm is None:
+            return "no RMSNorm prologue asked for (norm=NormPrologue)"
+        if why := epilogue_guard(req, norm=True):
+            return why
+        epilogue = "q8" if req.glu else "rope"
+        max_k = kernel(_int8x_kernel(req, epilogue, norm=True)).template_values["MAXK"]
+        if req.weight.k > max_k:
+            return f"K {req.weight.k} exceeds the prologue's workgroup row (K <= {max_k})"
+        return None
+    return guard
+
+
+def _int8x_decode(req: _Linear, epilogue: str = "", norm: bool = False) -> OpCall:
     """The q4_gemv_int8x dispatch (decode only). Three outputs make it the fused decode QKV: rows of the
     packed weight split n_q, n_kv, n_kv; `glu` the fused gate/up + SwiGLU: gate rows [0, n), up rows
     [n, 2n), n = the output's. `epilogue` "q8": that GEMV also writing req.int8_out (the output
-    quantized); "rope": the QKV rotating q into req.rope.q_out and writing K and V into its cache."""
+    quantized); "rope": the QKV rotating q into req.rope.q_out and writing K and V into its cache.
+    `norm`: the _norm variant, reading req.norm's f32 row and making its own activations."""
     act, w, label = req.int8, req.weight, req.label
     n_out = w.n // 2 if req.glu else w.n
     rows_copy = w.scales_rows is not None
@@ -400,7 +447,7 @@ def _int8x_decode(req: _Linear, epilogue: str = "") -> OpCall:
     if shape.endswith("v") and not aligned:
         raise ValueError(f"{label}: {shape!r} loads scales as vec4, which needs n_total ({w.n_total}), n_offset "
                          f"({w.n_offset}) and the output rows ({n_out}) to be multiples of 4")
-    name = _int8x_kernel(req, epilogue)
+    name = _int8x_kernel(req, epilogue, norm)
     has_bias = req.bias is not None
     qkv, rope = len(req.outs) == 3, req.rope if epilogue == "rope" else None
 
@@ -416,6 +463,9 @@ def _int8x_decode(req: _Linear, epilogue: str = "") -> OpCall:
         if epilogue == "q8":
             fields.update(out_group_size=req.int8_out.group_size)
             moved += n_out + 8 * (n_out // 32)          # the int8 row and its chunk stats
+        if norm:
+            fields.update(eps=eps_f32(req.norm.eps))
+            moved += 4 * w.k                            # the f32 row and the norm's weight for the int8 row
         if rope is not None:
             pos = live_value(rope.pos, live, label)
             if active and pos + 1 > min(rope.cache.capacity, rope.table.shape[0]):
@@ -427,8 +477,9 @@ def _int8x_decode(req: _Linear, epilogue: str = "") -> OpCall:
                       params=spec.pack_params(**fields), bytes_moved=moved if active else 0,
                       flops=flops if active else 0)
 
-    tensors = {"xq": act.words, "xstats": act.stats, "weights": w.packed,
-               "scales": w.scales_rows if rows_copy else w.scales, "out": req.outs[0]}
+    tensors = {"weights": w.packed, "scales": w.scales_rows if rows_copy else w.scales, "out": req.outs[0]}
+    tensors.update({"hidden": req.norm.x, "norm_weight": req.norm.weight} if norm else
+                   {"xq": act.words, "xstats": act.stats})
     if not req.glu and rope is None:
         tensors["bias"] = req.bias if has_bias else w.scales
     if rope is not None:
@@ -438,7 +489,7 @@ def _int8x_decode(req: _Linear, epilogue: str = "") -> OpCall:
         tensors.update({"out_k": req.outs[1], "out_v": req.outs[2]})
     if epilogue == "q8":
         tensors.update({"act_words": req.int8_out.words, "act_stats": req.int8_out.stats})
-    route = "q4_gemv_int8x_qkv_rope" if rope is not None else f"q4_gemv_int8x{kind}"
+    route = ("q4_gemv_int8x_qkv_rope" if rope is not None else f"q4_gemv_int8x{kind}") + "_norm" * norm
     return OpCall(label=f"{label}.decode", kernel=name, route=route, tensors=tensors, sizing=sizing, phase="decode")
 
 
@@ -734,6 +785,8 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
 
 
 GLU_ROUTES = (
+    Route(name="q4_gemv_int8x_glu_q8_norm", guard=lambda req: _int8x_guard(req) or _norm_guard(_glu_q8_guard)(req),
+          build=lambda req: _int8x_decode(req, "q8", norm=True)),
     Route(name="q4_gemv_int8x_glu_q8", guard=lambda req: _int8x_guard(req) or _glu_q8_guard(req),
           build=lambda req: _int8x_decode(req, "q8")),
     Route(name="q4_gemv_int8x_glu", guard=lambda req: _int8x_guard(req) or _plain_pin("_glu", "quantizing (q8)")(req),
@@ -743,24 +796,28 @@ GLU_ROUTES = (
 
 def q4_linear_glu(*, act: Int8Activations, weight: Q4Weight, out: Tensor, adapter: AdapterReport,
                   tokens: int | str = TOKENS, gemv_shape: str | None = None, tuning: str | None = None,
-                  int8_out: Int8Activations | None = None) -> Op:
+                  int8_out: Int8Activations | None = None, norm: NormPrologue | None = None) -> Op:
     """out = silu(x @ W_gate.T) * (x @ W_up.T) for a packed [2N, K] weight (gate rows, then up rows) and
     activations quantized beforehand: one fused decode dispatch (q4_gemv_int8x_glu), idle unless the live
     token count is 1. A prefill runs gate, up and swiglu as separate ops. `int8_out` (Int8Activations of
     out) asks the dispatch to write out's row quantized too (q4_gemv_int8x_glu_q8, bit for bit what
     quantize_activations makes of out) where its guard passes; where it does not, the op is the plain
     GLU and the caller still quantizes out (the op's route says which). `gemv_shape` pins the variant of
-    the route whose kind has it."""
+    the route whose kind has it. `norm` (the RMSNorm that produces `act`) lets the quantizing GEMV make its
+    own activations (q4_gemv_int8x_glu_q8_norm, bit for bit rms_norm_int8x's act) where its guard passes:
+    the caller's norm dispatch may then idle at a decode step (the op's route says whether)."""
     label = f"q4_linear_glu({out.name})"
     if weight.n % 2 or out.shape[-1] != weight.n // 2:
         raise ValueError(f"{label}: a [{weight.n}, {weight.k}] gate/up weight does not give out {list(out.shape)}: "
                          f"it needs 2 x {out.shape[-1]} rows")
     _check_activations(label, act, weight, None)
+    if norm is not None:
+        _check_norm(label, norm, weight.k)
     if int8_out is not None and (int8_out.x.buffer != out.buffer or int8_out.k != out.shape[-1]):
         raise ValueError(f"{label}: int8 activations of {int8_out.x.name!r} (K {int8_out.k}) are not of out "
                          f"{list(out.shape)}")
     req = _Linear(label, act.x, weight, (out,), None, tokens, adapter, act, gemv_shape, tuning_for(adapter, tuning),
-                  glu=True, capacity=out.numel // out.shape[-1], int8_out=int8_out)
+                  glu=True, capacity=out.numel // out.shape[-1], int8_out=int8_out, norm=norm)
     _check_pin(req)
     route, decision = choose(GLU_ROUTES, req, op=label, slot="decode")
     if route is None:
@@ -805,7 +862,8 @@ def _qkv_fused_prefill(req: _Linear) -> OpCall:
 
 def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,
                   tokens: int | str = TOKENS, int8: Int8Activations | None = None, gemv_shape: str | None = None,
-                  tuning: str | None = None, rope: QKVRope | None = None, half: bool = False) -> Op:
+                  tuning: str | None = None, rope: QKVRope | None = None, half: bool = False,
+                  norm: NormPrologue | None = None) -> Op:
     """q, k, v = x @ W.T for a packed [Nq + 2 Nkv, K] weight: three ordinary linears over row ranges of
     the one weight, unless a fused route takes a slot: the fused BK64 GEMM for the prefill at Llama's
     exact geometry, and with pre-quantized activations `int8` (of x) one GEMV writing the three outputs
@@ -815,7 +873,8 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     (QKVRope) asks the decode GEMV to apply RoPE and write the KV cache too (q4_gemv_int8x_qkv_rope,
     bit for bit rope_kv_cache_write's of the plain GEMV's q, k, v) where its guard passes: it then writes
     rope.q_out and the cache, not q, k and v; where not, the plain GEMV runs and the caller's
-    rope_kv_cache_write stays (the op's decode route says which)."""
+    rope_kv_cache_write stays (the op's decode route says which). `norm` (the RMSNorm that produces `int8`)
+    lets that GEMV make its own activations too (q4_gemv_int8x_qkv_rope_norm) where its guard passes."""
     label = "q4_linear_qkv"
     q_out, k_out, v_out = outs
     n_q, n_kv = q_out.shape[-1], k_out.shape[-1]
@@ -823,6 +882,8 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
         raise ValueError(f"{label}: outputs {[list(t.shape) for t in outs]} do not split a {weight.n}-row weight")
     if int8 is not None:
         _check_activations(label, int8, weight, x)
+    if norm is not None:
+        _check_norm(label, norm, weight.k)
     if rope is not None:
         dim, cache = rope.cache.head_dim, rope.cache
         problems = [f"q_out {rope.q_out!r} must be f32 [tokens, {n_q // dim}, {dim}]"] * (
@@ -849,13 +910,16 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
         decisions += why
     capacity = min(x.numel // weight.k, q_out.numel // n_q, k_out.numel // n_kv, v_out.numel // n_kv)
     req = _Linear(label, x, weight, tuple(outs), None, tokens, adapter, int8 or False, gemv_shape, table,
-                  capacity=capacity, rope=rope)
+                  capacity=capacity, rope=rope, norm=norm)
     _check_pin(req)
 
     def separate_decode(r: _Linear) -> str | None:
         return None if all("decode" in s for s in separate) else "the separate linears have no decode route here"
 
-    decode_routes = (Route(name="q4_gemv_int8x_qkv_rope",
+    decode_routes = (Route(name="q4_gemv_int8x_qkv_rope_norm",
+                           guard=lambda r: _int8x_guard(r) or separate_decode(r) or _norm_guard(_qkv_rope_guard)(r),
+                           build=lambda r: _int8x_decode(r, "rope", norm=True)),
+                     Route(name="q4_gemv_int8x_qkv_rope",
                            guard=lambda r: _int8x_guard(r) or separate_decode(r) or _qkv_rope_guard(r),
                            build=lambda r: _int8x_decode(r, "rope")),
                      Route(name="q4_gemv_int8x_qkv",

@@ -194,6 +194,8 @@ MODEL = Workload(
              Option(name="attention", type="str", default=_MODEL.attention, allowed=ATTENTION_CHOICES,
                     help="attention routes: the route tables' choice, or materialized at every step"),
              Option(name="fused", type="bool", default=_MODEL.fused, help="the fused QKV and gate/up + SwiGLU routes"),
+             Option(name="fuse_norm", type="bool", default=_MODEL.fuse_norm,
+                    help="int8x: each decode RMSNorm inside the GEMV that reads it (its _norm route)"),
              _ARTIFACTS_ON),
     runner=_model, renderer="model")
 

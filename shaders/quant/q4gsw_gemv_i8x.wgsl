@@ -41,6 +41,13 @@ $if ROPE:
   // workgroup holds whole heads (both elements of every rotation pair, in either layout) and nothing
   // crosses workgroups. It writes the rotated q to out and K and V (f16 pairs) into the caches at the
   // position pos + offset[0], not the f32 q, k and v.
+$if NORM:
+  // It also makes its own activations (a NORM prologue, in place of the rms_norm_int8x dispatch before
+  // it): each workgroup reads the f32 residual row `hidden` and computes its RMSNorm with rms_norm_int8x's
+  // arithmetic (256 per-invocation sums of whole octets in the same order, the same tree, the same
+  // y = x * scale * w) and quantizes y per group into workgroup memory, in the layout and with the
+  // rounding of int8_activations.wgsl (held bit-equal by a test). Every workgroup repeats the norm: a row
+  // of K floats, cheap beside a dispatch. K is limited to MAXK by that memory (the route guard says so).
 $if KS > 1:
   // This variant splits each row's chunks over KS warps (lane l of slice j takes chunks j W + l,
   // (KS + j) W + l, ...): a long row is read in fewer dependent steps, and a short one by more lanes
@@ -78,10 +85,22 @@ struct Params {
     table_rows: u32,
   $if Q8:
     out_group_size: u32,  // the quantized output's group size (the next linear's)
+  $if NORM:
+    eps: f32,             // the RMSNorm's, rounded to f32
 }
 
-@group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> xstats: array<vec2<f32>>;
+$if NORM:
+  @group(0) @binding(0) var<storage, read> hidden: array<vec4<f32>>;    // the residual row, f32 [K]
+  @group(0) @binding(1) var<storage, read> norm_weight: array<vec4<f32>>;
+  const MAXK: u32 = ${MAXK}u;
+  const NORM_LANES: u32 = 256u;                 // rms_norm_int8x's workgroup: its partial sums and tree
+  var<workgroup> xq: array<vec4<u32>, MAXK / 16u>;      // the row's int8 words, int8_activations' layout
+  var<workgroup> xstats: array<vec2<f32>, MAXK / 32u>;  // per chunk: (scale, 8 * sum of q)
+  var<workgroup> octet_peaks: array<f32, MAXK / 8u>;
+  var<workgroup> squares: array<f32, NORM_LANES>;
+$else:
+  @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
+  @group(0) @binding(1) var<storage, read> xstats: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read> weights: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> scales: array<${"vec4<f32>" if SV4 else "f32"}>;
 $if not GLU and not ROPE:
@@ -98,6 +117,8 @@ $if Q8:
   const OCTETS: u32 = ROWS / 8u;
   const TOO_LARGE: f32 = 1.0e38;
   var<workgroup> rows_out: array<f32, ROWS>;
+$elif NORM:
+  const TOO_LARGE: f32 = 1.0e38;
 $if ROPE:
   @group(0) @binding(7) var<storage, read_write> k_cache: array<u32>;
   @group(0) @binding(8) var<storage, read_write> v_cache: array<u32>;
@@ -152,7 +173,7 @@ $else:
     }
   }
 
-$if Q8:
+$if Q8 or NORM:
   fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
     return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
   }
@@ -163,6 +184,76 @@ $if Q8:
     return select(TOO_LARGE, abs(v), abs(v) < TOO_LARGE);
   }
 
+$if NORM:
+  fn octet_peak(a: vec4<f32>, b: vec4<f32>) -> f32 {
+    return max(max(max(peak_of(a.x), peak_of(a.y)), max(peak_of(a.z), peak_of(a.w))),
+               max(max(peak_of(b.x), peak_of(b.y)), max(peak_of(b.z), peak_of(b.w))));
+  }
+
+  // Values 8 o .. 8 o + 7 of the normalized row, as rms_norm_int8x computes them.
+  fn normalized(o: u32, scale: f32) -> array<vec4<f32>, 2> {
+    return array<vec4<f32>, 2>(hidden[2u * o] * scale * norm_weight[2u * o],
+                               hidden[2u * o + 1u] * scale * norm_weight[2u * o + 1u]);
+  }
+
+  // The prologue: the RMSNorm of `hidden` times norm_weight, quantized per group into xq and xstats.
+  // Invocations stand in for rms_norm_int8x's NORM_LANES in turn (any WG), then take octets for the peaks
+  // and whole chunks for the words (a chunk's two vec4s and its stats by one invocation: no write to
+  // another's vec4). Called first, in uniform control flow; ends on a barrier.
+  fn normalize_row(index: u32) {
+    let octets = params.k / 8u;
+    for (var lane = index; lane < NORM_LANES; lane += WG) {
+      var acc = 0.0;
+      for (var o = lane; o < octets; o += NORM_LANES) {
+        let a = hidden[2u * o];
+        let b = hidden[2u * o + 1u];
+        acc += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+      }
+      squares[lane] = acc;
+    }
+    workgroupBarrier();
+    for (var stride = NORM_LANES / 2u; stride > 0u; stride >>= 1u) {
+      for (var lane = index; lane < stride; lane += WG) {
+        squares[lane] += squares[lane + stride];
+      }
+      workgroupBarrier();
+    }
+    let scale = inverseSqrt(squares[0] / f32(params.k) + params.eps);
+    for (var o = index; o < octets; o += WG) {
+      let y = normalized(o, scale);
+      octet_peaks[o] = octet_peak(y[0], y[1]);
+    }
+    workgroupBarrier();
+    let chunks = params.k / 32u;
+    let per_group = params.group_size / 8u;
+    for (var c = index; c < chunks; c += WG) {
+      let first = (4u * c) - (4u * c) % per_group;     // the group's first octet
+      var largest = 0.0;
+      for (var i = 0u; i < per_group; i++) {
+        largest = max(largest, octet_peaks[first + i]);
+      }
+      let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+      var words: array<u32, 8>;
+      var total = vec4<i32>(0);
+      for (var j = 0u; j < 4u; j++) {
+        let y = normalized(4u * c + j, scale);
+        let qa = quantized(y[0], inverse);
+        let qb = quantized(y[1], inverse);
+        words[2u * j] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
+        words[2u * j + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+        total += qa + qb;
+      }
+      // Octets 0, 1 of the chunk in plane 0 (values 0-15), octets 2, 3 in plane 1.
+      xq[c] = vec4<u32>(words[0], words[1], words[2], words[3]);
+      xq[chunks + c] = vec4<u32>(words[4], words[5], words[6], words[7]);
+      let nan = bitcast<f32>(0x7FC00000u | (index & 0u));     // built at run time: a constant NaN is an error
+      let group_scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
+      xstats[c] = vec2<f32>(group_scale, 8.0 * f32(total.x + total.y + total.z + total.w));
+    }
+    workgroupBarrier();
+  }
+
+$if Q8:
   // The workgroup's rows (rows_out, block `block` of ROWS) to int8: invocation o < OCTETS takes octet o,
   // octet block OCTETS + o of the output row, with int8_activations.wgsl's arithmetic (held bit-equal by
   // a test). Each reads its whole group for the peak, and an octet starting a chunk quantizes the
@@ -268,6 +359,8 @@ $if ROPE:
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32" if SUBGROUP else ""}) {
+  $if NORM:
+    normalize_row(index);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;

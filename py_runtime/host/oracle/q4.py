@@ -378,16 +378,21 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
     prequantized = bool(case.get("int8x"))
     gemv = ("q4_gemv_int8x_qkv" if case["n_kv"] else "q4_gemv_int8x_glu_q8" if case.get("glu_q8")
             else "q4_gemv_int8x_glu" if case.get("glu") else "q4_gemv_int8x")
+    in_gemv = "_norm" * bool(case.get("norm_prologue"))        # the epilogue GEMV normalizing the raw row itself
+    gemv += in_gemv * bool(case.get("glu_q8"))
     producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
     expected = [producer, gemv] if prequantized else ["q4_gemv_int8"]
+    if prequantized and case.get("glu_q8") and producer != "int8_activations":
+        expected.append("int8_activations")     # quantize_activations of the same out (attested once)
     if case.get("rope"):        # the plain QKV, rope_kv_cache_write of its q, k, v, then the fused QKV
-        expected += ["rope_kv_cache_write", "q4_gemv_int8x_qkv_rope"]
+        expected += ["rope_kv_cache_write", "q4_gemv_int8x_qkv_rope" + in_gemv]
     assert run["routes"] == expected, f"{case['name']}: attested {run['routes']}, expected {expected}"
     x = synth_values_np(ACT_RANGE, seed, case["stream"] + 1000, k)
     outputs = 3 if case["n_kv"] else 1
     out_names = run["artifacts"][:outputs]
     if case.get("norm"):        # the GEMV's x is the norm's f32 row: checked, then quantized by the twin
-        x = _verify_norm_row(case, seed, x, read(run["artifacts"][-1]), run["artifacts"][-1])
+        normed = run["artifacts"][outputs + 2]      # after the outputs and the int8 words and stats
+        x = _verify_norm_row(case, seed, x, read(normed), normed)
     q, x_scale, ambiguous = int8_activations_np(x, gs)
     if case.get("scales_rows"):     # the variant that reads the row-major scale copy ran, not the reference one
         assert "_sr_" in case["kernels"][0], f"{case['name']}: the decode ran {case['kernels'][0]}, not an _sr variant"
