@@ -122,6 +122,11 @@ for s in $steps; do
                        step "$s-$m-$p" 150 bench model --backend browser --driver plain --model "$m" --policy "$p" \
                          --prompt 128 --decode 128 --timeout 140
                      done; done ;;
+    # the decode norms as their own dispatches against inside the GEMVs (the _norm routes), int8x, per model
+    browser-model-fusenorm) for m in llama qwen3; do for f in --no-fuse-norm ""; do
+                       step "$s-$m${f:+-off}" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --timeout 140 $f
+                     done; done ;;
     browser-model512) for m in llama qwen3; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 512 --decode 128 --timeout 140

@@ -349,7 +349,7 @@ def _bench(args) -> int:
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
                           "decode", "policy", "batch", "profile", "context", "position", "peer", "flavour",
-                          "peer_device", "seed", "checked"))
+                          "peer_device", "seed", "checked", "fuse_norm"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -532,6 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--position", choices=_choices(benches, "position"),
                        help="model: where the position lives between decode steps (default auto: the GPU where "
                             "the plan allows)")
+    bench.add_argument("--no-fuse-norm", dest="fuse_norm", action="store_false", default=None,
+                       help="model: each decode RMSNorm its own dispatch (default: inside the GEMV that reads it)")
     bench.add_argument("--peer", choices=_choices(benches, "peer"), help="compare: the peer engine (default ort-web)")
     bench.add_argument("--flavour", choices=_choices(benches, "flavour"),
                        help="compare: ORT-web's wasm build (default jspi)")

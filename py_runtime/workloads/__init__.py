@@ -244,7 +244,9 @@ MODEL_BENCH = Workload(
              Option(name="context", type="int", default=_MODEL_BENCH["context"], minimum=0,
                     help="measure the decode steps ending at this position (0: right after the prompt)"),
              Option(name="position", type="str", default=_MODEL_BENCH["position"], allowed=tuple(POSITIONS),
-                    help="where the sequence's position lives between decode steps")),
+                    help="where the sequence's position lives between decode steps"),
+             Option(name="fuse_norm", type="bool", default=_MODEL_BENCH["fuse_norm"],
+                    help="int8x: each decode RMSNorm inside the GEMV that reads it (its _norm route)")),
     runner=_model_bench, renderer="model_bench", aliases=("model",))
 
 
