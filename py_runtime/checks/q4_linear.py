@@ -8,6 +8,7 @@ both attested from the same recording.
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, replace
 
@@ -338,12 +339,14 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         again = Tensor(f"{prefix}.out_again", outs[0].shape, "f32", outs[0].usage, outs[0].buffer)
         alone = await Int8Activations.allocate(runtime, again, gs)
     prologue = NormPrologue(x=raw, weight=norm_weight, eps=NORM_EPS) if case.norm_prologue else None
+    rope = None
     if case.glu:
         linear = q4_linear_glu(act=activations, weight=weight, out=outs[0], adapter=device.adapter,
                                gemv_shape=case.gemv_shape, int8_out=out_q8, norm=prologue)
     elif case.n_kv:
+        rope = await _rope_pair(runtime, prefix, case, outs, activations, weight, prologue) if case.rope else None
         linear = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, int8=activations,
-                               gemv_shape=None if case.rope else case.gemv_shape)
+                               gemv_shape=_same_sums_shape(rope["ops"][-1], case) if rope else case.gemv_shape)
     else:
         linear = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, bias=bias, force=case.force,
                            gemv_shape=case.gemv_shape, gemm_shape=case.gemm_shape, half=case.half,
@@ -351,9 +354,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     await plan.add(linear)
     if alone is not None:
         await plan.add(quantize_activations(alone))
-    rope = None
     if case.rope:       # rope_kv_cache_write of the plain q, k, v; then the fused QKV into its own q and cache
-        rope = await _rope_pair(runtime, prefix, case, outs, activations, weight, prologue)
         for op in rope["ops"]:
             await plan.add(op)
         linear = rope["ops"][-1]        # (reported: the fused QKV's kernels and decisions)
@@ -436,6 +437,18 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             "kernels": [call.kernel for call in linear],
                 "why": [decision.to_json() for decision in linear.decisions],
             "stream": case.stream, "force": case.force, "runs": runs, "weight_artifacts": weight_artifacts}
+
+
+def _same_sums_shape(fused, case: LinearCase) -> str:
+    """The plain QKV's variant summing as the fused QKV's decode variant does (same unroll, warps per row and
+    K split; rows per workgroup do not change a row's sums), so that the two compare bit for bit whichever
+    variant each route's tuning would pick on this adapter."""
+    chosen = next(call.kernel for call in fused.calls if call.phase == "decode").rsplit("_", 1)[1]
+    kind = "int8x_qkv" + ("_sr" if case.scales_rows else "")
+    same = [shape for shape in gemv_shapes(kind) if re.sub(r"^r\d+", "", shape) == re.sub(r"^r\d+", "", chosen)]
+    if not same:
+        raise ValueError(f"{case.name}: no {kind} variant sums as the fused QKV's {chosen} does")
+    return same[0]
 
 
 async def _rope_pair(runtime: Runtime, prefix: str, case: LinearCase, outs, activations, weight,
