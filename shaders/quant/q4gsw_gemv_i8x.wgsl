@@ -94,10 +94,11 @@ $if NORM:
   @group(0) @binding(1) var<storage, read> norm_weight: array<vec4<f32>>;
   const MAXK: u32 = ${MAXK}u;
   const NORM_LANES: u32 = 256u;                 // rms_norm_int8x's workgroup: its partial sums and tree
+  const NORM_TAIL: u32 = 32u;                   // the tree's width after its first three levels
   var<workgroup> xq: array<vec4<u32>, MAXK / 16u>;      // the row's int8 words, int8_activations' layout
   var<workgroup> xstats: array<vec2<f32>, MAXK / 32u>;  // per chunk: (scale, 8 * sum of q)
   var<workgroup> octet_peaks: array<f32, MAXK / 8u>;
-  var<workgroup> squares: array<f32, NORM_LANES>;
+  var<workgroup> squares: array<f32, NORM_TAIL>;
 $else:
   @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
   @group(0) @binding(1) var<storage, read> xstats: array<vec2<f32>>;
@@ -197,28 +198,37 @@ $if NORM:
   }
 
   // The prologue: the RMSNorm of `hidden` times norm_weight, quantized per group into xq and xstats.
-  // Invocations stand in for rms_norm_int8x's NORM_LANES in turn (any WG), then take octets for the peaks
-  // and whole chunks for the words (a chunk's two vec4s and its stats by one invocation: no write to
-  // another's vec4). Called first, in uniform control flow; ends on a barrier.
+  // The sum of squares is rms_norm_int8x's, addition for addition, with one barrier where it takes
+  // nine: invocation t < NORM_TAIL makes that kernel's partial sums of lanes t, t + 32, ..., t + 224
+  // (each over its octets in the same order, the eight octets of a round loaded together) and adds them as the
+  // tree's first three levels (strides 128, 64, 32) would; after one barrier every invocation reads
+  // the 32 and adds them as the last five levels (strides 16 .. 1) would, in registers. Then
+  // invocations take octets for the peaks and whole chunks for the words (a chunk's two vec4s and its
+  // stats by one invocation: no write to another's vec4). Called in uniform control flow; ends on a
+  // barrier.
   fn normalize_row(index: u32) {
     let octets = params.k / 8u;
-    for (var lane = index; lane < NORM_LANES; lane += WG) {
-      var acc = 0.0;
-      for (var o = lane; o < octets; o += NORM_LANES) {
-        let a = hidden[2u * o];
-        let b = hidden[2u * o + 1u];
-        acc += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+    if (index < NORM_TAIL) {
+      $for j in range(8):
+        var part${j} = 0.0;
+      for (var base = 0u; base < octets; base += NORM_LANES) {
+        $for j in range(8):
+          let o${j} = base + index + ${32 * j}u;
+          if (o${j} < octets) {
+            let a = hidden[2u * o${j}];
+            let b = hidden[2u * o${j} + 1u];
+            part${j} += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+          }
       }
-      squares[lane] = acc;
+      squares[index] = ((part0 + part4) + (part2 + part6)) + ((part1 + part5) + (part3 + part7));
     }
     workgroupBarrier();
-    for (var stride = NORM_LANES / 2u; stride > 0u; stride >>= 1u) {
-      for (var lane = index; lane < stride; lane += WG) {
-        squares[lane] += squares[lane + stride];
-      }
-      workgroupBarrier();
-    }
-    let scale = inverseSqrt(squares[0] / f32(params.k) + params.eps);
+    $for t in range(32):
+      let sum32_${t} = squares[${t}u];
+    $for width in (16, 8, 4, 2, 1):
+      $for t in range(width):
+        let sum${width}_${t} = sum${2 * width}_${t} + sum${2 * width}_${t + width};
+    let scale = inverseSqrt(sum1_0 / f32(params.k) + params.eps);
     for (var o = index; o < octets; o += WG) {
       let y = normalized(o, scale);
       octet_peaks[o] = octet_peak(y[0], y[1]);
