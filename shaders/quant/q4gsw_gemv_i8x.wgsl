@@ -369,8 +369,6 @@ $if ROPE:
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32" if SUBGROUP else ""}) {
-  $if NORM:
-    normalize_row(index);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
@@ -397,6 +395,36 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     let steps = (chunks + span * U - 1u) / (span * U);
   $else:
     let steps = (chunks + width * U - 1u) / (width * U);
+  $if NORM:
+    // Turn 0's first step of weights and scales (the loop's own addresses), loaded before the prologue:
+    // they do not depend on the activations, so their memory latency runs under the norm, and the
+    // loop's first step reads them from registers (`pre_`), with the same arithmetic in the same order.
+    $if KS > 1 and SUBGROUP:
+      let pre_group = index / width / KS;
+      let pre_first = (index / width % KS) * width + lane;
+    $else:
+      let pre_group = index / width;
+      let pre_first = lane;
+    let pre_first_row = (block * RG + min(pre_group, RG - 1u)) * R;
+    $for r in range(R):
+      let pre_row${r} = min(pre_first_row + ${r}u, last_row) + params.n_offset;
+    $for u in range(U):
+      let pre_at${u} = ${u}u * ${"span" if KS > 1 and SUBGROUP else "width"} + pre_first;
+      let pre_c${u} = min(pre_at${u}, chunks - 1u);
+      let pre_g${u} = pre_c${u} * 32u / params.group_size;
+      $for h in (["", "u"] if GLU else [""]):
+        $for r in range(R):
+          let pre_w${h}${u}_${r} = weights[(pre_row${r}${" + params.n" if h else ""}) * chunks + pre_c${u}];
+          $if SROWS:
+            let pre_s${h}${u}_${r} = scales[(pre_row${r}${" + params.n" if h else ""}) * (params.k / params.group_size) + pre_g${u}];
+          $elif not SV4:
+            let pre_s${h}${u}_${r} = scales[pre_g${u} * params.n_total + pre_row${r}${" + params.n" if h else ""}];
+        $if SV4:
+          $for q in range(R // 4):
+            let pre_sv${h}${u}_${q} = scales[(pre_g${u} * params.n_total + pre_row${4 * q}${" + params.n" if h else ""}) / 4u];
+          $for r in range(R):
+            let pre_s${h}${u}_${r} = pre_sv${h}${u}_${r // 4}[${r % 4}];
+    normalize_row(index);
   for (var turn = 0u; turn < passes; turn++) {
     $if KS > 1 and SUBGROUP:
       let warp = index / width + turn * (WG / width);
@@ -410,7 +438,21 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
       $for h in (["", "u"] if GLU else [""]):
         var acc${h}${r} = 0.0;
-    for (var step = 0u; step < steps; step++) {
+    $if NORM:
+      // Turn 0's step 0 from the registers loaded before the prologue (steps >= 1: K >= 32).
+      var start = 0u;
+      if (turn == 0u) {
+        $for u in range(U):
+          let pre_a${u} = xq[pre_c${u}];
+          let pre_b${u} = xq[chunks + pre_c${u}];
+          let pre_st${u} = select(vec2<f32>(0.0), xstats[pre_c${u}], pre_at${u} < chunks);
+        $for u in range(U):
+          $for h in (["", "u"] if GLU else [""]):
+            $for r in range(R):
+              acc${h}${r} += pre_s${h}${u}_${r} * pre_st${u}.x * (f32(dot_chunk(pre_w${h}${u}_${r}, pre_a${u}, pre_b${u})) - pre_st${u}.y);
+        start = 1u;
+      }
+    for (var step = ${"start" if NORM else "0u"}; step < steps; step++) {
       // Every load of the step first: weights, scales, activations.
       $for u in range(U):
         $if KS > 1 and SUBGROUP:

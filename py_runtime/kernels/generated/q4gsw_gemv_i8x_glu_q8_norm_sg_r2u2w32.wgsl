@@ -324,7 +324,6 @@ fn quantize_rows(block: u32, index: u32) {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32) {
-  normalize_row(index);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
@@ -336,6 +335,37 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   let width = subgroup_size;
   let passes = (RG + WG / width - 1u) / (WG / width);
   let steps = (chunks + width * U - 1u) / (width * U);
+  // Turn 0's first step of weights and scales (the loop's own addresses), loaded before the prologue:
+  // they do not depend on the activations, so their memory latency runs under the norm, and the
+  // loop's first step reads them from registers (`pre_`), with the same arithmetic in the same order.
+  let pre_group = index / width;
+  let pre_first = lane;
+  let pre_first_row = (block * RG + min(pre_group, RG - 1u)) * R;
+  let pre_row0 = min(pre_first_row + 0u, last_row) + params.n_offset;
+  let pre_row1 = min(pre_first_row + 1u, last_row) + params.n_offset;
+  let pre_at0 = 0u * width + pre_first;
+  let pre_c0 = min(pre_at0, chunks - 1u);
+  let pre_g0 = pre_c0 * 32u / params.group_size;
+  let pre_w0_0 = weights[(pre_row0) * chunks + pre_c0];
+  let pre_s0_0 = scales[pre_g0 * params.n_total + pre_row0];
+  let pre_w0_1 = weights[(pre_row1) * chunks + pre_c0];
+  let pre_s0_1 = scales[pre_g0 * params.n_total + pre_row1];
+  let pre_wu0_0 = weights[(pre_row0 + params.n) * chunks + pre_c0];
+  let pre_su0_0 = scales[pre_g0 * params.n_total + pre_row0 + params.n];
+  let pre_wu0_1 = weights[(pre_row1 + params.n) * chunks + pre_c0];
+  let pre_su0_1 = scales[pre_g0 * params.n_total + pre_row1 + params.n];
+  let pre_at1 = 1u * width + pre_first;
+  let pre_c1 = min(pre_at1, chunks - 1u);
+  let pre_g1 = pre_c1 * 32u / params.group_size;
+  let pre_w1_0 = weights[(pre_row0) * chunks + pre_c1];
+  let pre_s1_0 = scales[pre_g1 * params.n_total + pre_row0];
+  let pre_w1_1 = weights[(pre_row1) * chunks + pre_c1];
+  let pre_s1_1 = scales[pre_g1 * params.n_total + pre_row1];
+  let pre_wu1_0 = weights[(pre_row0 + params.n) * chunks + pre_c1];
+  let pre_su1_0 = scales[pre_g1 * params.n_total + pre_row0 + params.n];
+  let pre_wu1_1 = weights[(pre_row1 + params.n) * chunks + pre_c1];
+  let pre_su1_1 = scales[pre_g1 * params.n_total + pre_row1 + params.n];
+  normalize_row(index);
   for (var turn = 0u; turn < passes; turn++) {
     let group = index / width + turn * (WG / width);      // this warp's row group
     let first_row = (block * RG + min(group, RG - 1u)) * R;
@@ -346,7 +376,26 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     let row1 = min(first_row + 1u, last_row) + params.n_offset;
     var acc1 = 0.0;
     var accu1 = 0.0;
-    for (var step = 0u; step < steps; step++) {
+    // Turn 0's step 0 from the registers loaded before the prologue (steps >= 1: K >= 32).
+    var start = 0u;
+    if (turn == 0u) {
+      let pre_a0 = xq[pre_c0];
+      let pre_b0 = xq[chunks + pre_c0];
+      let pre_st0 = select(vec2<f32>(0.0), xstats[pre_c0], pre_at0 < chunks);
+      let pre_a1 = xq[pre_c1];
+      let pre_b1 = xq[chunks + pre_c1];
+      let pre_st1 = select(vec2<f32>(0.0), xstats[pre_c1], pre_at1 < chunks);
+      acc0 += pre_s0_0 * pre_st0.x * (f32(dot_chunk(pre_w0_0, pre_a0, pre_b0)) - pre_st0.y);
+      acc1 += pre_s0_1 * pre_st0.x * (f32(dot_chunk(pre_w0_1, pre_a0, pre_b0)) - pre_st0.y);
+      accu0 += pre_su0_0 * pre_st0.x * (f32(dot_chunk(pre_wu0_0, pre_a0, pre_b0)) - pre_st0.y);
+      accu1 += pre_su0_1 * pre_st0.x * (f32(dot_chunk(pre_wu0_1, pre_a0, pre_b0)) - pre_st0.y);
+      acc0 += pre_s1_0 * pre_st1.x * (f32(dot_chunk(pre_w1_0, pre_a1, pre_b1)) - pre_st1.y);
+      acc1 += pre_s1_1 * pre_st1.x * (f32(dot_chunk(pre_w1_1, pre_a1, pre_b1)) - pre_st1.y);
+      accu0 += pre_su1_0 * pre_st1.x * (f32(dot_chunk(pre_wu1_0, pre_a1, pre_b1)) - pre_st1.y);
+      accu1 += pre_su1_1 * pre_st1.x * (f32(dot_chunk(pre_wu1_1, pre_a1, pre_b1)) - pre_st1.y);
+      start = 1u;
+    }
+    for (var step = start; step < steps; step++) {
       // Every load of the step first: weights, scales, activations.
       let at0 = (step * U + 0u) * width + lane;
       let c0 = min(at0, chunks - 1u);
