@@ -121,6 +121,13 @@ fn normalized(o: u32, scale: f32) -> array<vec4<f32>, 2> {
 // barrier.
 fn normalize_row(index: u32) {
   let octets = params.k / 8u;
+  // This invocation's first octet for the peaks (normalized() of it, below), loaded first: the first
+  // touch of norm_weight runs under the sum of squares.
+  let early = min(index, octets - 1u);
+  let early_x0 = hidden[2u * early];
+  let early_x1 = hidden[2u * early + 1u];
+  let early_w0 = norm_weight[2u * early];
+  let early_w1 = norm_weight[2u * early + 1u];
   if (index < NORM_TAIL) {
     var part0 = 0.0;
     var part1 = 0.0;
@@ -247,7 +254,10 @@ fn normalize_row(index: u32) {
   let sum2_1 = sum4_1 + sum4_3;
   let sum1_0 = sum2_0 + sum2_1;
   let scale = inverseSqrt(sum1_0 / f32(params.k) + params.eps);
-  for (var o = index; o < octets; o += WG) {
+  if (index < octets) {
+    octet_peaks[index] = octet_peak(early_x0 * scale * early_w0, early_x1 * scale * early_w1);
+  }
+  for (var o = index + WG; o < octets; o += WG) {
     let y = normalized(o, scale);
     octet_peaks[o] = octet_peak(y[0], y[1]);
   }
