@@ -111,9 +111,9 @@ fn normalized(o: u32, scale: f32) -> array<vec4<f32>, 2> {
 // The prologue: the RMSNorm of `hidden` times norm_weight, quantized per group into xq and xstats.
 // The sum of squares is rms_norm_int8x's, addition for addition, with one barrier where it takes
 // nine: invocation t < NORM_TAIL makes that kernel's partial sums of lanes t, t + 32, ..., t + 224
-// (each over its octets in the same order, the eight octets of a round loaded together) and adds them as the
-// tree's first three levels (strides 128, 64, 32) would; after one barrier every invocation reads
-// the 32 and adds them as the last five levels (strides 16 .. 1) would, in registers. Then
+// (each over its octets in the same order; a round's eight octets loaded together) and adds them as
+// the tree's first three levels (strides 128, 64, 32) would; after the barrier every invocation
+// reads the 32 and adds them as the last five levels (strides 16 .. 1) would, in registers. Then
 // invocations take octets for the peaks and whole chunks for the words (a chunk's two vec4s and its
 // stats by one invocation: no write to another's vec4). Called in uniform control flow; ends on a
 // barrier.
