@@ -90,7 +90,9 @@ def test_generate_runs_natively_and_the_oracle_passes_it_and_fails_a_corrupted_c
     assert report["result"] == "not checked" and report["oracle"]["verdict"] == "pending"
     assert report["options"]["model"] == "tiny" and len(report["tokens"]) == 6 and report["position_on_gpu"]
     assert report["decode_tok_s"] > 0 and report["prefill_tok_s"] > 0 and report["ttft_ms"] > 0
-    assert "q4_gemv_int8x_glu_q8" in report["routes"]["decode"] and "q4_gemm_dp4a" in report["routes"]["prefill"]
+    # the GLU writing down's int8 input: its _norm route where the prologue fits (lavapipe), the plain one elsewhere
+    assert {"q4_gemv_int8x_glu_q8", "q4_gemv_int8x_glu_q8_norm"} & set(report["routes"]["decode"])
+    assert "q4_gemm_dp4a" in report["routes"]["prefill"]
     assert sorted(report["oracle_runs"][0]["logits"]) == ["0", "5"]
     judged = _judge(report, artifacts)
     assert judged["result"] == "passed", judged["oracle"]
