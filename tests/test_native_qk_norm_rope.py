@@ -69,7 +69,8 @@ def test_the_qk_norm_rope_gemv_writes_what_the_plain_qkv_then_rope_kv_cache_writ
                                 for i, w in enumerate(qk_norm)])
 
         async def sides(label):
-            cache = await KVCache.allocate(runtime, f"{label}.cache", capacity=CAPACITY, kv_heads=kv_heads, head_dim=dim)
+            cache = await KVCache.allocate(runtime, f"{label}.cache", capacity=CAPACITY, kv_heads=kv_heads,
+                                           head_dim=dim)
             q_out = await tensor(runtime, f"{label}.q_rot", (1, heads, dim))
             runtime.device.write_buffer(cache.offset.buffer, OFFSET.to_bytes(4, "little"))
             return q_out, cache
@@ -145,7 +146,8 @@ def test_the_qk_norm_rope_routes_fall_back_to_the_plain_qkv_and_say_why():
             explained[label] = (op.calls[0].route, op.decisions[0].passed_over)
             if label == "10 storage buffers":
                 op = q4_linear_qkv(x=act.x, weight=weight, outs=outs, adapter=device, int8=act,
-                                   rope=replace(rope, qk_norm=None), norm=NormPrologue(x=h, weight=norm_weight, eps=EPS))
+                                   rope=replace(rope, qk_norm=None),
+                                   norm=NormPrologue(x=h, weight=norm_weight, eps=EPS))
                 explained["no q/k norm"] = (op.calls[0].route, op.decisions[0].passed_over)
                 with pytest.raises(ValueError, match=r"rope: the k norm weight .* must be f32 \[128\]"):
                     q4_linear_qkv(x=act.x, weight=weight, outs=outs, adapter=device, int8=act,

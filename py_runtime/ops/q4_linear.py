@@ -39,11 +39,11 @@ quantized for the next int8x linear, where a workgroup of the variant holds whol
 given a QKVRope, q4_gemv_int8x_qkv_rope goes before q4_gemv_int8x_qkv: the decode QKV also applying
 RoPE and writing the KV cache, where a workgroup holds whole heads; where the QKVRope has a q/k norm
 (Qwen3's per-head RMSNorm before RoPE), q4_gemv_int8x_qkv_rope_qknorm in its place, normalizing each q
-and k head first (bit for bit rope_kv_cache_write_norm's). Given a NormPrologue (norm=) of the
-RMSNorm that produces their activations, q4_gemv_int8x_glu_q8_norm and q4_gemv_int8x_qkv_rope_norm
-(q4_gemv_int8x_qkv_rope_qknorm_norm) go first: the same GEMVs computing that norm and its int8 quantization in each workgroup (bit for bit
-rms_norm_int8x's), so the norm's dispatch can idle at a decode step; K must fit the prologue's workgroup
-row (MAXK).
+and k head first (bit for bit rope_kv_cache_write_norm's). Given a NormPrologue (norm=) of the RMSNorm
+that produces their activations, q4_gemv_int8x_glu_q8_norm and q4_gemv_int8x_qkv_rope_norm
+(q4_gemv_int8x_qkv_rope_qknorm_norm) go first: the same GEMVs computing that norm and its int8
+quantization in each workgroup (bit for bit rms_norm_int8x's), so the norm's dispatch can idle at a
+decode step; K must fit the prologue's workgroup row (MAXK).
 
 Which variant of a GEMV family runs is a speed choice, not a route: the adapter's tuning table
 (tuning.py) picks it; `gemv_shape` pins one (benchmark sweeps, checks), and `gemm_shape` the int8
@@ -943,17 +943,19 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     def separate_decode(r: _Linear) -> str | None:
         return None if all("decode" in s for s in separate) else "the separate linears have no decode route here"
 
-    decode_routes = tuple(route for qk_norm in (True, False) for route in (
-        Route(name=f"q4_gemv_int8x_qkv_rope{'_qknorm' * qk_norm}_norm",
-              guard=lambda r, qk_norm=qk_norm: (_int8x_guard(r) or separate_decode(r)
-                                                or _norm_guard(_qkv_rope_guard(qk_norm))(r)),
-              build=lambda r: _int8x_decode(r, "rope", norm=True)),
-        Route(name=f"q4_gemv_int8x_qkv_rope{'_qknorm' * qk_norm}",
-              guard=lambda r, qk_norm=qk_norm: _int8x_guard(r) or separate_decode(r) or _qkv_rope_guard(qk_norm)(r),
-              build=lambda r: _int8x_decode(r, "rope")))) + (
-        Route(name="q4_gemv_int8x_qkv",
-              guard=lambda r: _int8x_guard(r) or separate_decode(r) or _plain_pin("_qkv", "RoPE")(r),
-              build=_int8x_decode),)
+    def rope_routes(qk_norm: bool) -> tuple[Route, Route]:
+        """The RoPE epilogue's two routes (with the norm prologue first), with or without the q/k norm."""
+        name, guard = "q4_gemv_int8x_qkv_rope" + "_qknorm" * qk_norm, _qkv_rope_guard(qk_norm)
+        return (Route(name=name + "_norm",
+                      guard=lambda r: _int8x_guard(r) or separate_decode(r) or _norm_guard(guard)(r),
+                      build=lambda r: _int8x_decode(r, "rope", norm=True)),
+                Route(name=name, guard=lambda r: _int8x_guard(r) or separate_decode(r) or guard(r),
+                      build=lambda r: _int8x_decode(r, "rope")))
+
+    decode_routes = (*rope_routes(qk_norm=True), *rope_routes(qk_norm=False),
+                     Route(name="q4_gemv_int8x_qkv",
+                           guard=lambda r: _int8x_guard(r) or separate_decode(r) or _plain_pin("_qkv", "RoPE")(r),
+                           build=_int8x_decode))
     prefill_routes = (Route(name="q4_qkv_fused_bk64", guard=lambda r: _qkv_fused_guard(r, separate),
                             build=_qkv_fused_prefill),)
     fused_decode, decode_why = choose(decode_routes, req, op=label, slot="decode")
