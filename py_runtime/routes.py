@@ -63,6 +63,8 @@ ROUTES = (
     "sample",               # seeded temperature / top-k / top-p sampling (blocks' top k, then rank, nucleus, draw)
     "q4_gemv_int8x_glu_q8_norm",    # q4_gemv_int8x_glu_q8 normalizing and quantizing its own input (the RMSNorm before it)
     "q4_gemv_int8x_qkv_rope_norm",  # q4_gemv_int8x_qkv_rope likewise
+    "q4_gemv_int8x_qkv_rope_qknorm",    # q4_gemv_int8x_qkv_rope normalizing each q and k head first (Qwen3)
+    "q4_gemv_int8x_qkv_rope_qknorm_norm",   # the same normalizing and quantizing its own input too
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup"})

@@ -144,7 +144,8 @@ def test_the_qkv_rope_norm_prologue_writes_what_rms_norm_int8x_then_the_qkv_rope
 
 def test_the_norm_routes_fall_back_to_the_unfused_gemv_and_say_why():
     """A row past the prologue's workgroup row (K > MAXK), an adapter with too little workgroup memory,
-    Qwen3's q/k norm, and no norm asked for: the plain epilogue route runs, and the decision says why."""
+    and no norm asked for: the plain epilogue route runs, and the decision says why (Qwen3's q/k norm:
+    tests/test_native_qk_norm_rope.py)."""
 
     async def main():
         runtime = await Runtime.create("native")
@@ -169,12 +170,8 @@ def test_the_norm_routes_fall_back_to_the_unfused_gemv_and_say_why():
         cache = await KVCache.allocate(runtime, "cache", capacity=CAPACITY, kv_heads=1, head_dim=HEAD_DIM)
         q_out = await tensor(runtime, "q_rot", (1, 1, HEAD_DIM))
         outs = tuple([await tensor(runtime, name, (1, HEAD_DIM)) for name in ("q", "k", "v")])
-        rope = QKVRope(q_out=q_out, table=table, cache=cache, layout="half", pos=POS, qk_norm=True)
-        op = q4_linear_qkv(x=act.x, weight=weight, outs=outs, adapter=adapter, int8=act, rope=rope,
-                           norm=NormPrologue(x=h, weight=norm_weight, eps=EPS))
-        explained["qk norm"] = (op.calls[0].route, op.decisions[0].passed_over)
-        op = q4_linear_qkv(x=act.x, weight=weight, outs=outs, adapter=adapter, int8=act,
-                           rope=replace(rope, qk_norm=False))
+        rope = QKVRope(q_out=q_out, table=table, cache=cache, layout="half", pos=POS)
+        op = q4_linear_qkv(x=act.x, weight=weight, outs=outs, adapter=adapter, int8=act, rope=rope)
         explained["no norm"] = (op.calls[0].route, op.decisions[0].passed_over)
         with pytest.raises(ValueError, match=r"norm: x .* and weight .* must be f32 rows of K = 1024"):
             q4_linear_qkv(x=act.x, weight=weight, outs=outs, adapter=adapter, int8=act, rope=rope,
@@ -188,10 +185,8 @@ def test_the_norm_routes_fall_back_to_the_unfused_gemv_and_say_why():
     route, passed = explained["small memory"]
     assert route == "q4_gemv_int8x_glu_q8" and passed[0][0] == "q4_gemv_int8x_glu_q8_norm"
     assert "bytes of workgroup memory; the adapter allows 8192" in passed[0][1]
-    route, passed = explained["qk norm"]
-    assert route == "q4_gemv_int8x_qkv" and [name for name, _ in passed] == ["q4_gemv_int8x_qkv_rope_norm",
-                                                                            "q4_gemv_int8x_qkv_rope"]
-    assert all("a q/k norm goes before RoPE" in why for _, why in passed)
     route, passed = explained["no norm"]
     assert route == "q4_gemv_int8x_qkv_rope"
-    assert passed == (("q4_gemv_int8x_qkv_rope_norm", "no RMSNorm prologue asked for (norm=NormPrologue)"),)
+    assert passed == (("q4_gemv_int8x_qkv_rope_qknorm_norm", "no RMSNorm prologue asked for (norm=NormPrologue)"),
+                      ("q4_gemv_int8x_qkv_rope_qknorm", "no q/k norm before RoPE asked for (QKVRope(qk_norm=))"),
+                      ("q4_gemv_int8x_qkv_rope_norm", "no RMSNorm prologue asked for (norm=NormPrologue)"))

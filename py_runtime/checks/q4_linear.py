@@ -62,6 +62,8 @@ class LinearCase:
     rope: str | None = None                  # n_kv only: the QKV GEMV also applying RoPE (this layout, heads
                                              # of ROPE_HEAD_DIM) and writing a KV cache, beside
                                              # rope_kv_cache_write of the plain GEMV's q, k, v (bit for bit)
+    qk_norm: bool = False                    # rope only: each q and k head normalized first (Qwen3's), on
+                                             # both sides (rope_kv_cache_write_norm; the _qknorm route)
     scales_rows: bool = False                # int8x only: the weight carries a row-major scale copy
     norm: bool = False                       # int8x only: x is RMSNorm(raw rows) from rms_norm_int8x
     norm_prologue: bool = False              # norm, glu_q8 or rope only: the GEMV normalizes the raw row
@@ -170,6 +172,15 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
                          norm=True, norm_prologue=True)
               for layout in ("half", "interleaved") for rows in (False, True)
               for shape in gemv_shapes(f"int8x_qkv_rope_{layout}_norm{'_sr' if rows else ''}", "shipped")]
+    # The RoPE kinds normalizing each q and k head first (Qwen3's q/k norm: the _qknorm routes) beside
+    # rope_kv_cache_write_norm, with and without the RMSNorm prologue and the scale copy.
+    cases += [LinearCase(f"gemv.{'rows.' if rows else ''}qkv_rope_{layout}_qknorm{'_norm' * prologue}.{shape}", k, 128,
+                         (1,), group_size=32, n_kv=64, gemv_shape=shape, int8x=True, scales_rows=rows, rope=layout,
+                         qk_norm=True, norm=prologue, norm_prologue=prologue)
+              for layout in ("half", "interleaved") for rows in (False, True) for prologue in (False, True)
+              for shape in gemv_shapes(f"int8x_qkv_rope_{layout}_qknorm{'_norm' * prologue}{'_sr' if rows else ''}",
+                                       "shipped")
+              for k in ((2048,) if prologue else (160, 2048))]
     # The row-major scale copy (the _sr variants): each kind at a real shape (beside a prefill, which
     # keeps reading the reference scales), odd shapes, and every shape with K tails and a bias.
     cases += [LinearCase("int8x.rows.llama.q_o", *_LLAMA["q"], (1, 7), int8x=True, scales_rows=True),
@@ -267,9 +278,10 @@ PRESETS = {
     "ci": _cases((1, 7), (1,), "shipped", (1, 7, 128, 129)),
     # The browser's CI run (SwiftShader: its 4-wide subgroups and the JS path): the same routes and
     # variants, without what the native run already holds at full size on lavapipe: the 128-row DP4A
-    # prefill (129 keeps a full tile and a tail) and the f32 lm_heads (the int8x one stays).
+    # prefill (129 keeps a full tile and a tail) and the f32 lm_heads (the int8x one stays); and without
+    # the q/k-normalizing RoPE GEMVs, whose 11 storage buffers SwiftShader's 10 per stage do not allow.
     "browser": [c for c in _cases((1, 7), (1,), "shipped", (1, 7, 129))
-                if c.name not in ("llama.lm_head", "qwen.lm_head")],
+                if c.name not in ("llama.lm_head", "qwen.lm_head") and not c.qk_norm],
     # The issue's full matrix and the sweep variants too (opt-in: minutes on a CPU adapter).
     "full": _cases((1, 7, 128, 512), (1, 7, 128, 512), None, (1, 7, 128, 129, 512)),
     # The pre-quantized int8 routes alone, every variant (a quick check while tuning them).
@@ -344,7 +356,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         linear = q4_linear_glu(act=activations, weight=weight, out=outs[0], adapter=device.adapter,
                                gemv_shape=case.gemv_shape, int8_out=out_q8, norm=prologue)
     elif case.n_kv:
-        rope = await _rope_pair(runtime, prefix, case, outs, activations, weight, prologue) if case.rope else None
+        rope = await _rope_pair(runtime, prefix, case, outs, activations, weight, prologue, seed) if case.rope else None
         linear = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, int8=activations,
                                gemv_shape=_same_sums_shape(rope["ops"][-1], case) if rope else case.gemv_shape)
     else:
@@ -423,15 +435,15 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     for tensor in (packed, scales, rows_copy, x, raw, norm_weight, bias, *outs,
                    *((activations.words, activations.stats) if activations else ()),
                    *(out_q8.tensors + alone.tensors if alone else ()),
-                   *((rope["table"], *rope["q_out"], *(t for c in rope["caches"] for t in (c.k, c.v, c.offset)))
-                     if rope else ())):
+                   *((rope["table"], *rope["q_out"], *rope["qk_norm"],
+                      *(t for c in rope["caches"] for t in (c.k, c.v, c.offset))) if rope else ())):
         if tensor is not None:
             tensors.release(tensor.name)
     return {"name": case.name, "k": k, "n": case.n, "n_kv": case.n_kv, "group_size": gs, "bias": case.bias,
             "gemv_shape": case.gemv_shape, "int8": case.int8,
             "int8x": case.int8x, "glu": case.glu, "glu_q8": case.glu_q8, "scales_rows": case.scales_rows,
             "rope": case.rope and {"layout": case.rope, "head_dim": ROPE_HEAD_DIM, "capacity": ROPE_CAPACITY,
-                                   "row": ROPE_POS + ROPE_OFFSET},
+                                   "row": ROPE_POS + ROPE_OFFSET, "qk_norm": case.qk_norm},
             "norm": case.norm, "norm_prologue": case.norm_prologue,
             "dp4a": case.dp4a, "gemm_shape": case.gemm_shape, "half": case.half,
             "kernels": [call.kernel for call in linear],
@@ -452,10 +464,11 @@ def _same_sums_shape(fused, case: LinearCase) -> str:
 
 
 async def _rope_pair(runtime: Runtime, prefix: str, case: LinearCase, outs, activations, weight,
-                     prologue: NormPrologue | None = None) -> dict:
+                     prologue: NormPrologue | None, seed: int) -> dict:
     """A RoPE case's table, two caches and two rotated q's, and its ops: rope_kv_cache_write of the plain
     QKV's q, k, v into the first, the fused QKV (q4_linear_qkv(rope=), the case's variant, normalizing the
-    raw row itself given a `prologue`) into the second."""
+    raw row itself given a `prologue`) into the second; with the case's qk_norm both normalize each q and
+    k head first with the same weights (and the table is followed by them in the returned tensors)."""
     tensors, dim = runtime.tensors, ROPE_HEAD_DIM
     heads, kv_heads = case.n // dim, case.n_kv // dim
     table = await tensors.allocate(f"{prefix}.rope_table", (ROPE_CAPACITY, dim // 2, 2))
@@ -464,13 +477,20 @@ async def _rope_pair(runtime: Runtime, prefix: str, case: LinearCase, outs, acti
                                      head_dim=dim) for side in ("plain", "fused")]
     q_out = [await tensors.allocate(f"{prefix}.{side}_q_rot", (1, heads, dim)) for side in ("plain", "fused")]
     q, k, v = (Tensor(t.name, (t.shape[0], t.shape[1] // dim, dim), "f32", t.usage, t.buffer) for t in outs)
+    qk_norm, ops = None, []
+    if case.qk_norm:
+        qk_norm = tuple([await tensors.allocate(f"{prefix}.{side}_norm_weight", (dim,)) for side in ("q", "k")])
+        ops += [fill_uniform(target=w, value_range=NORM_RANGE, seed=seed, stream=case.stream + 4000 + i)
+                for i, w in enumerate(qk_norm)]
     plain = rope_kv_cache_write(q=q, k=k, v=v, q_out=q_out[0], table=table, cache=caches[0], heads=heads,
-                                layout=case.rope, pos=ROPE_POS)
+                                layout=case.rope, pos=ROPE_POS, qk_norm=qk_norm, eps=NORM_EPS)
     fused = q4_linear_qkv(x=activations.x, weight=weight, outs=outs, adapter=runtime.device.adapter, int8=activations,
                           gemv_shape=case.gemv_shape, rope=QKVRope(q_out=q_out[1], table=table, cache=caches[1],
-                                                                   layout=case.rope, pos=ROPE_POS),
+                                                                   layout=case.rope, pos=ROPE_POS, qk_norm=qk_norm,
+                                                                   eps=NORM_EPS),
                           norm=prologue)
-    return {"ops": [plain, fused], "table": table, "caches": caches, "q_out": q_out}
+    return {"ops": [*ops, plain, fused], "table": table, "caches": caches, "q_out": q_out,
+            "qk_norm": qk_norm or ()}
 
 
 async def _run_embedding_case(runtime: Runtime, case: EmbeddingCase, seed: int, sink) -> dict:

@@ -47,9 +47,11 @@ Route choices beside the policy (for comparing routes; the defaults are the fast
              False (q, k, v as three linears; gate, up and swiglu apart at every step)
   fuse_norm  True (int8x, fused: a decode step's RMSNorm + quantization runs inside the GEMV that reads it,
              each workgroup normalizing the residual row itself, where the route q4_gemv_int8x_qkv_rope_norm
-             or q4_gemv_int8x_glu_q8_norm runs; that norm's rms_norm_int8x then idles at a decode step.
-             Qwen3's attention norm stays a dispatch: its q/k norm keeps RoPE out of the QKV GEMV) or False
-             (the norm's own dispatch at every step)
+             (Qwen3: _qkv_rope_qknorm_norm) or q4_gemv_int8x_glu_q8_norm runs; that norm's rms_norm_int8x
+             then idles at a decode step) or False (the norm's own dispatch at every step)
+With int8x and fused, a decode step's QKV GEMV applies RoPE and writes the KV cache where its workgroups
+hold whole heads (head_dim 64, 32 or 128), Qwen3's q/k norm first (q4_gemv_int8x_qkv_rope_qknorm); the
+prefill's rope_kv_cache_write then idles at a decode step. Elsewhere it stays a dispatch.
 
 Bad input is refused before anything is dispatched: a prompt longer than the plan's rows or with
 ids outside the vocabulary, a step past the KV cache (the context is full), an unknown policy.
@@ -270,10 +272,11 @@ class Decoder:
                                            _view(v, (rows, c.kv_dim)))
             qkv_ropes = False
             if self.fused:
-                # int8x: the decode QKV may apply RoPE and write the cache too (where hd % 4 == 0), and
-                # normalize its own input (fuse_norm)
+                # int8x: the decode QKV may apply RoPE (after Qwen3's q/k norm) and write the cache too
+                # (where hd % 4 == 0 and a workgroup holds whole heads), and normalize its own input (fuse_norm)
                 qkv_rope = QKVRope(q_out=q_rot, table=table, cache=caches[i], layout=c.rope_layout, pos=pos,
-                                   qk_norm=c.qk_norm) if int8x and hd % 4 == 0 else None
+                                   qk_norm=(layer("q_norm"), layer("k_norm")) if c.qk_norm else None,
+                                   eps=c.norm_eps) if int8x and hd % 4 == 0 else None
                 qkv_op = q4_linear_qkv(x=xn, weight=qkv, adapter=adapter, int8=xn_q if int8x else None, outs=qkv_outs,
                                        rope=qkv_rope, half=half, norm=prologue(layer("attn_norm")))
                 qkv_ropes = any(call.route.startswith("q4_gemv_int8x_qkv_rope") for call in qkv_op.calls)

@@ -37,11 +37,13 @@ q4_gemv_int8x_glu is gate/up + SwiGLU as one decode GEMV; given Int8Activations 
 (q4_linear_glu(int8_out=)), q4_gemv_int8x_glu_q8 goes first: the same GEMV also writing its output
 quantized for the next int8x linear, where a workgroup of the variant holds whole groups of the output;
 given a QKVRope, q4_gemv_int8x_qkv_rope goes before q4_gemv_int8x_qkv: the decode QKV also applying
-RoPE and writing the KV cache, where a workgroup holds whole heads. Given a NormPrologue (norm=) of the
-RMSNorm that produces their activations, q4_gemv_int8x_glu_q8_norm and q4_gemv_int8x_qkv_rope_norm go
-first: the same GEMVs computing that norm and its int8 quantization in each workgroup (bit for bit
-rms_norm_int8x's), so the norm's dispatch can idle at a decode step; K must fit the prologue's workgroup
-row (MAXK).
+RoPE and writing the KV cache, where a workgroup holds whole heads; where the QKVRope has a q/k norm
+(Qwen3's per-head RMSNorm before RoPE), q4_gemv_int8x_qkv_rope_qknorm in its place, normalizing each q
+and k head first (bit for bit rope_kv_cache_write_norm's). Given a NormPrologue (norm=) of the RMSNorm
+that produces their activations, q4_gemv_int8x_glu_q8_norm and q4_gemv_int8x_qkv_rope_norm
+(q4_gemv_int8x_qkv_rope_qknorm_norm) go first: the same GEMVs computing that norm and its int8
+quantization in each workgroup (bit for bit rms_norm_int8x's), so the norm's dispatch can idle at a
+decode step; K must fit the prologue's workgroup row (MAXK).
 
 Which variant of a GEMV family runs is a speed choice, not a route: the adapter's tuning table
 (tuning.py) picks it; `gemv_shape` pins one (benchmark sweeps, checks), and `gemm_shape` the int8
@@ -93,17 +95,21 @@ QKV_FUSED_SHAPE = LLAMA_3_2_1B.qkv_shape()
 def gemv_shapes(kind: str, tier: str | None = None) -> tuple[str, ...]:
     """The variant names (suffixes) the kernel registry holds for a decode GEMV kind: "f32" and "int8"
     (q4gsw_gemv), "int8x", "int8x_qkv", "int8x_qkv_rope_half", "int8x_qkv_rope_interleaved", "int8x_glu",
-    "int8x_glu_q8", the two RoPE kinds and glu_q8 + "_norm" (the RMSNorm prologue), and each of those + "_sr"
-    (q4gsw_gemv_i8x); `tier` keeps the shipped (route-reachable) or the sweep (benchmark-only) ones."""
+    "int8x_glu_q8", the two RoPE kinds + "_qknorm" (the q/k norm before RoPE), the RoPE kinds and glu_q8 +
+    "_norm" (the RMSNorm prologue), and each of those + "_sr" (q4gsw_gemv_i8x); `tier` keeps the shipped
+    (route-reachable) or the sweep (benchmark-only) ones."""
     if kind in ("f32", "int8"):
         prefix, int8 = "q4gsw_gemv_wg_", kind == "int8"
         return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix)
                      and bool(kernel(name).template_values.get("I8")) == int8)
-    match = re.fullmatch(r"int8x(_qkv_rope_half|_qkv_rope_interleaved|_qkv|_glu_q8|_glu)?(_norm)?(_sr)?", kind)
-    if not match or (match.group(2) and match.group(1) not in ("_qkv_rope_half", "_qkv_rope_interleaved", "_glu_q8")):
+    match = re.fullmatch(r"int8x(_qkv_rope_half|_qkv_rope_interleaved|_qkv|_glu_q8|_glu)?(_qknorm)?(_norm)?(_sr)?",
+                         kind)
+    ropes = ("_qkv_rope_half", "_qkv_rope_interleaved")
+    if not match or (match.group(2) and match.group(1) not in ropes) or (
+            match.group(3) and match.group(1) not in ropes + ("_glu_q8",)):
         raise ValueError(f"unknown GEMV kind {kind!r}: f32, int8, int8x, int8x_qkv, int8x_qkv_rope_half, "
-                         f"int8x_qkv_rope_interleaved, int8x_glu, int8x_glu_q8, the two RoPE kinds and glu_q8 "
-                         f"+ _norm, each int8x kind + _sr")
+                         f"int8x_qkv_rope_interleaved, int8x_glu, int8x_glu_q8, the two RoPE kinds + _qknorm, the "
+                         f"RoPE kinds and glu_q8 + _norm, each int8x kind + _sr")
     prefix = f"q4gsw_gemv_i8x{''.join(group or '' for group in match.groups())}_wg_"
     return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
 
@@ -173,15 +179,17 @@ def gemv_group_size(shape: str) -> int:
 class QKVRope:
     """What a decode QKV GEMV may also do (q4_linear_qkv(rope=)): rope_kv_cache_write's work for its one
     token, with its arguments but q, k and v (the GEMV's own rows): q rotated into q_out [tokens, heads,
-    D], K rotated and V into the cache at `pos` (plus the cache's GPU-side offset). `qk_norm`: a q/k
-    norm precedes RoPE (Qwen3's, folded into rope_kv_cache_write): the epilogue then steps aside."""
+    D], K rotated and V into the cache at `pos` (plus the cache's GPU-side offset). `qk_norm` (the q and k
+    weights, f32 [head_dim]) normalizes each q and k head first with `eps` (Qwen3's per-head RMSNorm, as
+    rope_kv_cache_write(qk_norm=) does): the _qknorm routes."""
 
     q_out: Tensor
     table: Tensor
     cache: KVCache
     layout: str
     pos: int | str = POS
-    qk_norm: bool = False
+    qk_norm: tuple[Tensor, Tensor] | None = None
+    eps: float = 1e-6
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -321,11 +329,12 @@ def _gemv_decode(route: str):
 
 def _int8x_kind(req: _Linear, epilogue: str = "", norm: bool = False) -> str:
     """The variant kind: "_glu" / "_glu_q8" (epilogue "q8"), "_qkv" / "_qkv_rope_{layout}" (epilogue
-    "rope"), or "" for one output; `norm` adds the RMSNorm prologue ("_norm", of the two epilogue kinds)."""
+    "rope"; + "_qknorm" where a q/k norm goes first), or "" for one output; `norm` adds the RMSNorm
+    prologue ("_norm", of the two epilogue kinds)."""
     if req.glu:
         kind = "_glu_q8" if epilogue == "q8" else "_glu"
     elif len(req.outs) == 3:
-        kind = f"_qkv_rope_{req.rope.layout}" if epilogue == "rope" else "_qkv"
+        kind = f"_qkv_rope_{req.rope.layout}{'_qknorm' * bool(req.rope.qk_norm)}" if epilogue == "rope" else "_qkv"
     else:
         kind = ""
     return kind + "_norm" * norm
@@ -369,12 +378,13 @@ def _epilogue_workgroup_bytes(values: dict) -> int:
     """The workgroup memory of a _glu_q8 or _qkv_rope variant (q4gsw_gemv_i8x.wgsl): its rows, and the
     reduction's slices (subgroups, KS > 1) or its tree (no subgroups), for both halves of a GLU; a _norm
     variant's prologue adds its int8 row (MAXK bytes), chunk stats (8 per 32 values), octet peaks (4 per 8
-    values) and 256 partial sums of squares."""
+    values) and 256 partial sums of squares; a _qknorm variant 32 partial sums per head (of 4 rows or more)."""
     rows, ks, halves = values["RG"] * values["R"], values["KS"], 2 if values["GLU"] else 1
     reduction = halves * ks * rows if values["SUBGROUP"] and ks > 1 else 0 if values["SUBGROUP"] else \
         halves * 32 * ks * rows
     prologue = values["MAXK"] + values["MAXK"] // 4 + values["MAXK"] // 2 + 4 * 256 if values["NORM"] else 0
-    return 4 * (rows + reduction) + prologue
+    head_squares = 32 * rows // 4 if values["QKNORM"] else 0
+    return 4 * (rows + reduction + head_squares) + prologue
 
 
 def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers: int,
@@ -409,12 +419,17 @@ def _glu_q8_guard(req: _Linear, norm: bool = False) -> str | None:
     return _epilogue_guard(req, "q8", req.int8_out.group_size, "groups", 7, norm)
 
 
-def _qkv_rope_guard(req: _Linear, norm: bool = False) -> str | None:
-    if req.rope is None:
-        return "no RoPE and KV cache write asked for (rope=QKVRope)"
-    if req.rope.qk_norm:
-        return "a q/k norm goes before RoPE (Qwen3's): rope_kv_cache_write folds it in, this epilogue does not"
-    return _epilogue_guard(req, "rope", req.rope.cache.head_dim, "heads", 9, norm)
+def _qkv_rope_guard(qk_norm: bool):
+    """The RoPE epilogue's guard, of the routes with (`qk_norm`) or without the q/k norm before RoPE."""
+    def guard(req: _Linear, norm: bool = False) -> str | None:
+        if req.rope is None:
+            return "no RoPE and KV cache write asked for (rope=QKVRope)"
+        if qk_norm and not req.rope.qk_norm:
+            return "no q/k norm before RoPE asked for (QKVRope(qk_norm=))"
+        if req.rope.qk_norm and not qk_norm:
+            return "a q/k norm goes before RoPE (Qwen3's): the _qknorm routes apply it"
+        return _epilogue_guard(req, "rope", req.rope.cache.head_dim, "heads", 11 if qk_norm else 9, norm)
+    return guard
 
 
 def _norm_guard(epilogue_guard):
@@ -473,6 +488,8 @@ def _int8x_decode(req: _Linear, epilogue: str = "", norm: bool = False) -> OpCal
                                  f"the {rope.table.shape[0]}-row cos/sin table")
             fields.update(half=rope.cache.head_dim // 2, pos=pos, capacity=rope.cache.capacity,
                           table_rows=rope.table.shape[0])
+            if rope.qk_norm:
+                fields.update(qk_eps=eps_f32(rope.eps))
         return Sizing(workgroups=linear_grid(-(-n_out // rows_per_group), 1, live_limit(live)) if active else IDLE,
                       params=spec.pack_params(**fields), bytes_moved=moved if active else 0,
                       flops=flops if active else 0)
@@ -485,11 +502,16 @@ def _int8x_decode(req: _Linear, epilogue: str = "", norm: bool = False) -> OpCal
     if rope is not None:
         tensors.update({"out": rope.q_out, "k_cache": rope.cache.k, "v_cache": rope.cache.v, "table": rope.table,
                         "offset": rope.cache.offset})
+        if rope.qk_norm:
+            tensors.update({"q_norm": rope.qk_norm[0], "k_norm": rope.qk_norm[1]})
     elif qkv:
         tensors.update({"out_k": req.outs[1], "out_v": req.outs[2]})
     if epilogue == "q8":
         tensors.update({"act_words": req.int8_out.words, "act_stats": req.int8_out.stats})
-    route = ("q4_gemv_int8x_qkv_rope" if rope is not None else f"q4_gemv_int8x{kind}") + "_norm" * norm
+    if rope is not None:
+        route = "q4_gemv_int8x_qkv_rope" + "_qknorm" * bool(rope.qk_norm) + "_norm" * norm
+    else:
+        route = f"q4_gemv_int8x{kind}" + "_norm" * norm
     return OpCall(label=f"{label}.decode", kernel=name, route=route, tensors=tensors, sizing=sizing, phase="decode")
 
 
@@ -871,10 +893,12 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     prefills take the int8 GEMMs (each over its rows of the weight; see q4_linear) in place of the f32
     ones, and with `half` the f16 subgroup-matrix GEMM where the device has it. `rope`
     (QKVRope) asks the decode GEMV to apply RoPE and write the KV cache too (q4_gemv_int8x_qkv_rope,
-    bit for bit rope_kv_cache_write's of the plain GEMV's q, k, v) where its guard passes: it then writes
+    bit for bit rope_kv_cache_write's of the plain GEMV's q, k, v; with rope.qk_norm the q/k norm first,
+    q4_gemv_int8x_qkv_rope_qknorm, rope_kv_cache_write_norm's) where its guard passes: it then writes
     rope.q_out and the cache, not q, k and v; where not, the plain GEMV runs and the caller's
     rope_kv_cache_write stays (the op's decode route says which). `norm` (the RMSNorm that produces `int8`)
-    lets that GEMV make its own activations too (q4_gemv_int8x_qkv_rope_norm) where its guard passes."""
+    lets that GEMV make its own activations too (q4_gemv_int8x_qkv_rope_norm, _qkv_rope_qknorm_norm) where
+    its guard passes."""
     label = "q4_linear_qkv"
     q_out, k_out, v_out = outs
     n_q, n_kv = q_out.shape[-1], k_out.shape[-1]
@@ -895,6 +919,9 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
             rope.layout not in LAYOUTS)
         problems += [f"table {rope.table!r} must be f32 [positions, {dim // 2}, 2]"] * (
             rope.table.dtype != "f32" or rope.table.shape[1:] != (dim // 2, 2))
+        for name, norm_weight in zip(("q", "k"), rope.qk_norm or ()):
+            problems += [f"the {name} norm weight {norm_weight!r} must be f32 [{dim}]"] * (
+                norm_weight.dtype != "f32" or norm_weight.shape != (dim,))
         if problems:
             raise ValueError(f"{label}: rope: " + "; ".join(problems))
     table = tuning_for(adapter, tuning)
@@ -916,12 +943,16 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     def separate_decode(r: _Linear) -> str | None:
         return None if all("decode" in s for s in separate) else "the separate linears have no decode route here"
 
-    decode_routes = (Route(name="q4_gemv_int8x_qkv_rope_norm",
-                           guard=lambda r: _int8x_guard(r) or separate_decode(r) or _norm_guard(_qkv_rope_guard)(r),
-                           build=lambda r: _int8x_decode(r, "rope", norm=True)),
-                     Route(name="q4_gemv_int8x_qkv_rope",
-                           guard=lambda r: _int8x_guard(r) or separate_decode(r) or _qkv_rope_guard(r),
-                           build=lambda r: _int8x_decode(r, "rope")),
+    def rope_routes(qk_norm: bool) -> tuple[Route, Route]:
+        """The RoPE epilogue's two routes (with the norm prologue first), with or without the q/k norm."""
+        name, guard = "q4_gemv_int8x_qkv_rope" + "_qknorm" * qk_norm, _qkv_rope_guard(qk_norm)
+        return (Route(name=name + "_norm",
+                      guard=lambda r: _int8x_guard(r) or separate_decode(r) or _norm_guard(guard)(r),
+                      build=lambda r: _int8x_decode(r, "rope", norm=True)),
+                Route(name=name, guard=lambda r: _int8x_guard(r) or separate_decode(r) or guard(r),
+                      build=lambda r: _int8x_decode(r, "rope")))
+
+    decode_routes = (*rope_routes(qk_norm=True), *rope_routes(qk_norm=False),
                      Route(name="q4_gemv_int8x_qkv",
                            guard=lambda r: _int8x_guard(r) or separate_decode(r) or _plain_pin("_qkv", "RoPE")(r),
                            build=_int8x_decode))

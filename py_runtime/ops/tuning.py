@@ -97,18 +97,25 @@ def _is_h200(info: dict) -> bool:
 # groups) in 256 invocations. Not measured on the H200 yet; its sweep shapes r2u2w32 and r2u1w32 keep the
 # measured GLU picks' rows per lane and chunks in flight (Llama's r2u2w2, Qwen's one chunk per lane) in
 # 1024-invocation workgroups (`bench kernels --preset gemv_int8x`, `gemv_int8x_qwen`). The fused QKV
-# applying RoPE (_qkv_rope) likewise: r8u1w8, 64 rows (whole heads of Llama's 64), not measured yet.
+# applying RoPE (_qkv_rope) likewise: _rope_rows_for, not measured yet.
+def _rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
+    """The fused QKV applying RoPE: 64 rows in 256 invocations (8 rows per lane, 8 warps: what every
+    adapter allows) where they hold whole heads (Llama's 64, or 32), else 128 (16 rows per lane: Qwen3's
+    heads of 128); a head_dim that divides neither falls back to the plain QKV (the route guard says so)."""
+    return "r8u1w8" if 64 % head_dim == 0 else "r16u1w8"
+
+
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
               matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
               gemv_int8x_glu_q8=lambda k, n, rows_copy: "r8u1w8",
-              gemv_int8x_qkv_rope=lambda k, n, head_dim, rows_copy: "r8u1w8", flash_split=_h200_flash_split)
+              gemv_int8x_qkv_rope=_rope_rows_for, flash_split=_h200_flash_split)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
                   gemv_int8x=lambda k, n, scales_vec4, glu, rows_copy: "r2u2w1",
                   # 64 rows in 256 invocations, what every adapter allows (8 rows per lane, 8 warps)
                   gemv_int8x_glu_q8=lambda k, n, rows_copy: "r8u1w8",
-                  gemv_int8x_qkv_rope=lambda k, n, head_dim, rows_copy: "r8u1w8",     # 64 rows: heads of 64, 32
+                  gemv_int8x_qkv_rope=_rope_rows_for,
                   flash_split=lambda group, words: ("u2h1", 32))
 TABLES = (H200, PORTABLE)       # the first whose `matches` accepts the adapter's info
 

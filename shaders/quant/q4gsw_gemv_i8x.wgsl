@@ -41,6 +41,10 @@ $if ROPE:
   // workgroup holds whole heads (both elements of every rotation pair, in either layout) and nothing
   // crosses workgroups. It writes the rotated q to out and K and V (f16 pairs) into the caches at the
   // position pos + offset[0], not the f32 q, k and v.
+$if QKNORM:
+  // It also normalizes each q and k head before RoPE (Qwen3's per-head RMSNorm, in place of the norm in
+  // rope_kv_cache_write_norm): that kernel's arithmetic, 32 lanes per head summing dot(x, x) of its
+  // quarters lane, lane + 32, ..., the same 32-wide tree, x * scale * w with the q or k weight [head_dim].
 $if NORM:
   // It also makes its own activations (a NORM prologue, in place of the rms_norm_int8x dispatch before
   // it): each workgroup reads the f32 residual row `hidden` and computes its RMSNorm with rms_norm_int8x's
@@ -87,6 +91,8 @@ struct Params {
     out_group_size: u32,  // the quantized output's group size (the next linear's)
   $if NORM:
     eps: f32,             // the RMSNorm's, rounded to f32
+  $if QKNORM:
+    qk_eps: f32,          // the q/k norm's, rounded to f32
 }
 
 $if NORM:
@@ -127,6 +133,11 @@ $if ROPE:
   @group(0) @binding(10) var<storage, read> offset: array<u32>;   // the cache's GPU-side position offset
   const ROWS: u32 = ${RG * R}u;                 // the workgroup's rows: whole heads
   var<workgroup> rows_out: array<f32, ROWS>;
+$if QKNORM:
+  @group(0) @binding(11) var<storage, read> q_norm: array<f32>;
+  @group(0) @binding(12) var<storage, read> k_norm: array<f32>;
+  const NORM_TREE: u32 = 32u;                   // rope_kv_cache_write_norm's workgroup: its lanes and tree
+  var<workgroup> head_squares: array<f32, NORM_TREE * ROWS / 4u>;   // per head (at least 4 rows) its lanes
 $if SUBGROUP and KS > 1:
   var<workgroup> slices: array<f32, ${KS * RG * R * (2 if GLU else 1)}>;
 $if not SUBGROUP:
@@ -337,6 +348,28 @@ $if ROPE:
     workgroupBarrier();                         // every row of the block is in rows_out
     let dim = 2u * params.half;
     let quarter = params.half / 2u;
+    $if QKNORM:
+      // Each head's sum of squares (V heads' too, unused), as rope_kv_cache_write_norm's workgroup makes it.
+      let lanes = NORM_TREE * (ROWS / dim);
+      for (var slot = index; slot < lanes; slot += WG) {
+        let at = slot / NORM_TREE * dim;
+        var acc = 0.0;
+        for (var j = slot % NORM_TREE; j < quarter; j += NORM_TREE) {
+          let e = elements(j);
+          let x = vec4<f32>(rows_out[at + e.x], rows_out[at + e.x + 1u], rows_out[at + e.y], rows_out[at + e.y + 1u]);
+          acc += dot(x, x);
+        }
+        head_squares[slot] = acc;
+      }
+      workgroupBarrier();
+      for (var stride = NORM_TREE / 2u; stride > 0u; stride >>= 1u) {
+        for (var slot = index; slot < lanes; slot += WG) {
+          if (slot % NORM_TREE < stride) {
+            head_squares[slot] += head_squares[slot + stride];
+          }
+        }
+        workgroupBarrier();
+      }
     let head = index / quarter;
     let j = index % quarter;
     let first = block * ROWS + head * dim;      // the head's first row of the packed q, k, v rows
@@ -346,7 +379,7 @@ $if ROPE:
     }
     let e = elements(j);
     let at = head * dim;
-    let x = vec4<f32>(rows_out[at + e.x], rows_out[at + e.x + 1u], rows_out[at + e.y], rows_out[at + e.y + 1u]);
+    ${"var" if QKNORM else "let"} x = vec4<f32>(rows_out[at + e.x], rows_out[at + e.x + 1u], rows_out[at + e.y], rows_out[at + e.y + 1u]);
     let kv_heads = params.n_kv / dim;
     if (first >= params.n_q + params.n_kv) {    // a V head: its values as they are
       let row = (position * kv_heads + (first - params.n_q - params.n_kv) / dim) * params.half;
@@ -354,6 +387,15 @@ $if ROPE:
       v_cache[row + e.y / 2u] = pack2x16float(x.zw);
       return;
     }
+    $if QKNORM:
+      let scale = inverseSqrt(head_squares[head * NORM_TREE] / f32(dim) + params.qk_eps);
+      var w: vec4<f32>;
+      if (first < params.n_q) {
+        w = vec4<f32>(q_norm[e.x], q_norm[e.x + 1u], q_norm[e.y], q_norm[e.y + 1u]);
+      } else {
+        w = vec4<f32>(k_norm[e.x], k_norm[e.x + 1u], k_norm[e.y], k_norm[e.y + 1u]);
+      }
+      x = x * scale * w;
     let rotation_x = table[position * params.half + 2u * j];
     let rotation_y = table[position * params.half + 2u * j + 1u];
     $if ROPE == "interleaved":

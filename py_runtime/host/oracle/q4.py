@@ -385,7 +385,8 @@ def _verify_int8_decode(case: dict, run: dict, seed: int, read) -> float:
     if prequantized and case.get("glu_q8") and producer != "int8_activations":
         expected.append("int8_activations")     # quantize_activations of the same out (attested once)
     if case.get("rope"):        # the plain QKV, rope_kv_cache_write of its q, k, v, then the fused QKV
-        expected += ["rope_kv_cache_write", "q4_gemv_int8x_qkv_rope" + in_gemv]
+        qk_norm = bool(case["rope"].get("qk_norm"))     # (Qwen3's q/k norm first, on both sides)
+        expected += ["rope_kv_cache_write" + "_norm" * qk_norm, "q4_gemv_int8x_qkv_rope" + "_qknorm" * qk_norm + in_gemv]
     assert run["routes"] == expected, f"{case['name']}: attested {run['routes']}, expected {expected}"
     x = synth_values_np(ACT_RANGE, seed, case["stream"] + 1000, k)
     outputs = 3 if case["n_kv"] else 1
