@@ -67,7 +67,7 @@ for s in $steps; do
     native-int8)     step "$s" 200 bench kernels --backend native --preset decode_int8 ;;
     browser-int8)    step "$s" 200 bench kernels --backend browser --driver plain --preset decode_int8 --timeout 190 ;;
     native-check8x)  step "$s" 60 check --suite q4 --preset int8x --backend native ;;
-    browser-check8x) step "$s" 90 check --suite q4 --preset int8x --backend browser --driver plain ;;
+    browser-check8x) step "$s" 300 check --suite q4 --preset int8x --backend browser --driver plain --timeout 290 ;;
     native-int8x)    step "$s" 280 bench kernels --backend native --preset gemv_int8x --trials 3 ;;
     # Variant sweeps, one browser per shape (each run stays short and its table readable):
     browser-int8x)   per_shape "$s" gemv_int8x "llama.%s." q_o kv qkv_as_one gate_up gate_up_glu down lm_head ;;
