@@ -100,11 +100,10 @@ $if NORM:
   @group(0) @binding(1) var<storage, read> norm_weight: array<vec4<f32>>;
   const MAXK: u32 = ${MAXK}u;
   const NORM_LANES: u32 = 256u;                 // rms_norm_int8x's workgroup: its partial sums and tree
-  const NORM_TAIL: u32 = 32u;                   // the tree's width after its first three levels
   var<workgroup> xq: array<vec4<u32>, MAXK / 16u>;      // the row's int8 words, int8_activations' layout
   var<workgroup> xstats: array<vec2<f32>, MAXK / 32u>;  // per chunk: (scale, 8 * sum of q)
   var<workgroup> octet_peaks: array<f32, MAXK / 8u>;
-  var<workgroup> squares: array<f32, NORM_TAIL>;
+  var<workgroup> squares: array<f32, NORM_LANES>;
 $else:
   @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
   @group(0) @binding(1) var<storage, read> xstats: array<vec2<f32>>;
@@ -209,48 +208,29 @@ $if NORM:
   }
 
   // The prologue: the RMSNorm of `hidden` times norm_weight, quantized per group into xq and xstats.
-  // The sum of squares is rms_norm_int8x's, addition for addition, with one barrier where it takes
-  // nine: invocation t < NORM_TAIL makes that kernel's partial sums of lanes t, t + 32, ..., t + 224
-  // (each over its octets in the same order; a round's eight octets loaded together) and adds them as
-  // the tree's first three levels (strides 128, 64, 32) would; after the barrier every invocation
-  // reads the 32 and adds them as the last five levels (strides 16 .. 1) would, in registers. Then
-  // invocations take octets for the peaks and whole chunks for the words (a chunk's two vec4s and its
-  // stats by one invocation: no write to another's vec4). Called in uniform control flow; ends on a
-  // barrier.
+  // Invocations stand in for rms_norm_int8x's NORM_LANES in turn (any WG), then take octets for the peaks
+  // and whole chunks for the words (a chunk's two vec4s and its stats by one invocation: no write to
+  // another's vec4). Called first, in uniform control flow; ends on a barrier.
   fn normalize_row(index: u32) {
     let octets = params.k / 8u;
-    // This invocation's first octet for the peaks (normalized() of it, below), loaded first: the first
-    // touch of norm_weight runs under the sum of squares.
-    let early = min(index, octets - 1u);
-    let early_x0 = hidden[2u * early];
-    let early_x1 = hidden[2u * early + 1u];
-    let early_w0 = norm_weight[2u * early];
-    let early_w1 = norm_weight[2u * early + 1u];
-    if (index < NORM_TAIL) {
-      $for j in range(8):
-        var part${j} = 0.0;
-      for (var base = 0u; base < octets; base += NORM_LANES) {
-        $for j in range(8):
-          let o${j} = base + index + ${32 * j}u;
-          if (o${j} < octets) {
-            let a = hidden[2u * o${j}];
-            let b = hidden[2u * o${j} + 1u];
-            part${j} += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-          }
+    for (var lane = index; lane < NORM_LANES; lane += WG) {
+      var acc = 0.0;
+      for (var o = lane; o < octets; o += NORM_LANES) {
+        let a = hidden[2u * o];
+        let b = hidden[2u * o + 1u];
+        acc += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
       }
-      squares[index] = ((part0 + part4) + (part2 + part6)) + ((part1 + part5) + (part3 + part7));
+      squares[lane] = acc;
     }
     workgroupBarrier();
-    $for t in range(32):
-      let sum32_${t} = squares[${t}u];
-    $for width in (16, 8, 4, 2, 1):
-      $for t in range(width):
-        let sum${width}_${t} = sum${2 * width}_${t} + sum${2 * width}_${t + width};
-    let scale = inverseSqrt(sum1_0 / f32(params.k) + params.eps);
-    if (index < octets) {
-      octet_peaks[index] = octet_peak(early_x0 * scale * early_w0, early_x1 * scale * early_w1);
+    for (var stride = NORM_LANES / 2u; stride > 0u; stride >>= 1u) {
+      for (var lane = index; lane < stride; lane += WG) {
+        squares[lane] += squares[lane + stride];
+      }
+      workgroupBarrier();
     }
-    for (var o = index + WG; o < octets; o += WG) {
+    let scale = inverseSqrt(squares[0] / f32(params.k) + params.eps);
+    for (var o = index; o < octets; o += WG) {
       let y = normalized(o, scale);
       octet_peaks[o] = octet_peak(y[0], y[1]);
     }
@@ -421,6 +401,8 @@ $if ROPE:
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32" if SUBGROUP else ""}) {
+  $if NORM:
+    normalize_row(index);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
@@ -447,36 +429,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     let steps = (chunks + span * U - 1u) / (span * U);
   $else:
     let steps = (chunks + width * U - 1u) / (width * U);
-  $if NORM:
-    // Turn 0's first step of weights and scales (the loop's own addresses), loaded before the prologue:
-    // they do not depend on the activations, so their memory latency runs under the norm, and the
-    // loop's first step reads them from registers (`pre_`), with the same arithmetic in the same order.
-    $if KS > 1 and SUBGROUP:
-      let pre_group = index / width / KS;
-      let pre_first = (index / width % KS) * width + lane;
-    $else:
-      let pre_group = index / width;
-      let pre_first = lane;
-    let pre_first_row = (block * RG + min(pre_group, RG - 1u)) * R;
-    $for r in range(R):
-      let pre_row${r} = min(pre_first_row + ${r}u, last_row) + params.n_offset;
-    $for u in range(U):
-      let pre_at${u} = ${u}u * ${"span" if KS > 1 and SUBGROUP else "width"} + pre_first;
-      let pre_c${u} = min(pre_at${u}, chunks - 1u);
-      let pre_g${u} = pre_c${u} * 32u / params.group_size;
-      $for h in (["", "u"] if GLU else [""]):
-        $for r in range(R):
-          let pre_w${h}${u}_${r} = weights[(pre_row${r}${" + params.n" if h else ""}) * chunks + pre_c${u}];
-          $if SROWS:
-            let pre_s${h}${u}_${r} = scales[(pre_row${r}${" + params.n" if h else ""}) * (params.k / params.group_size) + pre_g${u}];
-          $elif not SV4:
-            let pre_s${h}${u}_${r} = scales[pre_g${u} * params.n_total + pre_row${r}${" + params.n" if h else ""}];
-        $if SV4:
-          $for q in range(R // 4):
-            let pre_sv${h}${u}_${q} = scales[(pre_g${u} * params.n_total + pre_row${4 * q}${" + params.n" if h else ""}) / 4u];
-          $for r in range(R):
-            let pre_s${h}${u}_${r} = pre_sv${h}${u}_${r // 4}[${r % 4}];
-    normalize_row(index);
   for (var turn = 0u; turn < passes; turn++) {
     $if KS > 1 and SUBGROUP:
       let warp = index / width + turn * (WG / width);
@@ -490,21 +442,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
       $for h in (["", "u"] if GLU else [""]):
         var acc${h}${r} = 0.0;
-    $if NORM:
-      // Turn 0's step 0 from the registers loaded before the prologue (steps >= 1: K >= 32).
-      var start = 0u;
-      if (turn == 0u) {
-        $for u in range(U):
-          let pre_a${u} = xq[pre_c${u}];
-          let pre_b${u} = xq[chunks + pre_c${u}];
-          let pre_st${u} = select(vec2<f32>(0.0), xstats[pre_c${u}], pre_at${u} < chunks);
-        $for u in range(U):
-          $for h in (["", "u"] if GLU else [""]):
-            $for r in range(R):
-              acc${h}${r} += pre_s${h}${u}_${r} * pre_st${u}.x * (f32(dot_chunk(pre_w${h}${u}_${r}, pre_a${u}, pre_b${u})) - pre_st${u}.y);
-        start = 1u;
-      }
-    for (var step = ${"start" if NORM else "0u"}; step < steps; step++) {
+    for (var step = 0u; step < steps; step++) {
       // Every load of the step first: weights, scales, activations.
       $for u in range(U):
         $if KS > 1 and SUBGROUP:

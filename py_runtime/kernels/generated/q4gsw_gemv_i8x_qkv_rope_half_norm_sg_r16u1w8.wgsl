@@ -58,11 +58,10 @@ struct Params {
 @group(0) @binding(1) var<storage, read> norm_weight: array<vec4<f32>>;
 const MAXK: u32 = 4096u;
 const NORM_LANES: u32 = 256u;                 // rms_norm_int8x's workgroup: its partial sums and tree
-const NORM_TAIL: u32 = 32u;                   // the tree's width after its first three levels
 var<workgroup> xq: array<vec4<u32>, MAXK / 16u>;      // the row's int8 words, int8_activations' layout
 var<workgroup> xstats: array<vec2<f32>, MAXK / 32u>;  // per chunk: (scale, 8 * sum of q)
 var<workgroup> octet_peaks: array<f32, MAXK / 8u>;
-var<workgroup> squares: array<f32, NORM_TAIL>;
+var<workgroup> squares: array<f32, NORM_LANES>;
 @group(0) @binding(2) var<storage, read> weights: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
@@ -111,153 +110,29 @@ fn normalized(o: u32, scale: f32) -> array<vec4<f32>, 2> {
 }
 
 // The prologue: the RMSNorm of `hidden` times norm_weight, quantized per group into xq and xstats.
-// The sum of squares is rms_norm_int8x's, addition for addition, with one barrier where it takes
-// nine: invocation t < NORM_TAIL makes that kernel's partial sums of lanes t, t + 32, ..., t + 224
-// (each over its octets in the same order; a round's eight octets loaded together) and adds them as
-// the tree's first three levels (strides 128, 64, 32) would; after the barrier every invocation
-// reads the 32 and adds them as the last five levels (strides 16 .. 1) would, in registers. Then
-// invocations take octets for the peaks and whole chunks for the words (a chunk's two vec4s and its
-// stats by one invocation: no write to another's vec4). Called in uniform control flow; ends on a
-// barrier.
+// Invocations stand in for rms_norm_int8x's NORM_LANES in turn (any WG), then take octets for the peaks
+// and whole chunks for the words (a chunk's two vec4s and its stats by one invocation: no write to
+// another's vec4). Called first, in uniform control flow; ends on a barrier.
 fn normalize_row(index: u32) {
   let octets = params.k / 8u;
-  // This invocation's first octet for the peaks (normalized() of it, below), loaded first: the first
-  // touch of norm_weight runs under the sum of squares.
-  let early = min(index, octets - 1u);
-  let early_x0 = hidden[2u * early];
-  let early_x1 = hidden[2u * early + 1u];
-  let early_w0 = norm_weight[2u * early];
-  let early_w1 = norm_weight[2u * early + 1u];
-  if (index < NORM_TAIL) {
-    var part0 = 0.0;
-    var part1 = 0.0;
-    var part2 = 0.0;
-    var part3 = 0.0;
-    var part4 = 0.0;
-    var part5 = 0.0;
-    var part6 = 0.0;
-    var part7 = 0.0;
-    for (var base = 0u; base < octets; base += NORM_LANES) {
-      let o0 = base + index + 0u;
-      if (o0 < octets) {
-        let a = hidden[2u * o0];
-        let b = hidden[2u * o0 + 1u];
-        part0 += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-      }
-      let o1 = base + index + 32u;
-      if (o1 < octets) {
-        let a = hidden[2u * o1];
-        let b = hidden[2u * o1 + 1u];
-        part1 += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-      }
-      let o2 = base + index + 64u;
-      if (o2 < octets) {
-        let a = hidden[2u * o2];
-        let b = hidden[2u * o2 + 1u];
-        part2 += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-      }
-      let o3 = base + index + 96u;
-      if (o3 < octets) {
-        let a = hidden[2u * o3];
-        let b = hidden[2u * o3 + 1u];
-        part3 += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-      }
-      let o4 = base + index + 128u;
-      if (o4 < octets) {
-        let a = hidden[2u * o4];
-        let b = hidden[2u * o4 + 1u];
-        part4 += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-      }
-      let o5 = base + index + 160u;
-      if (o5 < octets) {
-        let a = hidden[2u * o5];
-        let b = hidden[2u * o5 + 1u];
-        part5 += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-      }
-      let o6 = base + index + 192u;
-      if (o6 < octets) {
-        let a = hidden[2u * o6];
-        let b = hidden[2u * o6 + 1u];
-        part6 += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-      }
-      let o7 = base + index + 224u;
-      if (o7 < octets) {
-        let a = hidden[2u * o7];
-        let b = hidden[2u * o7 + 1u];
-        part7 += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-      }
+  for (var lane = index; lane < NORM_LANES; lane += WG) {
+    var acc = 0.0;
+    for (var o = lane; o < octets; o += NORM_LANES) {
+      let a = hidden[2u * o];
+      let b = hidden[2u * o + 1u];
+      acc += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
     }
-    squares[index] = ((part0 + part4) + (part2 + part6)) + ((part1 + part5) + (part3 + part7));
+    squares[lane] = acc;
   }
   workgroupBarrier();
-  let sum32_0 = squares[0u];
-  let sum32_1 = squares[1u];
-  let sum32_2 = squares[2u];
-  let sum32_3 = squares[3u];
-  let sum32_4 = squares[4u];
-  let sum32_5 = squares[5u];
-  let sum32_6 = squares[6u];
-  let sum32_7 = squares[7u];
-  let sum32_8 = squares[8u];
-  let sum32_9 = squares[9u];
-  let sum32_10 = squares[10u];
-  let sum32_11 = squares[11u];
-  let sum32_12 = squares[12u];
-  let sum32_13 = squares[13u];
-  let sum32_14 = squares[14u];
-  let sum32_15 = squares[15u];
-  let sum32_16 = squares[16u];
-  let sum32_17 = squares[17u];
-  let sum32_18 = squares[18u];
-  let sum32_19 = squares[19u];
-  let sum32_20 = squares[20u];
-  let sum32_21 = squares[21u];
-  let sum32_22 = squares[22u];
-  let sum32_23 = squares[23u];
-  let sum32_24 = squares[24u];
-  let sum32_25 = squares[25u];
-  let sum32_26 = squares[26u];
-  let sum32_27 = squares[27u];
-  let sum32_28 = squares[28u];
-  let sum32_29 = squares[29u];
-  let sum32_30 = squares[30u];
-  let sum32_31 = squares[31u];
-  let sum16_0 = sum32_0 + sum32_16;
-  let sum16_1 = sum32_1 + sum32_17;
-  let sum16_2 = sum32_2 + sum32_18;
-  let sum16_3 = sum32_3 + sum32_19;
-  let sum16_4 = sum32_4 + sum32_20;
-  let sum16_5 = sum32_5 + sum32_21;
-  let sum16_6 = sum32_6 + sum32_22;
-  let sum16_7 = sum32_7 + sum32_23;
-  let sum16_8 = sum32_8 + sum32_24;
-  let sum16_9 = sum32_9 + sum32_25;
-  let sum16_10 = sum32_10 + sum32_26;
-  let sum16_11 = sum32_11 + sum32_27;
-  let sum16_12 = sum32_12 + sum32_28;
-  let sum16_13 = sum32_13 + sum32_29;
-  let sum16_14 = sum32_14 + sum32_30;
-  let sum16_15 = sum32_15 + sum32_31;
-  let sum8_0 = sum16_0 + sum16_8;
-  let sum8_1 = sum16_1 + sum16_9;
-  let sum8_2 = sum16_2 + sum16_10;
-  let sum8_3 = sum16_3 + sum16_11;
-  let sum8_4 = sum16_4 + sum16_12;
-  let sum8_5 = sum16_5 + sum16_13;
-  let sum8_6 = sum16_6 + sum16_14;
-  let sum8_7 = sum16_7 + sum16_15;
-  let sum4_0 = sum8_0 + sum8_4;
-  let sum4_1 = sum8_1 + sum8_5;
-  let sum4_2 = sum8_2 + sum8_6;
-  let sum4_3 = sum8_3 + sum8_7;
-  let sum2_0 = sum4_0 + sum4_2;
-  let sum2_1 = sum4_1 + sum4_3;
-  let sum1_0 = sum2_0 + sum2_1;
-  let scale = inverseSqrt(sum1_0 / f32(params.k) + params.eps);
-  if (index < octets) {
-    octet_peaks[index] = octet_peak(early_x0 * scale * early_w0, early_x1 * scale * early_w1);
+  for (var stride = NORM_LANES / 2u; stride > 0u; stride >>= 1u) {
+    for (var lane = index; lane < stride; lane += WG) {
+      squares[lane] += squares[lane + stride];
+    }
+    workgroupBarrier();
   }
-  for (var o = index + WG; o < octets; o += WG) {
+  let scale = inverseSqrt(squares[0] / f32(params.k) + params.eps);
+  for (var o = index; o < octets; o += WG) {
     let y = normalized(o, scale);
     octet_peaks[o] = octet_peak(y[0], y[1]);
   }
@@ -345,6 +220,7 @@ fn rope_rows(block: u32, index: u32) {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32) {
+  normalize_row(index);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
@@ -356,64 +232,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   let width = subgroup_size;
   let passes = (RG + WG / width - 1u) / (WG / width);
   let steps = (chunks + width * U - 1u) / (width * U);
-  // Turn 0's first step of weights and scales (the loop's own addresses), loaded before the prologue:
-  // they do not depend on the activations, so their memory latency runs under the norm, and the
-  // loop's first step reads them from registers (`pre_`), with the same arithmetic in the same order.
-  let pre_group = index / width;
-  let pre_first = lane;
-  let pre_first_row = (block * RG + min(pre_group, RG - 1u)) * R;
-  let pre_row0 = min(pre_first_row + 0u, last_row) + params.n_offset;
-  let pre_row1 = min(pre_first_row + 1u, last_row) + params.n_offset;
-  let pre_row2 = min(pre_first_row + 2u, last_row) + params.n_offset;
-  let pre_row3 = min(pre_first_row + 3u, last_row) + params.n_offset;
-  let pre_row4 = min(pre_first_row + 4u, last_row) + params.n_offset;
-  let pre_row5 = min(pre_first_row + 5u, last_row) + params.n_offset;
-  let pre_row6 = min(pre_first_row + 6u, last_row) + params.n_offset;
-  let pre_row7 = min(pre_first_row + 7u, last_row) + params.n_offset;
-  let pre_row8 = min(pre_first_row + 8u, last_row) + params.n_offset;
-  let pre_row9 = min(pre_first_row + 9u, last_row) + params.n_offset;
-  let pre_row10 = min(pre_first_row + 10u, last_row) + params.n_offset;
-  let pre_row11 = min(pre_first_row + 11u, last_row) + params.n_offset;
-  let pre_row12 = min(pre_first_row + 12u, last_row) + params.n_offset;
-  let pre_row13 = min(pre_first_row + 13u, last_row) + params.n_offset;
-  let pre_row14 = min(pre_first_row + 14u, last_row) + params.n_offset;
-  let pre_row15 = min(pre_first_row + 15u, last_row) + params.n_offset;
-  let pre_at0 = 0u * width + pre_first;
-  let pre_c0 = min(pre_at0, chunks - 1u);
-  let pre_g0 = pre_c0 * 32u / params.group_size;
-  let pre_w0_0 = weights[(pre_row0) * chunks + pre_c0];
-  let pre_s0_0 = scales[pre_g0 * params.n_total + pre_row0];
-  let pre_w0_1 = weights[(pre_row1) * chunks + pre_c0];
-  let pre_s0_1 = scales[pre_g0 * params.n_total + pre_row1];
-  let pre_w0_2 = weights[(pre_row2) * chunks + pre_c0];
-  let pre_s0_2 = scales[pre_g0 * params.n_total + pre_row2];
-  let pre_w0_3 = weights[(pre_row3) * chunks + pre_c0];
-  let pre_s0_3 = scales[pre_g0 * params.n_total + pre_row3];
-  let pre_w0_4 = weights[(pre_row4) * chunks + pre_c0];
-  let pre_s0_4 = scales[pre_g0 * params.n_total + pre_row4];
-  let pre_w0_5 = weights[(pre_row5) * chunks + pre_c0];
-  let pre_s0_5 = scales[pre_g0 * params.n_total + pre_row5];
-  let pre_w0_6 = weights[(pre_row6) * chunks + pre_c0];
-  let pre_s0_6 = scales[pre_g0 * params.n_total + pre_row6];
-  let pre_w0_7 = weights[(pre_row7) * chunks + pre_c0];
-  let pre_s0_7 = scales[pre_g0 * params.n_total + pre_row7];
-  let pre_w0_8 = weights[(pre_row8) * chunks + pre_c0];
-  let pre_s0_8 = scales[pre_g0 * params.n_total + pre_row8];
-  let pre_w0_9 = weights[(pre_row9) * chunks + pre_c0];
-  let pre_s0_9 = scales[pre_g0 * params.n_total + pre_row9];
-  let pre_w0_10 = weights[(pre_row10) * chunks + pre_c0];
-  let pre_s0_10 = scales[pre_g0 * params.n_total + pre_row10];
-  let pre_w0_11 = weights[(pre_row11) * chunks + pre_c0];
-  let pre_s0_11 = scales[pre_g0 * params.n_total + pre_row11];
-  let pre_w0_12 = weights[(pre_row12) * chunks + pre_c0];
-  let pre_s0_12 = scales[pre_g0 * params.n_total + pre_row12];
-  let pre_w0_13 = weights[(pre_row13) * chunks + pre_c0];
-  let pre_s0_13 = scales[pre_g0 * params.n_total + pre_row13];
-  let pre_w0_14 = weights[(pre_row14) * chunks + pre_c0];
-  let pre_s0_14 = scales[pre_g0 * params.n_total + pre_row14];
-  let pre_w0_15 = weights[(pre_row15) * chunks + pre_c0];
-  let pre_s0_15 = scales[pre_g0 * params.n_total + pre_row15];
-  normalize_row(index);
   for (var turn = 0u; turn < passes; turn++) {
     let group = index / width + turn * (WG / width);      // this warp's row group
     let first_row = (block * RG + min(group, RG - 1u)) * R;
@@ -450,31 +268,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     var acc14 = 0.0;
     let row15 = min(first_row + 15u, last_row) + params.n_offset;
     var acc15 = 0.0;
-    // Turn 0's step 0 from the registers loaded before the prologue (steps >= 1: K >= 32).
-    var start = 0u;
-    if (turn == 0u) {
-      let pre_a0 = xq[pre_c0];
-      let pre_b0 = xq[chunks + pre_c0];
-      let pre_st0 = select(vec2<f32>(0.0), xstats[pre_c0], pre_at0 < chunks);
-      acc0 += pre_s0_0 * pre_st0.x * (f32(dot_chunk(pre_w0_0, pre_a0, pre_b0)) - pre_st0.y);
-      acc1 += pre_s0_1 * pre_st0.x * (f32(dot_chunk(pre_w0_1, pre_a0, pre_b0)) - pre_st0.y);
-      acc2 += pre_s0_2 * pre_st0.x * (f32(dot_chunk(pre_w0_2, pre_a0, pre_b0)) - pre_st0.y);
-      acc3 += pre_s0_3 * pre_st0.x * (f32(dot_chunk(pre_w0_3, pre_a0, pre_b0)) - pre_st0.y);
-      acc4 += pre_s0_4 * pre_st0.x * (f32(dot_chunk(pre_w0_4, pre_a0, pre_b0)) - pre_st0.y);
-      acc5 += pre_s0_5 * pre_st0.x * (f32(dot_chunk(pre_w0_5, pre_a0, pre_b0)) - pre_st0.y);
-      acc6 += pre_s0_6 * pre_st0.x * (f32(dot_chunk(pre_w0_6, pre_a0, pre_b0)) - pre_st0.y);
-      acc7 += pre_s0_7 * pre_st0.x * (f32(dot_chunk(pre_w0_7, pre_a0, pre_b0)) - pre_st0.y);
-      acc8 += pre_s0_8 * pre_st0.x * (f32(dot_chunk(pre_w0_8, pre_a0, pre_b0)) - pre_st0.y);
-      acc9 += pre_s0_9 * pre_st0.x * (f32(dot_chunk(pre_w0_9, pre_a0, pre_b0)) - pre_st0.y);
-      acc10 += pre_s0_10 * pre_st0.x * (f32(dot_chunk(pre_w0_10, pre_a0, pre_b0)) - pre_st0.y);
-      acc11 += pre_s0_11 * pre_st0.x * (f32(dot_chunk(pre_w0_11, pre_a0, pre_b0)) - pre_st0.y);
-      acc12 += pre_s0_12 * pre_st0.x * (f32(dot_chunk(pre_w0_12, pre_a0, pre_b0)) - pre_st0.y);
-      acc13 += pre_s0_13 * pre_st0.x * (f32(dot_chunk(pre_w0_13, pre_a0, pre_b0)) - pre_st0.y);
-      acc14 += pre_s0_14 * pre_st0.x * (f32(dot_chunk(pre_w0_14, pre_a0, pre_b0)) - pre_st0.y);
-      acc15 += pre_s0_15 * pre_st0.x * (f32(dot_chunk(pre_w0_15, pre_a0, pre_b0)) - pre_st0.y);
-      start = 1u;
-    }
-    for (var step = start; step < steps; step++) {
+    for (var step = 0u; step < steps; step++) {
       // Every load of the step first: weights, scales, activations.
       let at0 = (step * U + 0u) * width + lane;
       let c0 = min(at0, chunks - 1u);
