@@ -4,9 +4,10 @@ the same GEMV variant reading them, bit for bit. The prologue repeats rms_norm_i
 per-invocation sums in the same order, its tree, y = x * scale * w, the same int8 rounding) and the GEMV
 that follows is the plain variant's, so equality is the expected result, not a tolerance; the unfused
 pair itself is judged against float64 numpy by test_native_q4.py. Shapes: Llama's hidden size (2048),
-Qwen3's (1024) and an awkward one (K 352 in groups of 32: 44 octets, fewer than the norm's 256 lanes),
-each with a zero group in the residual row (group scale 0). Where the prologue cannot run the routes fall
-back to the unfused GEMV and say why."""
+Qwen3's (1024), an awkward one (K 352 in groups of 32: 44 octets, fewer than the norm's 256 lanes) and a
+long one (K 3200 in groups of 128: 400 octets, more than the norm's 256 lanes), each with a zero group in
+the residual row (group scale 0). Where the prologue cannot run the routes fall back to the unfused GEMV
+and say why."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from py_runtime.ops.rope import cos_sin_table_gpu, inverse_frequencies
 from py_runtime.ops.synth import fill_uniform
 from py_runtime.runtime import Runtime
 
-SHAPES = [(2048, 64), (1024, 64), (352, 32)]       # (K = the hidden size, group size): Llama, Qwen3, awkward
+SHAPES = [(2048, 64), (1024, 64), (352, 32), (3200, 128)]   # (K, group size): Llama, Qwen3, awkward, long
 EPS = 1e-5
 HEAD_DIM, POS, CAPACITY = 64, 3, 8
 
