@@ -308,6 +308,27 @@ def test_problems_from_several_files_are_all_reported(tmp_path):
     assert [p.split(":")[0] for p in caught.value.problems] == ["shaders/act.yaml", "shaders/plain.wgsl"]
 
 
+def test_an_include_is_spliced_in_at_its_lines_indentation_and_is_no_kernel_itself(tmp_path):
+    kernel = KERNEL.replace("@compute", "$if WG > 32:\n  $include twice.wgsli\n@compute").replace(
+        "${EXPR}", "twice(src[gid.x])")
+    root = _tree(tmp_path, {
+        "shaders/include/twice.wgsli": "fn twice(v: f32) -> f32 {\n  return 2.0 * v;\n}\n",
+        "shaders/ew/act.wgsl": kernel,
+        "shaders/ew/act.yaml": "act:\n  parameter_names_with_default_values: {WG: 64}\n  shader_variants:\n    - NAME: act\n",
+    })
+    generated = generate(root)
+    assert sorted(generated.kernels) == ["act"]
+    text = generated.outputs[Path("py_runtime/kernels/generated/act.wgsl")].decode()
+    assert "fn twice(v: f32) -> f32 {\n  return 2.0 * v;\n}\n@compute" in text and "$include" not in text
+
+
+def test_a_missing_include_names_the_file_and_line(tmp_path):
+    root = _tree(tmp_path, {"shaders/ew/act.wgsl": "$include nowhere.wgsli\n" + KERNEL,
+                            "shaders/ew/act.yaml": "act:\n  shader_variants:\n    - NAME: act\n      WG: 8\n      EXPR: '1.0'\n"})
+    with pytest.raises(CodegenError, match=r"shaders/ew/act.wgsl:1: \$include nowhere.wgsli: no shaders/include/"):
+        generate(root)
+
+
 def test_template_syntax_in_a_verbatim_file_is_rejected(tmp_path):
     root = _tree(tmp_path, {"shaders/plain.wgsl": KERNEL})
     with pytest.raises(CodegenError, match=r"shaders/plain.wgsl:1: '\$' template syntax"):

@@ -36,20 +36,7 @@ const NO_KEY: u32 = 0u;
 const NO_INDEX: u32 = 0xFFFFFFFFu;
 
 $if PASS == 1:
-  fn order_key(v: f32) -> u32 {
-    let bits = bitcast<u32>(v);
-    let magnitude = bits & 0x7FFFFFFFu;
-    if (magnitude > 0x7F800000u) {
-      return 0xFFFFFFFFu;                 // NaN, any sign or payload
-    }
-    if (magnitude == 0u) {
-      return 0x80000000u;                 // -0 and +0
-    }
-    if (bits != magnitude) {
-      return ~bits;                       // negative: larger magnitude, smaller key
-    }
-    return bits | 0x80000000u;
-  }
+  $include order_key.wgsli
 
 fn wins(key: u32, index: u32, other_key: u32, other_index: u32) -> bool {
   return key > other_key || (key == other_key && index < other_index);

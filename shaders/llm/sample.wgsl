@@ -59,20 +59,7 @@ $if PASS == 2:
   var<workgroup> cumulative: array<f32, MAX_K>;  // weights, then their running sums
 
 $if PASS == 1:
-  fn order_key(v: f32) -> u32 {
-    let bits = bitcast<u32>(v);
-    let magnitude = bits & 0x7FFFFFFFu;
-    if (magnitude > 0x7F800000u) {
-      return 0xFFFFFFFFu;                 // NaN, any sign or payload
-    }
-    if (magnitude == 0u) {
-      return 0x80000000u;                 // -0 and +0
-    }
-    if (bits != magnitude) {
-      return ~bits;                       // negative: larger magnitude, smaller key
-    }
-    return bits | 0x80000000u;
-  }
+  $include order_key.wgsli
 
   // Candidate i of this workgroup's: (key, reversed index) of logit base + i.
   fn candidate(base: u32, i: u32) -> vec2<u32> {

@@ -25,6 +25,8 @@ var<workgroup> indices: array<u32, WG>;
 const NO_KEY: u32 = 0u;
 const NO_INDEX: u32 = 0xFFFFFFFFu;
 
+// A logit's total-order key: larger values give larger keys, -0 and +0 one key, every NaN the largest
+// (argmax and the sampler rank logits by it).
 fn order_key(v: f32) -> u32 {
   let bits = bitcast<u32>(v);
   let magnitude = bits & 0x7FFFFFFFu;

@@ -33,6 +33,8 @@ var<workgroup> histogram: array<atomic<u32>, WG>;
 var<workgroup> suffix: array<u32, 257>;        // suffix[b]: candidates in the round's bins b..255; suffix[256] = 0
 var<workgroup> threshold: array<u32, 3>;        // the k-th candidate's (key, reversed index) so far; still needed
 var<workgroup> taken: atomic<u32>;
+// A logit's total-order key: larger values give larger keys, -0 and +0 one key, every NaN the largest
+// (argmax and the sampler rank logits by it).
 fn order_key(v: f32) -> u32 {
   let bits = bitcast<u32>(v);
   let magnitude = bits & 0x7FFFFFFFu;
