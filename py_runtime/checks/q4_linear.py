@@ -273,22 +273,19 @@ def _embedding_ids(vocab: int) -> list[int]:
     return [0, vocab - 1, vocab, 1, vocab // 2, 0xFFFFFFFF, vocab // 3, 7 % vocab]
 
 
-# Real-shape cases the browser's CI run keeps (one per route family; the rest are the native run's).
-_BROWSER_REAL = {"llama.q_o", "llama.qkv_fused", "int8.llama.q_o", "int8.k_beyond_workgroup_memory",
-                 "int8.vocab_with_short_rows", "int8x.llama.q_o", "int8x.k8256_gs32", "int8x.vocab", "int8x.llama.qkv",
+# The projections' real (K, N) shapes, and those of them the browser's CI run keeps (one per route family).
+_REAL_SHAPES = {shape for config in (LLAMA_3_2_1B, QWEN3_0_6B) for shape in config.linears().values()}
+_BROWSER_REAL = {"llama.q_o", "llama.qkv_fused", "int8.llama.q_o", "int8x.llama.q_o", "int8x.llama.qkv",
                  "int8x.llama.gate_up_glu", "int8x.glu_q8.llama", "int8x.rows.glu_q8.qwen", "int8x.rows.llama.qkv_rope",
-                 "int8x.rows.llama.q_o", "int8x.norm.llama.qkv", "int8x.norm.k3072_gs32", "dp4a.llama.q_o",
-                 "dp4a.norm.k3072_gs32"}
+                 "int8x.rows.llama.q_o", "int8x.norm.llama.qkv", "dp4a.llama.q_o"}
 
 
-def _in_browser_ci(name: str) -> bool:
-    if name.startswith("gemv."):
-        return not name.endswith(".k2048") or "norm" in name
-    if name.startswith(("awkward.", "route.", "dp4a.tile.")) or "odd" in name or "gs" in name or "k160" in name:
-        return True
-    if name.startswith("dp4a.") and name.split(".")[1] in ("k96_n1", "k160_bias", "gs128", "n_odd_gs64", "qkv_odd"):
-        return True
-    return name in _BROWSER_REAL
+def _in_browser_ci(case: LinearCase) -> bool:
+    """Every case off the real shapes but the variant cases' K-2048 twins (the _norm ones stay: they have no
+    other), and _BROWSER_REAL."""
+    if case.gemv_shape:
+        return case.k != 2048 or case.norm_prologue
+    return (case.k, case.n) not in _REAL_SHAPES or case.name in _BROWSER_REAL
 
 
 PRESETS = {
@@ -298,7 +295,7 @@ PRESETS = {
     # shipped variant at the awkward shapes and one real shape per route family; the real shapes of every
     # projection, the K-2048 twins of the variant cases and the 128-row prefill are the native run's (lavapipe).
     # (Not the q/k-normalizing QKV: its 11 storage buffers are more than SwiftShader's 10.)
-    "browser": [c for c in _cases((1, 7), (1,), "shipped", (1, 7, 129)) if _in_browser_ci(c.name) and not c.qk_norm],
+    "browser": [c for c in _cases((1, 7), (1,), "shipped", (1, 7, 129)) if _in_browser_ci(c) and not c.qk_norm],
     # The issue's full matrix and the sweep variants too (opt-in: minutes on a CPU adapter).
     "full": _cases((1, 7, 128, 512), (1, 7, 128, 512), None, (1, 7, 128, 129, 512)),
     # The pre-quantized int8 routes alone, every variant (a quick check while tuning them).
