@@ -54,6 +54,13 @@ class OpCall:
     phase: str = "any"      # "decode": runs at 1 live token only; "prefill": at more; "any": at every count
     runs: Callable[[int], bool] | None = None      # within its phase, only at the token counts this accepts
 
+    def runs_with(self, tokens: int) -> bool:
+        """Whether it runs at this live token count; where not, its sizing gives IDLE workgroups (so a plan
+        may idle it without sizing it)."""
+        if self.phase != "any" and self.phase != ("decode" if tokens == 1 else "prefill"):
+            return False
+        return self.runs is None or self.runs(tokens)
+
 
 @dataclass(frozen=True)
 class Op:
@@ -84,9 +91,7 @@ class Op:
 
     def at(self, tokens: int) -> tuple[OpCall, ...]:
         """The dispatches that run at this live token count (the others idle)."""
-        phase = "decode" if tokens == 1 else "prefill"
-        return tuple(call for call in self.calls
-                     if call.phase in (phase, "any") and (call.runs is None or call.runs(tokens)))
+        return tuple(call for call in self.calls if call.runs_with(tokens))
 
     def explain(self) -> str:
         if not self.decisions:

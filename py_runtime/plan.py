@@ -12,6 +12,10 @@ Phases, in order:
           immutable controls an op packs into its params (has_bias, nibble order) are kept. Only
           the dispatches whose sizing read a live size that changed are sized again (a decode
           step moving `pos` re-sizes RoPE, the KV cache write and attention, not the linears).
+          A dispatch that does not run at the live token count (a decode-only one in a prefill) idles
+          without being sized, and each dispatch remembers its last few sizings by the live sizes they
+          read: a prefill of a length seen before, and the first decode step after any prefill, re-size
+          nothing (the host's cost per dispatch is tens of microseconds in Pyodide).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from array import array
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from .dispatch import MAX_PER_DIM_KEY, Op, OpCall, Sizing, runs_at
+from .dispatch import IDLE, MAX_PER_DIM_KEY, TOKENS, Op, OpCall, Sizing, runs_at
 from .gpu.device import Dispatch, Handle
 from .kernels import Kernel
 from .params import ParamSlot
@@ -79,6 +83,12 @@ class _Entry:
     slot: ParamSlot | None
     sizing: Sizing = field(default=None)
     reads: frozenset = frozenset()      # the live sizes its sizing read: a change of any other leaves it as is
+    memo: dict = field(default_factory=dict)    # {(read names, sorted): {their values: (Sizing, reads)}}
+
+
+_MEMO_PER_READS = 16        # sizings remembered per dispatch (prompt lengths, positions), oldest dropped first
+_ABSENT = object()          # a live size a sizing asked about and did not find
+_IDLE_READS = frozenset({TOKENS})
 
 
 class _Reads(dict):
@@ -105,6 +115,30 @@ class _Reads(dict):
 def _sized(call: OpCall, spec: Kernel, live: Mapping[str, int]) -> tuple[Sizing, frozenset]:
     reads = _Reads(live)
     return call.sizing(spec, reads), frozenset(reads.read)
+
+
+def _resized(entry: _Entry, live: Mapping[str, int]) -> tuple[Sizing, frozenset]:
+    """`_sized` at new live sizes, without calling the sizing where its answer is known: IDLE where the
+    dispatch does not run at the live token count (its params are kept: nothing reads them), else a
+    remembered sizing whose read sizes all have the values they have now (sizing functions are pure)."""
+    tokens = live.get(TOKENS)
+    if tokens is not None and not entry.call.runs_with(tokens):
+        return Sizing(workgroups=IDLE, params=entry.sizing.params), _IDLE_READS
+    for names, known in entry.memo.items():
+        hit = known.get(tuple(live.get(name, _ABSENT) for name in names))
+        if hit is not None:
+            return hit
+    sizing, reads = _sized(entry.call, entry.spec, live)
+    _remember(entry, live, sizing, reads)
+    return sizing, reads
+
+
+def _remember(entry: _Entry, live: Mapping[str, int], sizing: Sizing, reads: frozenset) -> None:
+    names = tuple(sorted(reads))
+    known = entry.memo.setdefault(names, {})
+    if len(known) >= _MEMO_PER_READS:
+        del known[next(iter(known))]
+    known[tuple(live.get(name, _ABSENT) for name in names)] = (sizing, reads)
 
 
 class Plan:
@@ -146,7 +180,9 @@ class Plan:
             runtime.params.write(slot, sizing.params)
             buffers[uniforms[0]] = await runtime.params.binding(slot)
         bind_group = await runtime.bind_groups.get(label=call.label, pipeline=pipeline, buffers=buffers)
-        self._entries.append(_Entry(call, spec, pipeline, bind_group, slot, sizing, reads))
+        entry = _Entry(call, spec, pipeline, bind_group, slot, sizing, reads)
+        _remember(entry, self.live, sizing, reads)
+        self._entries.append(entry)
 
     def record(self) -> None:
         if not self._entries:
@@ -172,13 +208,13 @@ class Plan:
         new_live = {**self.live, **live}
         # Size every affected dispatch first, so a rejected size leaves the plan exactly as it was.
         stale = [(index, entry) for index, entry in enumerate(self._entries) if entry.reads & changed]
-        sized = [_sized(entry.call, entry.spec, new_live) for _, entry in stale]
+        sized = [_resized(entry, new_live) for _, entry in stale]
         for (_, entry), (sizing, _) in zip(stale, sized):
             if entry.slot is not None and len(sizing.params) != len(entry.sizing.params):
                 raise PlanError(f"{entry.call.label}: params changed size on resize")
         self.live = new_live
         for (_, entry), (sizing, reads) in zip(stale, sized):
-            if entry.slot is not None:
+            if entry.slot is not None and sizing.params is not entry.sizing.params:
                 self.runtime.params.write(entry.slot, sizing.params)
             entry.sizing, entry.reads = sizing, reads
         if self._recorded is None:

@@ -153,7 +153,9 @@ def test_report_shows_the_json_figures(run):
     assert cards == [f"{_figure(run['prefill_tok_s'])}prefill tok/s", f"{_figure(run['decode_tok_s'])}decode tok/s",
                      f"{_figure(run['ttft_ms'])}time to first token, ms",
                      f"{_figure(run['host_ms_per_token'], 2)}host ms per decode token",
-                     f"{_time(1e3 * run['decode_span_us'])}GPU time of a decode step (one pass)"]
+                     f"{_time(1e3 * run['decode_span_us'])}GPU time of a decode step (one pass)",
+                     f"{'-' if run.get('prefill_span_us') is None else _time(1e3 * run['prefill_span_us'])}"
+                     "GPU time of the prefill (one pass)"]
     facts = dict(zip((_text(e) for e in tree.all("dt")), (_text(e) for e in tree.all("dd"))))
     o = run["options"]
     assert facts["depth"] == f"{o['layers']} layers" and facts["policy"] == o["policy"]

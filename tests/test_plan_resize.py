@@ -58,3 +58,68 @@ def test_only_dispatches_reading_a_changed_live_size_are_sized_again(native_runt
             runtime.tensors.release(t.name)
 
     asyncio.run(main())
+
+
+def test_a_remembered_sizing_is_reused_and_a_dispatch_outside_its_phase_idles_unsized(native_runtime):
+    async def main():
+        runtime = native_runtime
+        x = await tensor(runtime, "memo.x", (8, 2, 16))
+        out = await tensor(runtime, "memo.out", (8, 2, 16))
+        weight = await tensor(runtime, "memo.w", (16,))
+        table = await tensor(runtime, "memo.table", (32, 8, 2),
+                             data=cos_sin_table(inverse_frequencies(16, 10000.0), 32))
+        calls = []
+        norm = rms_norm(x=x, weight=weight, out=out, heads=2, eps=1e-5, adapter=runtime.device.adapter)
+        prefill_norm = _counted(Op(norm.name, tuple(replace(c, phase="prefill") for c in norm.calls)), calls)
+        rotate = _counted(rope(src=out, dst=x, table=table, heads=2, head_dim=16, layout="half"), calls)
+        plan = Plan(runtime, "memo", live={TOKENS: 8, POS: 0})
+        await plan.add(prefill_norm)
+        await plan.add(rotate)
+        plan.record()
+        prefill_params = plan.params_of(0)
+        for pos in (5, 6):
+            plan.resize(pos=pos)
+        calls.clear()
+        plan.resize(pos=5)
+        assert calls == [] and struct.unpack("<5I", plan.params_of(1)[:20])[3] == 5    # remembered
+        plan.resize(tokens=1, pos=7)
+        assert calls == [rotate.name]                          # the prefill-only norm idles unsized
+        assert list(plan.workgroups[:3]) == [0, 0, 0] and plan.params_of(0) == prefill_params
+        assert plan.routes == rotate.routes and plan.active_dispatches == 1
+        calls.clear()
+        plan.resize(tokens=8, pos=0)                            # the recorded sizes: both remembered
+        assert calls == [] and list(plan.workgroups[:3]) != [0, 0, 0] and plan.params_of(0) == prefill_params
+        plan.resize(tokens=5)                                   # a new length: both sized
+        assert sorted(calls) == sorted([prefill_norm.name, rotate.name]) and plan.params_of(0) != prefill_params
+        plan.release()
+        for t in (x, out, weight, table):
+            runtime.tensors.release(t.name)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("model", ["llama", "qwen3"])
+def test_a_decoders_plan_sized_the_short_way_equals_every_dispatch_sized_afresh(native_runtime, model):
+    """The phases the ops declare agree with their sizings (an idle-by-phase dispatch's sizing says IDLE),
+    and remembered sizings equal fresh ones, at a prefill, a decode step, another prefill length and back."""
+    from py_runtime.models.config import model_config
+    from py_runtime.models.decoder import Decoder
+    from py_runtime.plan import _sized
+
+    async def main():
+        decoder = await Decoder.create(native_runtime, model_config(model, 1), seed=3, max_prompt=40, capacity=64,
+                                       policy="int8x")
+        plan = decoder.plan
+        try:
+            for tokens, pos in ((40, 0), (1, 40), (7, 0), (1, 7), (40, 0), (1, 41)):
+                plan.resize(tokens=tokens, pos=pos)
+                for index, entry in enumerate(plan._entries):
+                    fresh, _ = _sized(entry.call, entry.spec, plan.live)
+                    assert tuple(entry.sizing.workgroups) == tuple(fresh.workgroups), (entry.call.label, tokens)
+                    assert tuple(plan.workgroups[3 * index:3 * index + 3]) == tuple(fresh.workgroups)
+                    if any(fresh.workgroups):
+                        assert plan.params_of(index) == fresh.params, (entry.call.label, tokens)
+        finally:
+            decoder.release()
+
+    asyncio.run(main())

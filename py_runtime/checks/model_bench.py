@@ -6,8 +6,14 @@ then one profiled prefill and one profiled decode step for each kernel's share o
   decode_tok_s    decode steps / their wall time: steps submitted back to back (no readback between
                   them), the generated ids read every `batch` steps and once at the end
   host_ms_per_token  host time of a decode step's calls (resize + replay's submit), GPU not waited on
+  prefill_host_ms the prefill's host time, GPU not waited on, from an unmeasured prefill of the same prompt:
+                  "resize" (the plan to the prompt's length, seen before: remembered sizes), "submit" (encoding
+                  and submitting), and "resize_new_length" (the plan to a length it has not seen: every
+                  prefill dispatch sized, as a new prompt length costs)
   decode_span_us  GPU time of one decode step's single pass (two timestamps around it; median of 5),
                   where the adapter has timestamp queries: the step's GPU cost without the submits
+  prefill_span_us the same for the prefill (median of 3): prefill_tok_s's wall time less this is the host's
+                  and the round trips' share
   context         decode measured at a long context: after the prompt, unmeasured steps run until the
                   measured `decode` steps end at position `context`
   position        where the sequence's position lives between decode steps: "gpu" (nothing re-sized per
@@ -71,6 +77,16 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         await decoder.generate(ids, min(decode, 4), batch=batch)            # warm-up
         progress("model bench", 2, 4)
 
+        began = time.perf_counter_ns()
+        unwaited = await decoder.prefill(ids, wait=False)
+        prefill_host_ns = time.perf_counter_ns() - began
+        await runtime.device.on_submitted_work_done()
+        prefill_host = {"resize": (prefill_host_ns - unwaited.host_ns) / 1e6, "submit": unwaited.host_ns / 1e6}
+        if prompt > 2:
+            began = time.perf_counter_ns()
+            decoder.plan.resize(tokens=prompt - 1)
+            prefill_host["resize_new_length"] = (time.perf_counter_ns() - began) / 1e6
+
         began = time.perf_counter()
         prefill = await decoder.prefill(ids)
         prefill_s = time.perf_counter() - began
@@ -86,8 +102,10 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         decode_dispatches = decoder.plan.active_dispatches
         progress("model bench", 3, 4)
 
-        kernels, quantized, decode_span_us = [], None, None
+        kernels, quantized, decode_span_us, prefill_span_us = [], None, None, None
         if profile and "timestamp-query" in runtime.device.adapter.device_features:
+            spans = sorted([(await decoder.prefill(ids, profile="span")).span_ns for _ in range(3)])
+            prefill_span_us = spans[1] / 1e3
             profiled = await decoder.prefill(ids, profile=True)
             kernels += kernel_rows(profiled, "prefill")
             profiled_step = await decoder.step(profile=True)
@@ -113,7 +131,9 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         "ttft_ms": 1000 * ttft_s,
         "decode_tok_s": decode / decode_s if decode else None,
         "host_ms_per_token": host_ns / 1e6 / decode if decode else None,
+        "prefill_host_ms": prefill_host,
         "decode_span_us": decode_span_us,
+        "prefill_span_us": prefill_span_us,
         "dispatches": {"prefill": prefill_dispatches, "decode": decode_dispatches, "recorded": recorded},
         "routes": {"prefill": list(prefill.routes), "decode": decode_routes},
         "kernels": kernels,

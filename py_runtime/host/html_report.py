@@ -41,6 +41,8 @@ HEADLINES = (("prefill_tok_s", "prefill tok/s", "prefill tok/s", "higher is bett
              ("host_ms_per_token", "host ms per decode token", "host ms/token", "lower is better",
               lambda v: _num(v, 2)),
              ("decode_span_us", "GPU time of a decode step (one pass)", "GPU per step", "lower is better",
+              lambda v: "-" if v is None else _time(1e3 * v)),
+             ("prefill_span_us", "GPU time of the prefill (one pass)", "GPU per prefill", "lower is better",
               lambda v: "-" if v is None else _time(1e3 * v)))
 
 CSS = """
@@ -307,7 +309,8 @@ def _run_section(run: dict, index: int | None, label: str) -> _Html:
                  "the first id's readback; decode tok/s: the steps, submitted back to back, over their wall time (ids "
                  "read as the lengths below say); host ms per token: the host's share of a step (GPU not waited on); "
                  "all four unprofiled. GPU time of a decode step: one step's single pass between two timestamps "
-                 "(median of up to 5; '-' without timestamp queries), its GPU work without the submits.</p>"
+                 "(median of up to 5; '-' without timestamp queries), its GPU work without the submits; of the "
+                 "prefill: the same (median of 3), the prefill's wall time less this is the host's share.</p>"
                  f"{_header(run)}<h3>Routes that ran</h3>{_routes(run)}<h3>Per kernel</h3>{_kernels(run)}</section>")
 
 

@@ -188,12 +188,19 @@ def format_model_bench(report: dict) -> str:
         f"steps ending at position {o['context']} (ids read {reads}); position on the "
         f"{'GPU' if report['position_on_gpu'] else 'host'}; {d['recorded']} dispatches recorded, {d['prefill']} run "
         f"per prefill, {d['decode']} per decode step",
-        _table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token", "GPU us/step (one pass)"],
+        _table(["prefill tok/s", "TTFT ms", "prefill GPU us (one pass)", "decode tok/s", "host ms/token",
+                "GPU us/step (one pass)"],
                [[_figure(report["prefill_tok_s"]), _figure(report["ttft_ms"]),
+                 f"{report['prefill_span_us']:.1f}" if report.get("prefill_span_us") else "-",
                  _figure(decode) if decode else "-", f"{report['host_ms_per_token']:.3f}",
                  f"{report['decode_span_us']:.1f}" if report.get("decode_span_us") else "-"]]),
         f"routes: prefill {', '.join(report['routes']['prefill'])}; decode {', '.join(report['routes']['decode'])}",
     ]
+    if report.get("prefill_host_ms"):
+        host = report["prefill_host_ms"]
+        new = f" ({host['resize_new_length']:.2f} to a new length)" if "resize_new_length" in host else ""
+        lines.insert(-1, f"prefill host ms (GPU not waited on): {host['resize']:.2f} re-sizing the plan{new}, "
+                         f"{host['submit']:.2f} encoding and submitting")
     if rows:
         lines += ["per kernel (one profiled prefill and one profiled decode step, one pass per dispatch"
                   + ("; timestamps look quantized" if report["timestamps_quantized"] else "") + "):",
