@@ -73,6 +73,7 @@ for s in $steps; do
     browser-int8x)   per_shape "$s" gemv_int8x "llama.%s." q_o kv qkv_as_one gate_up gate_up_glu down lm_head ;;
     # the fused gate/up + SwiGLU GEMV, plain and writing down's int8 input (glu_q8), every variant
     browser-glu-q8)  per_shape "$s" gemv_int8x "llama.%s" gate_up_glu ;;
+    browser-glu-q8-qwen) per_shape "$s" gemv_int8x_qwen "qwen.%s" gate_up_glu ;;
     # the row-major copy's variants (the latency shapes included)
     browser-split)   per_shape "$s" gemv_int8x "llama.%s.int8x.rows" q_o kv qkv_as_one gate_up gate_up_glu down ;;
     # the same with the reference scale layout, at the latency-bound shapes
@@ -122,6 +123,17 @@ for s in $steps; do
                        step "$s-$m-$p" 150 bench model --backend browser --driver plain --model "$m" --policy "$p" \
                          --prompt 128 --decode 128 --timeout 140
                      done; done ;;
+    browser-model-int8x) for m in llama qwen3; do
+                       step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --timeout 140
+                     done ;;
+    # A diagnosis, not a configuration we ship: the same with Dawn's safety work off (bounds clamps in every
+    # shader, zeroed workgroup memory, command validation in the GPU process), to see what each costs here
+    browser-model-unsafe) for m in llama qwen3; do
+                       step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --timeout 140 \
+                         --browser-flags=--enable-dawn-features=disable_robustness,disable_workgroup_init,skip_validation
+                     done ;;
     # the decode norms as their own dispatches against inside the GEMVs (the _norm routes), int8x, per model
     browser-model-fusenorm) for m in llama qwen3; do for f in --no-fuse-norm ""; do
                        step "$s-$m${f:+-off}" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \

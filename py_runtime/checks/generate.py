@@ -74,7 +74,8 @@ async def _timed_pass(decoder: Decoder, prompt: list[int], decode: int, batch: i
     s = len(prompt)
     progress("prefill", 0, 1)
     began = time.perf_counter()
-    prefill = await decoder.prefill(prompt)
+    prefill = await decoder.prefill(prompt, wait=False)
+    await decoder.runtime.device.on_submitted_work_done()
     prefill_s = time.perf_counter() - began
     generated = await decoder.tokens(s, s + 1)
     ttft_s = time.perf_counter() - began

@@ -139,6 +139,7 @@ class Decoder:
         self.gpu_position = gpu_position     # None: wherever the plan allows (position_on_gpu says)
         self.position_on_gpu = False
         self.position = 0           # positions the KV cache holds; the next step starts here (the host's count)
+        self._prefilled = False     # the first prefill runs inside error scopes
         self.ops: list[Op] = []
         self._owned: list[Tensor] = []
         self.plan: Plan | None = None
@@ -366,7 +367,9 @@ class Decoder:
 
     async def prefill(self, prompt: list[int], *, wait: bool = True, profile: bool | str = False) -> Execution:
         """Start a sequence: the prompt's tokens at positions 0..S-1, then the first generated token
-        (history[S], and ids[0] for the next step)."""
+        (history[S], and ids[0] for the next step). wait=False returns once it is submitted (a read of the
+        tokens then waits for it: one round trip to the first token); the decoder's first prefill waits
+        inside error scopes whatever `wait` says."""
         s, vocab = len(prompt), self.config.vocab
         if not 1 <= s <= self.max_prompt:
             raise ValueError(f"{self.config.name}: a prompt of {s} tokens; this plan takes 1..{self.max_prompt}")
@@ -380,7 +383,8 @@ class Decoder:
         self.runtime.device.write_buffer(self.history.buffer, words)
         self.runtime.device.write_buffer(self.offset.buffer, bytes(4))      # a new sequence starts at 0
         self.plan.resize(tokens=s, pos=0)
-        execution = await self.plan.replay(wait=wait, profile=profile)
+        execution = await self.plan.replay(wait=wait or not self._prefilled, profile=profile)
+        self._prefilled = True
         self.position = s
         return execution
 
@@ -420,7 +424,7 @@ class Decoder:
             raise ContextFull(f"{self.config.name}: a prompt of {len(prompt)} and {steps} steps need "
                               f"{len(prompt) + steps} positions; the KV cache holds {self.capacity}")
         started = time.perf_counter()
-        await self.prefill(prompt)
+        await self.prefill(prompt, wait=False)
         first = await self.tokens(len(prompt), len(prompt) + 1)
         prefill_s = time.perf_counter() - started
         decode_started = time.perf_counter()
