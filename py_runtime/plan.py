@@ -13,9 +13,11 @@ Phases, in order:
           the dispatches whose sizing read a live size that changed are sized again (a decode
           step moving `pos` re-sizes RoPE, the KV cache write and attention, not the linears).
           A dispatch that does not run at the live token count (a decode-only one in a prefill) idles
-          without being sized, and each dispatch remembers its last few sizings by the live sizes they
-          read: a prefill of a length seen before, and the first decode step after any prefill, re-size
-          nothing (the host's cost per dispatch is tens of microseconds in Pyodide).
+          without being sized, each dispatch remembers its last few sizings by the live sizes they
+          read, and the plan its last few whole states by all the live sizes: a prefill of a length
+          seen before, and the first decode step after any prefill, cost a few list and array copies.
+          Ops added `like=` an earlier op (a decoder's layers) share its sizing and its params slot:
+          a new length sizes one layer, not every layer (a sizing costs tens of microseconds in Pyodide).
 """
 
 from __future__ import annotations
@@ -80,13 +82,24 @@ class _Entry:
     spec: Kernel
     pipeline: Handle
     bind_group: Handle
-    slot: ParamSlot | None
-    sizing: Sizing = field(default=None)
-    reads: frozenset = frozenset()      # the live sizes its sizing read: a change of any other leaves it as is
+    slot: ParamSlot | None              # a follower's is its leader's (not its own to release)
+    leader: int | None = None           # the entry this one sizes as (added like= it); None: sized itself
     memo: dict = field(default_factory=dict)    # {(read names, sorted): {their values: (Sizing, reads)}}
 
 
+@dataclass(frozen=True)
+class _State:
+    """The plan at one set of live sizes: each dispatch's sizing and reads, the workgroup counts, each
+    params slot's bytes (leaders' and lone dispatches'), and the attestation."""
+    sizings: list
+    reads: list
+    workgroups: array
+    params: tuple
+    attested: Execution
+
+
 _MEMO_PER_READS = 16        # sizings remembered per dispatch (prompt lengths, positions), oldest dropped first
+_STATES = 8                 # whole-plan states remembered (prefill lengths, the decode), oldest dropped first
 _ABSENT = object()          # a live size a sizing asked about and did not find
 _IDLE_READS = frozenset({TOKENS})
 
@@ -117,13 +130,13 @@ def _sized(call: OpCall, spec: Kernel, live: Mapping[str, int]) -> tuple[Sizing,
     return call.sizing(spec, reads), frozenset(reads.read)
 
 
-def _resized(entry: _Entry, live: Mapping[str, int]) -> tuple[Sizing, frozenset]:
+def _resized(entry: _Entry, current: Sizing, live: Mapping[str, int]) -> tuple[Sizing, frozenset]:
     """`_sized` at new live sizes, without calling the sizing where its answer is known: IDLE where the
     dispatch does not run at the live token count (its params are kept: nothing reads them), else a
     remembered sizing whose read sizes all have the values they have now (sizing functions are pure)."""
     tokens = live.get(TOKENS)
     if tokens is not None and not entry.call.runs_with(tokens):
-        return Sizing(workgroups=IDLE, params=entry.sizing.params), _IDLE_READS
+        return Sizing(workgroups=IDLE, params=current.params), _IDLE_READS
     for names, known in entry.memo.items():
         hit = known.get(tuple(live.get(name, _ABSENT) for name in names))
         if hit is not None:
@@ -141,13 +154,21 @@ def _remember(entry: _Entry, live: Mapping[str, int], sizing: Sizing, reads: fro
     known[tuple(live.get(name, _ABSENT) for name in names)] = (sizing, reads)
 
 
+def _counts(sizings: list[Sizing]) -> array:
+    return array("I", [count for sizing in sizings for count in sizing.workgroups])
+
+
 class Plan:
     def __init__(self, runtime, label: str, live: Mapping[str, int] | None = None):
         self.runtime = runtime
         self.label = label
         self.live = {MAX_PER_DIM_KEY: runtime.max_workgroups_per_dim, **(live or {})}
-        self._calls: list[OpCall] = []
+        self._calls: list[tuple[OpCall, object]] = []      # each with the key it was added like (or None)
         self._entries: list[_Entry] = []
+        self._sizings: list[Sizing] = []        # per dispatch, at the current live sizes
+        self._reads: list[frozenset] = []       # the live sizes each sizing read
+        self._leaders: dict = {}                # like= key -> the first entry index of the op added with it
+        self._states: dict = {}                 # tuple(sorted live items) -> _State
         self._recorded: Handle | None = None
         self._step = None           # the device's step function while recorded (the per-token path)
         self.workgroups = array("I")
@@ -155,19 +176,35 @@ class Plan:
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def add(self, op: Op | OpCall) -> None:
-        """Add an op's dispatches (every builder returns an Op; a lone OpCall is accepted too)."""
+    async def add(self, op: Op | OpCall, *, like=None) -> None:
+        """Add an op's dispatches (every builder returns an Op; a lone OpCall is accepted too). `like`:
+        a key naming ops that size alike at every live size (the same op in each decoder layer, on other
+        tensors); the first op added with a key is sized, later ones follow it and bind its params slot.
+        A follower must match it in kernels, phases and sizing at the current sizes (else PlanError)."""
         if self._recorded is not None:
             raise PlanError(f"plan {self.label!r} is recorded; add ops before record()")
-        for call in op.calls if isinstance(op, Op) else (op,):
+        calls = op.calls if isinstance(op, Op) else (op,)
+        leader = None if like is None else self._leaders.get(like)
+        if like is not None and leader is None:
+            self._leaders[like] = len(self._entries)
+        elif leader is not None and (leader + len(calls) > len(self._entries)
+                                     or any(self._entries[leader + n].call.kernel != call.kernel
+                                            or self._entries[leader + n].call.phase != call.phase
+                                            for n, call in enumerate(calls))):
+            raise PlanError(f"{calls[0].label}: added like {like!r}, but its dispatches are not that op's kernels "
+                            f"and phases")
+        for n, call in enumerate(calls):
             route_bit(call.route)           # unknown routes fail at build time, not at attestation
-            await self._build(call)
-            self._calls.append(call)
+            await self._build(call, None if leader is None else leader + n)
+            self._calls.append((call, None if like is None else (like, n)))
 
-    async def _build(self, call: OpCall) -> None:
+    async def _build(self, call: OpCall, leader: int | None) -> None:
         runtime = self.runtime
         spec, pipeline = await runtime.pipelines.get(call.kernel, dict(call.constants) if call.constants else None)
         sizing, reads = _sized(call, spec, self.live)
+        if leader is not None and (sizing, reads) != (self._sizings[leader], self._reads[leader]):
+            raise PlanError(f"{call.label}: added like {self._entries[leader].call.label}, but it sizes otherwise "
+                            f"({sizing} against {self._sizings[leader]})")
         uniforms = [b["binding"] for b in spec.bindings if b["space"] == "uniform"]
         storage = {b["name"]: b["binding"] for b in spec.bindings if b["space"] == "storage"}
         if set(call.tensors) != set(storage):
@@ -176,13 +213,19 @@ class Plan:
         buffers = {storage[name]: tensor.buffer for name, tensor in call.tensors.items()}
         slot = None
         if uniforms:
-            slot = runtime.params.slot(len(sizing.params))
-            runtime.params.write(slot, sizing.params)
+            if leader is not None:
+                slot = self._entries[leader].slot
+            else:
+                slot = runtime.params.slot(len(sizing.params))
+                runtime.params.write(slot, sizing.params)
             buffers[uniforms[0]] = await runtime.params.binding(slot)
         bind_group = await runtime.bind_groups.get(label=call.label, pipeline=pipeline, buffers=buffers)
-        entry = _Entry(call, spec, pipeline, bind_group, slot, sizing, reads)
-        _remember(entry, self.live, sizing, reads)
+        entry = _Entry(call, spec, pipeline, bind_group, slot, leader)
+        if leader is None:
+            _remember(entry, self.live, sizing, reads)
         self._entries.append(entry)
+        self._sizings.append(sizing)
+        self._reads.append(reads)
 
     def record(self) -> None:
         if not self._entries:
@@ -191,13 +234,13 @@ class Plan:
         self._device, self._arena = self.runtime.device, self.runtime.params
         self._recorded = self._device.record(self.dispatches(), label=self.label)
         self._step = self._device.stepper(self._recorded)
-        self.workgroups = array("I", [c for e in self._entries for c in e.sizing.workgroups])
+        self.workgroups = _counts(self._sizings)
         self._attest()
 
     def dispatches(self) -> list[Dispatch]:
         """The plan as plain dispatches at the current sizes (for naive encoding and debugging)."""
         return [Dispatch(label=e.call.label, pipeline=e.pipeline, bind_group=e.bind_group,
-                         workgroups=e.sizing.workgroups) for e in self._entries]
+                         workgroups=sizing.workgroups) for e, sizing in zip(self._entries, self._sizings)]
 
     def resize(self, **live: int) -> None:
         """New live sizes (e.g. seq=1 after a prefill): recompute counts and params only."""
@@ -205,45 +248,71 @@ class Plan:
         if unknown:
             raise PlanError(f"plan {self.label!r} has no live size(s) {unknown}; it has {sorted(self.live)}")
         changed = {key for key, value in live.items() if self.live[key] != value}
-        new_live = {**self.live, **live}
-        # Size every affected dispatch first, so a rejected size leaves the plan exactly as it was.
-        stale = [(index, entry) for index, entry in enumerate(self._entries) if entry.reads & changed]
-        sized = [_resized(entry, new_live) for _, entry in stale]
-        for (_, entry), (sizing, _) in zip(stale, sized):
-            if entry.slot is not None and len(sizing.params) != len(entry.sizing.params):
-                raise PlanError(f"{entry.call.label}: params changed size on resize")
-        self.live = new_live
-        for (_, entry), (sizing, reads) in zip(stale, sized):
-            if entry.slot is not None and sizing.params is not entry.sizing.params:
-                self.runtime.params.write(entry.slot, sizing.params)
-            entry.sizing, entry.reads = sizing, reads
-        if self._recorded is None:
-            self.workgroups = array("I", [c for e in self._entries for c in e.sizing.workgroups])
+        if not changed:
             return
-        moved = False
-        for index, entry in stale:
-            counts = tuple(entry.sizing.workgroups)
-            if tuple(self.workgroups[3 * index:3 * index + 3]) != counts:
-                self.workgroups[3 * index:3 * index + 3] = array("I", counts)     # in place: views of it stay
-                moved = True
-        if moved:                                   # routes follow the counts (idle or not) and nothing else
+        new_live = {**self.live, **live}
+        key = tuple(sorted(new_live.items()))
+        state = self._states.pop(key, None)
+        if state is None:
+            state = self._sized_state(new_live, changed)    # a rejected size raises here: nothing changed yet
+        self._states[key] = state                           # (now the newest)
+        if len(self._states) > _STATES:
+            del self._states[next(iter(self._states))]
+        self._enter(new_live, state)
+
+    def _sized_state(self, live: dict, changed: set) -> _State:
+        """The plan at new live sizes: the dispatches whose sizing read a changed size sized again (a
+        follower takes its leader's, sized just before it), the others as they are."""
+        sizings, reads, entries = list(self._sizings), list(self._reads), self._entries
+        counts = array("I", self.workgroups) if self._recorded is not None else None
+        for index, read in enumerate(self._reads):
+            if not read & changed:
+                continue
+            entry = entries[index]
+            if entry.leader is not None:
+                sizing, read = sizings[entry.leader], reads[entry.leader]
+            else:
+                sizing, read = _resized(entry, sizings[index], live)
+                if entry.slot is not None and len(sizing.params) != len(sizings[index].params):
+                    raise PlanError(f"{entry.call.label}: params changed size on resize")
+            sizings[index], reads[index] = sizing, read
+            if counts is not None:
+                counts[3 * index:3 * index + 3] = array("I", sizing.workgroups)
+        params = tuple((entry.slot, sizing.params) for entry, sizing in zip(entries, sizings)
+                       if entry.slot is not None and entry.leader is None)
+        routes = tuple(dict.fromkeys(e.call.route for e, sizing in zip(entries, sizings) if runs_at(sizing.workgroups)))
+        attested = Execution(routes=routes, route_mask=route_mask(routes),
+                             attention_conflicts=attention_conflicts(routes), host_ns=0)
+        return _State(sizings, reads, counts if counts is not None else _counts(sizings), params, attested)
+
+    def _enter(self, live: dict, state: _State) -> None:
+        write = self.runtime.params.write
+        for slot, params in state.params:       # (unchanged bytes cost a compare)
+            write(slot, params)
+        self.live = live
+        self._sizings, self._reads = list(state.sizings), list(state.reads)
+        self._attested = state.attested
+        if self._recorded is None:
+            self.workgroups = array("I", state.workgroups)
+        elif self.workgroups != state.workgroups:
+            self.workgroups[:] = state.workgroups       # in place: views of it stay
             self._device.set_workgroups(self._recorded, self.workgroups)
-            self._attest()
 
     def params_of(self, index: int) -> bytes:
         """The params bytes dispatch `index` will see (for tests and debugging)."""
         entry = self._entries[index]
-        return self.runtime.params.read(entry.slot)[:len(entry.sizing.params)] if entry.slot else b""
+        return self.runtime.params.read(entry.slot)[:len(self._sizings[index].params)] if entry.slot else b""
 
     @property
     def routes(self) -> tuple[str, ...]:
         """Routes of the dispatches that run at the current sizes (idle alternatives excluded)."""
-        return tuple(dict.fromkeys(e.call.route for e in self._entries if runs_at(e.sizing.workgroups)))
+        return tuple(dict.fromkeys(e.call.route for e, sizing in zip(self._entries, self._sizings)
+                                   if runs_at(sizing.workgroups)))
 
     @property
     def active_dispatches(self) -> int:
         """How many dispatches run at the current sizes (idle alternatives excluded)."""
-        return sum(1 for e in self._entries if runs_at(e.sizing.workgroups))
+        return sum(1 for sizing in self._sizings if runs_at(sizing.workgroups))
 
     async def replay(self, *, profile: bool | str = False, wait: bool = True) -> Execution:
         """One step. wait=False returns once the work is submitted (host cost only); profiling waits."""
@@ -287,9 +356,10 @@ class Plan:
         if profile == "span":
             return replace(self._attested, host_ns=host_ns, span_ns=stamps[1] - stamps[0],
                            quantized=looks_quantized(stamps))
-        rows = tuple(ProfileRow(e.call.label, e.call.kernel, e.call.route, e.sizing.workgroups,
-                                e.sizing.bytes_moved, e.sizing.flops, ns)
-                     for e, ns in zip(self._entries, dispatch_durations(stamps)) if runs_at(e.sizing.workgroups))
+        rows = tuple(ProfileRow(e.call.label, e.call.kernel, e.call.route, sizing.workgroups, sizing.bytes_moved,
+                                sizing.flops, ns)
+                     for e, sizing, ns in zip(self._entries, self._sizings, dispatch_durations(stamps))
+                     if runs_at(sizing.workgroups))
         return replace(self._attested, host_ns=host_ns, rows=rows, quantized=looks_quantized(stamps))
 
     def _attest(self) -> None:
@@ -301,9 +371,10 @@ class Plan:
     async def rebuild(self) -> None:
         """Re-create every dispatch on the runtime's current device (after Runtime.rebuild)."""
         self._drop_recording()
-        calls, self._calls, self._entries = self._calls, [], []
-        for call in calls:
-            await self.add(call)
+        calls = self._calls         # (the old slots went with the old arena)
+        self._calls, self._entries, self._sizings, self._reads, self._leaders, self._states = [], [], [], [], {}, {}
+        for call, like in calls:
+            await self.add(call, like=like)
         self.record()
 
     def _drop_recording(self) -> None:
@@ -314,7 +385,10 @@ class Plan:
     def release(self) -> None:
         """Destroy the recording and hand the params slots back to the arena."""
         self._drop_recording()
+        self._release_slots()
+        self._entries, self._sizings, self._reads, self._states = [], [], [], {}
+
+    def _release_slots(self) -> None:
         for entry in self._entries:
-            if entry.slot is not None:
+            if entry.slot is not None and entry.leader is None:
                 self.runtime.params.release(entry.slot)
-        self._entries = []

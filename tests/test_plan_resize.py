@@ -115,7 +115,7 @@ def test_a_decoders_plan_sized_the_short_way_equals_every_dispatch_sized_afresh(
                 plan.resize(tokens=tokens, pos=pos)
                 for index, entry in enumerate(plan._entries):
                     fresh, _ = _sized(entry.call, entry.spec, plan.live)
-                    assert tuple(entry.sizing.workgroups) == tuple(fresh.workgroups), (entry.call.label, tokens)
+                    assert tuple(plan._sizings[index].workgroups) == tuple(fresh.workgroups), (entry.call.label, tokens)
                     assert tuple(plan.workgroups[3 * index:3 * index + 3]) == tuple(fresh.workgroups)
                     if any(fresh.workgroups):
                         assert plan.params_of(index) == fresh.params, (entry.call.label, tokens)

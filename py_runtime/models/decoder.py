@@ -140,6 +140,7 @@ class Decoder:
         self.position_on_gpu = False
         self.position = 0           # positions the KV cache holds; the next step starts here (the host's count)
         self._prefilled = False     # the first prefill runs inside error scopes
+        self._layer_op: int | None = None     # while recording a layer: the index of its next op
         self.ops: list[Op] = []
         self._owned: list[Tensor] = []
         self.plan: Plan | None = None
@@ -196,8 +197,13 @@ class Decoder:
         return act
 
     async def _add(self, op: Op) -> None:
+        """Add to the plan; the n-th op of every layer is added like the first layer's (layers differ in
+        tensors, not in sizes: the plan sizes one layer and the others share its sizing and params)."""
         self.ops.append(op)
-        await self.plan.add(op)
+        like = None
+        if self._layer_op is not None:
+            like, self._layer_op = ("layer op", self._layer_op), self._layer_op + 1
+        await self.plan.add(op, like=like)
 
     async def _record(self, progress) -> None:
         c, w, rows, t = self.config, self.weights, self.max_prompt, self._tensor
@@ -268,6 +274,7 @@ class Decoder:
 
         for i in range(c.layers):
             progress("pipelines", i, c.layers + 1)
+            self._layer_op = 0
             layer = lambda name: w[f"layers.{i}.{name}"]    # noqa: E731
             qkv, qkv_outs = layer("qkv"), (_view(q, (rows, c.q_dim)), _view(k, (rows, c.kv_dim)),
                                            _view(v, (rows, c.kv_dim)))
@@ -338,6 +345,7 @@ class Decoder:
             await add(q4_linear(x=act, weight=layer("down"), out=h, adapter=adapter,
                                 int8=act_q if int8x else False, accumulate=True, half=half))
 
+        self._layer_op = None
         # The head reads one row at every step: its sizes are fixed, not the live TOKENS.
         progress("pipelines", c.layers, c.layers + 1)
         await add(last_row(x=h, out=last))

@@ -93,11 +93,12 @@ def _is_h200(info: dict) -> bool:
     return "h200" in f"{info.get('description', '')} {info.get('device', '')}".lower()
 
 
-# The fused gate/up + SwiGLU quantizing its output (_glu_q8) has one shipped shape, r8u1w8: 64 rows (whole
-# groups) in 256 invocations. Not measured on the H200 yet; its sweep shapes r2u2w32 and r2u1w32 keep the
-# measured GLU picks' rows per lane and chunks in flight (Llama's r2u2w2, Qwen's one chunk per lane) in
-# 1024-invocation workgroups (`bench kernels --preset gemv_int8x`, `gemv_int8x_qwen`). The fused QKV
-# applying RoPE (_qkv_rope) likewise: _rope_rows_for, not measured yet.
+# The fused gate/up + SwiGLU quantizing its output (_glu_q8): 64 rows (whole groups) per workgroup. Portable:
+# r8u1w8, 256 invocations, what every adapter allows. On the H200 (`browser-glu-q8`, `browser-glu-q8-qwen`,
+# decode chains in Chromium, docs/bench/h200-2026-12-02-s12/): r4u1w16 (512 invocations) 13.65 us for
+# Llama's 2 x 2048 -> 8192 and 9.66 for Qwen3's 2 x 1024 -> 3072, against r8u1w8's 16.40 and 11.37 and
+# the 1024-invocation r2u2w32 / r2u1w32's 13.81 / 13.87 and 10.80 / 10.07. The fused QKV applying RoPE
+# (_qkv_rope): _rope_rows_for, one shape per head size.
 def _rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
     """The fused QKV applying RoPE: 64 rows in 256 invocations (8 rows per lane, 8 warps: what every
     adapter allows) where they hold whole heads (Llama's 64, or 32), else 128 (16 rows per lane: Qwen3's
@@ -107,7 +108,7 @@ def _rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
 
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
               matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
-              gemv_int8x_glu_q8=lambda k, n, rows_copy: "r8u1w8",
+              gemv_int8x_glu_q8=lambda k, n, rows_copy: "r4u1w16",
               gemv_int8x_qkv_rope=_rope_rows_for, flash_split=_h200_flash_split)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
