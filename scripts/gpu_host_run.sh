@@ -66,7 +66,7 @@ for s in $steps; do
     browser-next)    step "$s" 280 bench kernels --backend browser --driver plain --preset gemv_next --trials 3 --timeout 270 ;;
     native-int8)     step "$s" 200 bench kernels --backend native --preset decode_int8 ;;
     browser-int8)    step "$s" 200 bench kernels --backend browser --driver plain --preset decode_int8 --timeout 190 ;;
-    native-check8x)  step "$s" 60 check --suite q4 --preset int8x --backend native ;;
+    native-check8x)  step "$s" 150 check --suite q4 --preset int8x --backend native ;;
     browser-check8x) step "$s" 300 check --suite q4 --preset int8x --backend browser --driver plain --timeout 290 ;;
     native-int8x)    step "$s" 280 bench kernels --backend native --preset gemv_int8x --trials 3 ;;
     # Variant sweeps, one browser per shape (each run stays short and its table readable):

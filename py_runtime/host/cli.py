@@ -301,18 +301,36 @@ def _prepare_compare(options: dict) -> None:
     options["key"] = folder.name
 
 
+def _unpinned_oracle() -> str | None:
+    """Why this Python cannot be the oracle (None where it can): the oracle is pyproject's pinned torch and
+    transformers (its `oracle` extra); a GPU host may carry other versions, which are not the oracle."""
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .codegen import repo_root
+
+    pins = tomllib.loads((repo_root() / "pyproject.toml").read_text())["project"]["optional-dependencies"]["oracle"]
+    for name, pinned in (pin.split("==") for pin in pins if pin.split("==")[0] in ("torch", "transformers")):
+        try:
+            found = version(name)
+        except PackageNotFoundError:
+            return f"no {name} here"
+        if found.split("+")[0] != pinned:
+            return f"{name} {found} here, not the pinned {pinned}"
+    return None
+
+
 def _judge_compare(report: dict, artifacts: dict, json_path: str) -> None:
     """Both engines' logits against the transformers oracle; the result is failed unless both pass. Without
-    transformers (a GPU host) the logits are kept beside the JSON (<json>.artifacts/) for `peer judge` later."""
-    from importlib.util import find_spec
-
-    if find_spec("transformers") is None or find_spec("torch") is None:
+    the pinned oracle (a GPU host) the logits are kept beside the JSON (<json>.artifacts/) for `peer judge`."""
+    unpinned = _unpinned_oracle()
+    if unpinned is not None:
         folder = Path(json_path).with_suffix(".artifacts")
         folder.mkdir(parents=True, exist_ok=True)
         for name, data in artifacts.items():
             if name.endswith(".f32"):
                 (folder / name).write_bytes(data)
-        print(f"no transformers here: both engines' logits kept in {folder} (judge them with "
+        print(f"{unpinned}: both engines' logits kept in {folder} (judge them with the pinned oracle: "
               f"`webgpu-llm-lab peer judge {json_path}`)", file=sys.stderr)
         return
     from .oracle.model import verify_peer_report
