@@ -236,6 +236,9 @@ class Plan:
         self._step = self._device.stepper(self._recorded)
         self.workgroups = _counts(self._sizings)
         self._attest()
+        self._states[tuple(sorted(self.live.items()))] = _State(
+            list(self._sizings), list(self._reads), array("I", self.workgroups), self._slot_params(self._sizings),
+            self._attested)
 
     def dispatches(self) -> list[Dispatch]:
         """The plan as plain dispatches at the current sizes (for naive encoding and debugging)."""
@@ -278,12 +281,16 @@ class Plan:
             sizings[index], reads[index] = sizing, read
             if counts is not None:
                 counts[3 * index:3 * index + 3] = array("I", sizing.workgroups)
-        params = tuple((entry.slot, sizing.params) for entry, sizing in zip(entries, sizings)
-                       if entry.slot is not None and entry.leader is None)
+        params = self._slot_params(sizings)
         routes = tuple(dict.fromkeys(e.call.route for e, sizing in zip(entries, sizings) if runs_at(sizing.workgroups)))
         attested = Execution(routes=routes, route_mask=route_mask(routes),
                              attention_conflicts=attention_conflicts(routes), host_ns=0)
         return _State(sizings, reads, counts if counts is not None else _counts(sizings), params, attested)
+
+    def _slot_params(self, sizings: list[Sizing]) -> tuple:
+        """Each params slot's bytes at these sizings (a follower's slot is its leader's)."""
+        return tuple((entry.slot, sizing.params) for entry, sizing in zip(self._entries, sizings)
+                     if entry.slot is not None and entry.leader is None)
 
     def _enter(self, live: dict, state: _State) -> None:
         write = self.runtime.params.write

@@ -13,7 +13,7 @@ from py_runtime.dispatch import POS, TOKENS, Op
 from py_runtime.oneshot import tensor
 from py_runtime.ops.norm import rms_norm
 from py_runtime.ops.rope import cos_sin_table, inverse_frequencies, rope
-from py_runtime.plan import Plan
+from py_runtime.plan import Plan, PlanError
 
 
 def _counted(op: Op, calls: list) -> Op:
@@ -101,16 +101,20 @@ def test_a_remembered_sizing_is_reused_and_a_dispatch_outside_its_phase_idles_un
 @pytest.mark.parametrize("model", ["llama", "qwen3"])
 def test_a_decoders_plan_sized_the_short_way_equals_every_dispatch_sized_afresh(native_runtime, model):
     """The phases the ops declare agree with their sizings (an idle-by-phase dispatch's sizing says IDLE),
-    and remembered sizings equal fresh ones, at a prefill, a decode step, another prefill length and back."""
+    remembered sizings equal fresh ones, and the second layer's dispatches (added like the first's: never
+    sized, bound to its params slots) see what their own sizing would give, at a prefill, a decode step,
+    another prefill length and back."""
     from py_runtime.models.config import model_config
     from py_runtime.models.decoder import Decoder
     from py_runtime.plan import _sized
 
     async def main():
-        decoder = await Decoder.create(native_runtime, model_config(model, 1), seed=3, max_prompt=40, capacity=64,
+        decoder = await Decoder.create(native_runtime, model_config(model, 2), seed=3, max_prompt=40, capacity=64,
                                        policy="int8x")
         plan = decoder.plan
         try:
+            followers = [entry for entry in plan._entries if entry.leader is not None]
+            assert followers and all(entry.slot is plan._entries[entry.leader].slot for entry in followers)
             for tokens, pos in ((40, 0), (1, 40), (7, 0), (1, 7), (40, 0), (1, 41)):
                 plan.resize(tokens=tokens, pos=pos)
                 for index, entry in enumerate(plan._entries):
@@ -121,5 +125,26 @@ def test_a_decoders_plan_sized_the_short_way_equals_every_dispatch_sized_afresh(
                         assert plan.params_of(index) == fresh.params, (entry.call.label, tokens)
         finally:
             decoder.release()
+
+    asyncio.run(main())
+
+
+def test_an_op_added_like_one_it_does_not_size_as_is_refused(native_runtime):
+    async def main():
+        runtime = native_runtime
+        tensors = [await tensor(runtime, f"like.{name}", shape) for name, shape in
+                   (("x", (8, 2, 16)), ("out", (8, 2, 16)), ("w", (16,)), ("x4", (8, 4, 8)), ("out4", (8, 4, 8)),
+                    ("w4", (8,)))]
+        x, out, weight, x4, out4, weight4 = tensors
+        adapter = runtime.device.adapter
+        plan = Plan(runtime, "like", live={TOKENS: 8, POS: 0})
+        await plan.add(rms_norm(x=x, weight=weight, out=out, heads=2, eps=1e-5, adapter=adapter), like="norm")
+        await plan.add(rms_norm(x=out, weight=weight, out=x, heads=2, eps=1e-5, adapter=adapter), like="norm")
+        assert plan._entries[1].leader == 0 and plan._entries[1].slot is plan._entries[0].slot
+        with pytest.raises(PlanError, match="sizes otherwise"):
+            await plan.add(rms_norm(x=x4, weight=weight4, out=out4, heads=4, eps=1e-5, adapter=adapter), like="norm")
+        plan.release()
+        for t in tensors:
+            runtime.tensors.release(t.name)
 
     asyncio.run(main())

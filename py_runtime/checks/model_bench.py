@@ -7,10 +7,10 @@ then one profiled prefill and one profiled decode step for each kernel's share o
   decode_tok_s    decode steps / their wall time: steps submitted back to back (no readback between
                   them), the generated ids read every `batch` steps and once at the end
   host_ms_per_token  host time of a decode step's calls (resize + replay's submit), GPU not waited on
-  prefill_host_ms the prefill's host time, GPU not waited on, from an unmeasured prefill of the same prompt:
-                  "resize" (the plan to the prompt's length, seen before: remembered sizes), "submit" (encoding
-                  and submitting), and "resize_new_length" (the plan to a length it has not seen: every
-                  prefill dispatch sized, as a new prompt length costs)
+  prefill_host_ms the prefill's host time, GPU not waited on: "call" (an unmeasured prefill of the same prompt,
+                  its writes, re-sizing and submit), "submit" (its encoding and submitting), "resize" (the
+                  plan from the decode step to the prompt's length, seen before: remembered), and
+                  "resize_new_length" (to a length it has not seen: one layer's prefill dispatches sized)
   decode_span_us  GPU time of one decode step's single pass (two timestamps around it; median of 5),
                   where the adapter has timestamp queries: the step's GPU cost without the submits
   prefill_span_us the same for the prefill (median of 3): prefill_tok_s's wall time less this is the host's
@@ -83,11 +83,13 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         unwaited = await decoder.prefill(ids, wait=False)
         prefill_host_ns = time.perf_counter_ns() - began
         await runtime.device.on_submitted_work_done()
-        prefill_host = {"resize": (prefill_host_ns - unwaited.host_ns) / 1e6, "submit": unwaited.host_ns / 1e6}
-        if prompt > 2:
-            began = time.perf_counter_ns()
-            decoder.plan.resize(tokens=prompt - 1)
-            prefill_host["resize_new_length"] = (time.perf_counter_ns() - began) / 1e6
+        prefill_host = {"call": prefill_host_ns / 1e6, "submit": unwaited.host_ns / 1e6}
+        for name, tokens in (("resize", prompt), ("resize_new_length", prompt - 1)):
+            if tokens > 1:
+                decoder.plan.resize(tokens=1)
+                began = time.perf_counter_ns()
+                decoder.plan.resize(tokens=tokens, pos=0)
+                prefill_host[name] = (time.perf_counter_ns() - began) / 1e6
 
         prefill_runs, ttft_runs = [], []
         for _ in range(PREFILL_TRIALS):         # each starts the sequence again

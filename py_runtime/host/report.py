@@ -198,8 +198,9 @@ def format_model_bench(report: dict) -> str:
     ]
     if report.get("prefill_host_ms"):
         host = report["prefill_host_ms"]
-        new = f" ({host['resize_new_length']:.2f} to a new length)" if "resize_new_length" in host else ""
-        lines.insert(-1, f"prefill host ms (GPU not waited on): {host['resize']:.2f} re-sizing the plan{new}, "
+        resize = (f"{host['resize']:.2f} re-sizing the plan ({host['resize_new_length']:.2f} to a new length), "
+                  if "resize_new_length" in host else "")
+        lines.insert(-1, f"prefill host ms (GPU not waited on): {host['call']:.2f} in all; {resize}"
                          f"{host['submit']:.2f} encoding and submitting")
     if rows:
         lines += ["per kernel (one profiled prefill and one profiled decode step, one pass per dispatch"
