@@ -237,9 +237,11 @@ function renderModelBench(report) {
   document.getElementById("summary").replaceChildren(
     el("p", {}, `${report.config.name}, ${o.layers} layers, policy ${o.policy}: prompt ${o.prompt}, ${o.decode} ` +
       `greedy steps (ids read every ${o.batch}); ${d.prefill} dispatches per prefill, ${d.decode} per decode step.`),
-    table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token"],
+    table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token", "GPU µs per prefill", "GPU µs per decode step"],
       [[report.prefill_tok_s.toFixed(1), report.ttft_ms.toFixed(1),
-        report.decode_tok_s === null ? "-" : report.decode_tok_s.toFixed(1), report.host_ms_per_token.toFixed(3)]]));
+        report.decode_tok_s === null ? "-" : report.decode_tok_s.toFixed(1), report.host_ms_per_token.toFixed(3),
+        report.prefill_span_us ? report.prefill_span_us.toFixed(1) : "-",
+        report.decode_span_us ? report.decode_span_us.toFixed(1) : "-"]]));
   const rows = report.kernels.map((r) => [r.phase, r.kernel, r.route, r.dispatches, (r.ns / 1e3).toFixed(1),
     `${(100 * r.share).toFixed(1)}%`]);
   document.getElementById("cases").replaceChildren(el("h2", {}, "Per kernel (one profiled prefill and decode step)"),
