@@ -25,17 +25,22 @@ def _counted(op: Op, calls: list) -> Op:
     return Op(op.name, tuple(replace(call, sizing=counting(call.sizing)) for call in op.calls), op.decisions)
 
 
+async def _norm_then_rope(runtime, prefix: str, calls: list, norm_phase: str = "any"):
+    """An RMSNorm (of the given phase) then RoPE over [8, 2, 16] rows, both counting their sizings."""
+    x = await tensor(runtime, f"{prefix}.x", (8, 2, 16))
+    out = await tensor(runtime, f"{prefix}.out", (8, 2, 16))
+    weight = await tensor(runtime, f"{prefix}.w", (16,))
+    table = await tensor(runtime, f"{prefix}.table", (32, 8, 2), data=cos_sin_table(inverse_frequencies(16, 10000.0), 32))
+    norm = rms_norm(x=x, weight=weight, out=out, heads=2, eps=1e-5, adapter=runtime.device.adapter)
+    norm = _counted(Op(norm.name, tuple(replace(c, phase=norm_phase) for c in norm.calls)), calls)
+    rotate = _counted(rope(src=out, dst=x, table=table, heads=2, head_dim=16, layout="half"), calls)
+    return norm, rotate, (x, out, weight, table)
+
+
 def test_only_dispatches_reading_a_changed_live_size_are_sized_again(native_runtime):
     async def main():
-        runtime = native_runtime
-        x = await tensor(runtime, "resize.x", (8, 2, 16))
-        out = await tensor(runtime, "resize.out", (8, 2, 16))
-        weight = await tensor(runtime, "resize.w", (16,))
-        table = await tensor(runtime, "resize.table", (32, 8, 2),
-                             data=cos_sin_table(inverse_frequencies(16, 10000.0), 32))
-        calls = []
-        norm = _counted(rms_norm(x=x, weight=weight, out=out, heads=2, eps=1e-5, adapter=runtime.device.adapter), calls)
-        rotate = _counted(rope(src=out, dst=x, table=table, heads=2, head_dim=16, layout="half"), calls)
+        runtime, calls = native_runtime, []
+        norm, rotate, tensors = await _norm_then_rope(runtime, "resize", calls)
         plan = Plan(runtime, "resize", live={TOKENS: 8, POS: 0})
         await plan.add(norm)
         await plan.add(rotate)
@@ -54,7 +59,7 @@ def test_only_dispatches_reading_a_changed_live_size_are_sized_again(native_runt
             plan.resize(pos=40)
         assert plan.live[POS] == 6 and struct.unpack("<5I", plan.params_of(1)[:20])[3] == 6
         plan.release()
-        for t in (x, out, weight, table):
+        for t in tensors:
             runtime.tensors.release(t.name)
 
     asyncio.run(main())
@@ -62,16 +67,8 @@ def test_only_dispatches_reading_a_changed_live_size_are_sized_again(native_runt
 
 def test_a_remembered_sizing_is_reused_and_a_dispatch_outside_its_phase_idles_unsized(native_runtime):
     async def main():
-        runtime = native_runtime
-        x = await tensor(runtime, "memo.x", (8, 2, 16))
-        out = await tensor(runtime, "memo.out", (8, 2, 16))
-        weight = await tensor(runtime, "memo.w", (16,))
-        table = await tensor(runtime, "memo.table", (32, 8, 2),
-                             data=cos_sin_table(inverse_frequencies(16, 10000.0), 32))
-        calls = []
-        norm = rms_norm(x=x, weight=weight, out=out, heads=2, eps=1e-5, adapter=runtime.device.adapter)
-        prefill_norm = _counted(Op(norm.name, tuple(replace(c, phase="prefill") for c in norm.calls)), calls)
-        rotate = _counted(rope(src=out, dst=x, table=table, heads=2, head_dim=16, layout="half"), calls)
+        runtime, calls = native_runtime, []
+        prefill_norm, rotate, tensors = await _norm_then_rope(runtime, "memo", calls, norm_phase="prefill")
         plan = Plan(runtime, "memo", live={TOKENS: 8, POS: 0})
         await plan.add(prefill_norm)
         await plan.add(rotate)
@@ -92,7 +89,7 @@ def test_a_remembered_sizing_is_reused_and_a_dispatch_outside_its_phase_idles_un
         plan.resize(tokens=5)                                   # a new length: both sized
         assert sorted(calls) == sorted([prefill_norm.name, rotate.name]) and plan.params_of(0) != prefill_params
         plan.release()
-        for t in (x, out, weight, table):
+        for t in tensors:
             runtime.tensors.release(t.name)
 
     asyncio.run(main())
