@@ -13,6 +13,7 @@ import struct
 from dataclasses import dataclass, replace
 
 from ..dispatch import TOKENS
+from ..kernels import kernel
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.q4 import Q4Weight, q4_embedding, q4_quantize, q4_scales_rows
@@ -154,19 +155,21 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
     cases += [LinearCase(f"gemv.glu.{shape}", k, 44 if shape.endswith("v") else 37, (1,), group_size=32,
                          gemv_shape=shape, int8x=True, glu=True)
               for shape in gemv_shapes("int8x_glu", tier) for k in (160, 2048)]
-    # The quantizing GLU's shipped shape with and without the scale copy, groups of 32 (N 96: the second
-    # 64-row workgroup half past N). Its sweep shapes need up to 1024 invocations, more than CPU adapters
-    # in the browser allow: tests/test_native_q4.py holds them bit-equal to the plain GLU natively.
+    # The quantizing GLU's shipped shapes with and without the scale copy, groups of 32 (N 96: the second
+    # 64-row workgroup half past N), those every adapter runs (256 invocations). The others (the H200's
+    # r4u1w16 and the sweep shapes, 512-1024 invocations, more than CPU adapters in the browser allow):
+    # tests/test_native_q4.py and test_native_norm_prologue.py hold them bit-equal to the plain GLU
+    # natively, and a GPU's `check --preset int8x` runs them where its limits allow.
     cases += [LinearCase(f"gemv.{'rows.' if rows else ''}glu_q8.{shape}", k, 96, (1,), group_size=32,
                          gemv_shape=shape, int8x=True, glu=True, glu_q8=True, scales_rows=rows)
-              for rows in (False, True) for shape in gemv_shapes(f"int8x_glu_q8{'_sr' if rows else ''}", "shipped")
+              for rows in (False, True) for shape in _everywhere(f"int8x_glu_q8{'_sr' if rows else ''}")
               for k in (160, 2048)]
     # The same two epilogue kinds making their own activations from the raw row (the _norm routes: the
     # norm's prologue in each workgroup), their shipped shapes with and without the scale copy.
     cases += [LinearCase(f"gemv.{'rows.' if rows else ''}glu_q8_norm.{shape}", 2048, 96, (1,), group_size=32,
                          gemv_shape=shape, int8x=True, glu=True, glu_q8=True, scales_rows=rows, norm=True,
                          norm_prologue=True)
-              for rows in (False, True) for shape in gemv_shapes(f"int8x_glu_q8_norm{'_sr' if rows else ''}", "shipped")]
+              for rows in (False, True) for shape in _everywhere(f"int8x_glu_q8_norm{'_sr' if rows else ''}")]
     cases += [LinearCase(f"gemv.{'rows.' if rows else ''}qkv_rope_{layout}_norm.{shape}", 2048, 128, (1,),
                          group_size=32, n_kv=64, gemv_shape=shape, int8x=True, scales_rows=rows, rope=layout,
                          norm=True, norm_prologue=True)
@@ -266,6 +269,14 @@ EMBEDDING_CASES = [
     EmbeddingCase("emb.rowmajor_low_first", 1000, 1024, 128, False, False, 902),
     EmbeddingCase("emb.transposed_high_first", 777, 96, 32, True, True, 903),
 ]
+
+
+def _everywhere(kind: str) -> tuple[str, ...]:
+    """A decode GEMV kind's shipped shapes whose workgroups every adapter allows (WebGPU's default 256
+    invocations: 32 lanes per warp, RG x KS warps)."""
+    values = (kernel(f"q4gsw_gemv_i8x{kind[len('int8x'):]}_sg_{shape}").template_values
+              for shape in gemv_shapes(kind, "shipped"))
+    return tuple(shape for shape, v in zip(gemv_shapes(kind, "shipped"), values) if 32 * v["RG"] * v["KS"] <= 256)
 
 
 def _embedding_ids(vocab: int) -> list[int]:
