@@ -235,7 +235,7 @@ class Plan:
         self._recorded = self._device.record(self.dispatches(), label=self.label)
         self._step = self._device.stepper(self._recorded)
         self.workgroups = _counts(self._sizings)
-        self._attest()
+        self._attested = self._attestation(self._sizings)
         self._states[tuple(sorted(self.live.items()))] = _State(
             list(self._sizings), list(self._reads), array("I", self.workgroups), self._slot_params(self._sizings),
             self._attested)
@@ -281,11 +281,8 @@ class Plan:
             sizings[index], reads[index] = sizing, read
             if counts is not None:
                 counts[3 * index:3 * index + 3] = array("I", sizing.workgroups)
-        params = self._slot_params(sizings)
-        routes = tuple(dict.fromkeys(e.call.route for e, sizing in zip(entries, sizings) if runs_at(sizing.workgroups)))
-        attested = Execution(routes=routes, route_mask=route_mask(routes),
-                             attention_conflicts=attention_conflicts(routes), host_ns=0)
-        return _State(sizings, reads, counts if counts is not None else _counts(sizings), params, attested)
+        return _State(sizings, reads, counts if counts is not None else _counts(sizings), self._slot_params(sizings),
+                      self._attestation(sizings))
 
     def _slot_params(self, sizings: list[Sizing]) -> tuple:
         """Each params slot's bytes at these sizings (a follower's slot is its leader's)."""
@@ -313,8 +310,7 @@ class Plan:
     @property
     def routes(self) -> tuple[str, ...]:
         """Routes of the dispatches that run at the current sizes (idle alternatives excluded)."""
-        return tuple(dict.fromkeys(e.call.route for e, sizing in zip(self._entries, self._sizings)
-                                   if runs_at(sizing.workgroups)))
+        return self._attestation(self._sizings).routes
 
     @property
     def active_dispatches(self) -> int:
@@ -369,11 +365,12 @@ class Plan:
                      if runs_at(sizing.workgroups))
         return replace(self._attested, host_ns=host_ns, rows=rows, quantized=looks_quantized(stamps))
 
-    def _attest(self) -> None:
-        """Routes only change when sizes do: derive the attestation at record and resize, not per step."""
-        routes = self.routes
-        self._attested = Execution(routes=routes, route_mask=route_mask(routes),
-                                   attention_conflicts=attention_conflicts(routes), host_ns=0)
+    def _attestation(self, sizings: list[Sizing]) -> Execution:
+        """Routes only change when sizes do: the attestation is derived at record and per new state, not per step."""
+        routes = tuple(dict.fromkeys(e.call.route for e, sizing in zip(self._entries, sizings)
+                                     if runs_at(sizing.workgroups)))
+        return Execution(routes=routes, route_mask=route_mask(routes), attention_conflicts=attention_conflicts(routes),
+                         host_ns=0)
 
     async def rebuild(self) -> None:
         """Re-create every dispatch on the runtime's current device (after Runtime.rebuild)."""
@@ -392,10 +389,7 @@ class Plan:
     def release(self) -> None:
         """Destroy the recording and hand the params slots back to the arena."""
         self._drop_recording()
-        self._release_slots()
-        self._entries, self._sizings, self._reads, self._states = [], [], [], {}
-
-    def _release_slots(self) -> None:
         for entry in self._entries:
-            if entry.slot is not None and entry.leader is None:
+            if entry.slot is not None and entry.leader is None:     # (a follower's is its leader's)
                 self.runtime.params.release(entry.slot)
+        self._entries, self._sizings, self._reads, self._states = [], [], [], {}

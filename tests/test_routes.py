@@ -133,13 +133,7 @@ def test_the_ci_check_pins_every_shipped_gemv_and_dp4a_gemm_variant():
             pinned.add(("q4gsw_gemm_dp4a", case.gemm_shape))
         if case.gemv_shape is None:
             continue
-        if not case.int8x:
-            pinned.add(("q4gsw_gemv", case.gemv_shape))
-            continue
-        kind = ("_glu_q8" if case.glu_q8 else "_glu") if case.glu else \
-            (f"_qkv_rope_{case.rope}{'_qknorm' * case.qk_norm}" if case.rope else "_qkv") if case.n_kv else ""
-        kind += "_norm" * case.norm_prologue
-        pinned.add((f"q4gsw_gemv_i8x{kind}{'_sr' if case.scales_rows else ''}", case.gemv_shape))
+        pinned.add((case.gemv_kind or "q4gsw_gemv", case.gemv_shape))
     shipped = set()
     for name in kernel_names(tier="shipped"):
         for family in ("q4gsw_gemm_dp4a", "q4gsw_gemv_i8x", "q4gsw_gemv"):

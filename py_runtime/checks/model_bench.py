@@ -114,8 +114,8 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
 
         kernels, quantized, decode_span_us, prefill_span_us = [], None, None, None
         if profile and "timestamp-query" in runtime.device.adapter.device_features:
-            spans = sorted([(await decoder.prefill(ids, profile="span")).span_ns for _ in range(3)])
-            prefill_span_us = spans[1] / 1e3
+            spans = sorted([(await decoder.prefill(ids, profile="span")).span_ns for _ in range(PREFILL_TRIALS)])
+            prefill_span_us = spans[PREFILL_TRIALS // 2] / 1e3
             profiled = await decoder.prefill(ids, profile=True)
             kernels += kernel_rows(profiled, "prefill")
             profiled_step = await decoder.step(profile=True)

@@ -78,6 +78,16 @@ class LinearCase:
     def n_total(self) -> int:
         return self.n + 2 * self.n_kv if self.n_kv else 2 * self.n if self.glu else self.n
 
+    @property
+    def gemv_kind(self) -> str | None:
+        """The int8x GEMV kernel kind a pinned variant of this case belongs to ("q4gsw_gemv_i8x_glu_q8_sr", ...),
+        None for the other routes."""
+        if not self.int8x or self.dp4a:
+            return None
+        kind = ("_glu_q8" if self.glu_q8 else "_glu") if self.glu else \
+            (f"_qkv_rope_{self.rope}{'_qknorm' * self.qk_norm}" if self.rope else "_qkv") if self.n_kv else ""
+        return f"q4gsw_gemv_i8x{kind}{'_norm' * self.norm_prologue}{'_sr' if self.scales_rows else ''}"
+
 
 _LLAMA, _QWEN = LLAMA_3_2_1B.linears(), QWEN3_0_6B.linears()     # (K, N) by projection role
 
@@ -272,12 +282,9 @@ EMBEDDING_CASES = [
 def _everywhere(case: LinearCase) -> bool:
     """Whether every adapter runs the case's pinned GEMV variant (WebGPU's default 256 invocations: 32 lanes
     per warp, RG x KS warps); cases without one take a route, which guards its own limits."""
-    if not case.gemv_shape or not case.int8x:
+    if not case.gemv_shape or case.gemv_kind is None:
         return True
-    kind = ("_glu_q8" if case.glu_q8 else "_glu") if case.glu else \
-        (f"_qkv_rope_{case.rope}{'_qknorm' * case.qk_norm}" if case.rope else "_qkv") if case.n_kv else ""
-    name = f"q4gsw_gemv_i8x{kind}{'_norm' * case.norm_prologue}{'_sr' if case.scales_rows else ''}_sg_{case.gemv_shape}"
-    values = kernel(name).template_values
+    values = kernel(f"{case.gemv_kind}_sg_{case.gemv_shape}").template_values
     return 32 * values["RG"] * values["KS"] <= 256
 
 
