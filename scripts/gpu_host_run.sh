@@ -115,6 +115,9 @@ for s in $steps; do
     browser-attn-gqa3)   step "$s" 120 bench kernels --backend browser --driver plain --preset attention_gqa3 --timeout 110 ;;
     native-attn-prefill)  step "$s" 120 bench kernels --backend native --preset attention_prefill ;;
     browser-attn-prefill) step "$s" 120 bench kernels --backend browser --driver plain --preset attention_prefill --timeout 110 ;;
+    browser-prefill-sweep) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_prefill_sweep --trials 3 --timeout 140 ;;
+    native-check-sgprefill)  step "$s" 90 check --suite attention --preset subgroup_prefill --backend native ;;
+    browser-check-sgprefill) step "$s" 90 check --suite attention --preset subgroup_prefill --backend browser --driver plain --timeout 80 ;;
     # Whole models at full depth (issue 14): prompt 128 and 512, 128 greedy steps, per policy.
     native-model)    for m in llama qwen3; do for p in f32 int8x; do
                        step "$s-$m-$p" 150 bench model --backend native --model "$m" --policy "$p" --prompt 128 --decode 128

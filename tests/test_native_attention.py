@@ -44,15 +44,18 @@ def test_every_route_and_geometry_matches_the_oracle(native_run):
     worst = verify_attention_report(report, artifacts.__getitem__)
     assert all(0 <= ratio <= 1 for ratio in worst.values()), worst
     routes = {step["routes"][-1] for case in report["cases"] for step in case["steps"]}
-    assert routes == {"sdpa_materialized", "sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
-                      "sdpa_q32"}
+    assert routes == {"sdpa_materialized", "sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_prefill_subgroup",
+                      "sdpa_k16", "sdpa_q16", "sdpa_q32"}
     # one plan per case served its prefill and then a decode, each attested with its own route
     prefill_then_decode = {c["geometry"]: [s["routes"][-1] for s in c["steps"]] for c in report["cases"]
-                           if c["tokens"] > 1 and not c["force"] and not c["q32"]}
-    assert prefill_then_decode == {"llama": ["sdpa_k16", "sdpa_flash_subgroup"],
-                                   "qwen3": ["sdpa_q16", "sdpa_flash_subgroup"],
+                           if c["tokens"] > 1 and not c["force"] and not c["q32"] and not c["prefill"]}
+    assert prefill_then_decode == {"llama": ["sdpa_prefill_subgroup", "sdpa_flash_subgroup"],
+                                   "qwen3": ["sdpa_prefill_subgroup", "sdpa_flash_subgroup"],
                                    "awkward": ["sdpa_materialized", "sdpa_flash_decode"],
-                                   "gqa3": ["sdpa_materialized", "sdpa_flash_subgroup"]}
+                                   "gqa3": ["sdpa_prefill_subgroup", "sdpa_flash_subgroup"]}
+    forced = {c["name"]: [s["routes"][-1] for s in c["steps"]] for c in report["cases"] if c["prefill"]}
+    assert forced == {"llama.s129.p1.sdpa_k16": ["sdpa_k16", "sdpa_flash_subgroup"],
+                      "qwen3.s7.p300.sdpa_q16": ["sdpa_q16", "sdpa_flash_subgroup"]}
 
 
 def test_the_verifier_catches_wrong_outputs_caches_and_routes(native_run):
@@ -184,6 +187,51 @@ def test_every_subgroup_split_variant_matches_the_oracle(name):
         exact, bound = attention_reference(q_host, k16, v16, ctx - 1, 1 / dim ** 0.5, "sdpa_flash_subgroup", info,
                                            flash_split=(name, workgroups))
         assert np.all(np.abs(got - exact) <= bound), (name, ctx, workgroups, float(np.abs(got - exact).max()))
+
+
+@pytest.mark.parametrize("name", [n for n in kernel_names() if n.startswith("sdpa_prefill_sg_")])
+def test_every_subgroup_prefill_variant_matches_the_oracle(name):
+    """Shipped and sweep variants alike, at every G a workgroup's rows take (1 to 8, and 3: rows left idle)
+    over prefills from position 0 and from inside the context: a token alone, fewer tokens than a
+    workgroup owns, and several workgroups of them (the last one partly filled)."""
+    values = kernel(name).template_values
+    dim, kv_heads, capacity = 8 * values["SUB"] * values["W"], 2, 160
+    rng = np.random.default_rng(11)
+    k_host, v_host = (rng.uniform(-1, 1, (capacity, kv_heads, dim)).astype(np.float32) for _ in range(2))
+    k16, v16 = (host.astype(np.float16).astype(np.float64) for host in (k_host, v_host))
+    runs = [(group, tokens, pos) for group in (1, 3, 4, 8) for tokens, pos in ((2, 0), (5, 97), (75, 0), (61, 99))]
+
+    async def main():
+        runtime = await Runtime.create("native")
+        narrowest = runtime.device.adapter.info.get("subgroupMinSize") or 4
+        if values["SUB"] > narrowest:           # the route's guard refuses it here (checked on the H200)
+            return None, f"{name} needs subgroups of {values['SUB']}; this adapter's smallest is {narrowest}"
+        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
+        k, v = [await tensor(runtime, role, (capacity, kv_heads, dim)) for role in ("k", "v")]
+        runtime.device.write_buffer(k.buffer, k_host.tobytes())
+        runtime.device.write_buffer(v.buffer, v_host.tobytes())
+        await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=capacity, pos=0))
+        results = []
+        for group, tokens, pos in runs:
+            heads = group * kv_heads
+            q_host = rng.uniform(-1, 1, (tokens, heads, dim)).astype(np.float32)
+            scratch = await AttentionScratch.allocate(runtime, f"s{group}.{tokens}", heads=heads, head_dim=dim,
+                                                      max_tokens=tokens, capacity=capacity)
+            q, out = [await tensor(runtime, f"{role}{group}.{tokens}", (tokens, heads, dim)) for role in ("q", "o")]
+            runtime.device.write_buffer(q.buffer, q_host.tobytes())
+            op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
+                      force="sdpa_prefill_subgroup", prefill_kernel=name, tokens=tokens, pos=pos)
+            got = await run_op(runtime, op, read=[out])
+            results.append((q_host, np.frombuffer(got[out.name], np.float32).reshape(q_host.shape)))
+        return runtime.device.adapter.info, results
+
+    info, results = asyncio.run(main())
+    if info is None:
+        pytest.skip(results)
+    for (group, tokens, pos), (q_host, got) in zip(runs, results):
+        exact, bound = attention_reference(q_host, k16, v16, pos, 1 / dim ** 0.5, "sdpa_prefill_subgroup", info,
+                                           prefill_kernel=name)
+        assert np.all(np.abs(got - exact) <= bound), (name, group, tokens, pos, float(np.abs(got - exact).max()))
 
 
 @pytest.mark.parametrize("config", [LLAMA_3_2_1B, QWEN3_0_6B], ids=lambda c: c.key)

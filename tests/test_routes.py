@@ -210,6 +210,20 @@ def test_every_shipped_flash_split_variant_is_reachable_and_none_is_a_sweep_kern
     assert all(workgroups > 0 for _, workgroups in reachable)
 
 
+def test_every_shipped_subgroup_prefill_variant_is_reachable_and_fits_the_adapter_it_is_picked_for():
+    from py_runtime.ops.attention import subgroup_prefill_kernel
+
+    picks = {(dim, name): subgroup_prefill_kernel(dim, adapter.info) for dim in (64, 128)
+             for name, adapter in ADAPTERS.items()}
+    shipped = {name for name in kernel_names(tier="shipped") if name.startswith("sdpa_prefill_sg_")}
+    assert set(picks.values()) == shipped
+    for (dim, name), pick in picks.items():
+        values = kernel(pick).template_values
+        assert 8 * values["SUB"] * values["W"] == dim
+        assert values["SUB"] <= (ADAPTERS[name].info.get("subgroupMinSize") or 4), (name, pick)
+    assert subgroup_prefill_kernel(80, ADAPTERS["h200-chromium"].info) is None
+
+
 def test_the_dp4a_gemm_takes_the_prefill_only_where_every_row_is_quantized():
     """Activations of one row keep the prefill on the f32 GEMMs; of every row, the DP4A GEMM runs (and a
     pinned tile); too few rows fall back to the f32 GEMMs, and a device without the tile's memory (less

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..dispatch import POS, TOKENS
+from ..kernels import kernel, kernel_names
 from ..models.config import AWKWARD, LLAMA_3_2_1B, QWEN3_0_6B, ModelConfig
 from ..ops.attention import AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies
@@ -39,11 +40,15 @@ class AttentionCase:
     force: str | None = None
     q32: bool = False       # opt Qwen3's geometry into the 32-row prefill schedule
     rope: bool = False      # the step's q and k rotated by rope_kv_cache_write (the model's RoPE layout)
+    prefill: str | None = None  # the prefill's route forced (the decode's stays the table's)
+    prefill_kernel: str | None = None   # an sdpa_prefill_sg variant in place of the table's
 
     @property
     def name(self) -> str:
         return (f"{self.geometry}.s{self.tokens}.p{self.pos}" + (f".{self.force}" if self.force else "")
-                + (".q32" if self.q32 else "") + (".rope" if self.rope else ""))
+                + (".q32" if self.q32 else "") + (".rope" if self.rope else "")
+                + (f".{self.prefill}" if self.prefill else "")
+                + (f".{self.prefill_kernel.removeprefix('sdpa_prefill_sg_')}" if self.prefill_kernel else ""))
 
     @property
     def config(self) -> ModelConfig:
@@ -62,8 +67,9 @@ PRESETS = {
     # CI: every geometry at a decode, a short and an odd prefill, from the start, one in and deep in the
     # context; the materialized route forced at Llama's geometry for a decode and for a prefill, and the
     # workgroup-memory FlashDecoding for a decode (where subgroups are, only the awkward geometry takes it);
-    # Qwen3's opt-in 32-row prefill (Q16 where the device lacks its workgroup memory); RoPE fused into the
-    # cache write in both pair layouts.
+    # Qwen3's opt-in 32-row prefill (Q16 where the device lacks its workgroup memory); the K16 and Q16
+    # prefills forced where the subgroup prefill would run; RoPE fused into the cache write in both pair
+    # layouts.
     "ci": _matrix((1, 7, 129), (0, 1, 300), ("llama", "qwen3", "awkward")) + [
                                                AttentionCase("gqa3", 1, 300), AttentionCase("gqa3", 7, 1),
                                                AttentionCase("llama", 1, 1000, force="sdpa_materialized"),
@@ -71,10 +77,23 @@ PRESETS = {
                                                AttentionCase("llama", 129, 1, force="sdpa_materialized"),
                                                AttentionCase("qwen3", 129, 1, q32=True),
                                                AttentionCase("qwen3", 7, 300, q32=True),
+                                               AttentionCase("llama", 129, 1, prefill="sdpa_k16"),
+                                               AttentionCase("qwen3", 7, 300, prefill="sdpa_q16"),
                                                AttentionCase("llama", 7, 300, rope=True),
                                                AttentionCase("qwen3", 7, 1, rope=True)],
+    # Every subgroup prefill variant (shipped and sweep) at the three geometries of D 64 and 128, short and
+    # long: for adapters whose smallest subgroup holds 16 invocations (the H200's 32, natively and in
+    # Chromium); elsewhere the route refuses the wider variants by name.
+    "subgroup_prefill": [AttentionCase(geometry, s, p, prefill="sdpa_prefill_subgroup", prefill_kernel=name)
+                         for name in kernel_names() if name.startswith("sdpa_prefill_sg_")
+                         for geometry in ("llama", "gqa3", "qwen3")
+                         if 8 * kernel(name).template_values["SUB"] * kernel(name).template_values["W"]
+                         == GEOMETRIES[geometry].head_dim
+                         for s, p in ((7, 1), (129, 300))],
     # The issue's matrix (opt-in: long on a CPU adapter).
-    "full": _matrix((1, 2, 7, 16, 31, 127, 128, 129, 508, 512), (0, 1, 1500)),
+    "full": _matrix((1, 2, 7, 16, 31, 127, 128, 129, 508, 512), (0, 1, 1500)) + [
+        AttentionCase(geometry, s, p, prefill=route) for geometry, route in (("llama", "sdpa_k16"), ("qwen3", "sdpa_q16"))
+        for s in (2, 7, 16, 31, 127, 128, 129, 508, 512) for p in (0, 1, 1500)],
 }
 
 # Synthetic streams per role; the decode step refills q, k and v from the next streams.
@@ -115,7 +134,7 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
         q_rot = q
         await plan.add(kv_cache_write(k=k, v=v, cache=cache))
     attention = sdpa(q=q_rot, cache=cache, out=out, scratch=scratch, heads=heads, adapter=device.adapter,
-                     force=case.force, q32=case.q32)
+                     force=case.force, q32=case.q32, prefill_route=case.prefill, prefill_kernel=case.prefill_kernel)
     await plan.add(attention)
     plan.record()
     steps = []
@@ -144,6 +163,7 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
         tensors.release(tensor.name)
     return {"name": case.name, "geometry": case.geometry, "heads": heads, "kv_heads": kv_heads, "head_dim": dim,
             "tokens": case.tokens, "pos": case.pos, "capacity": case.capacity, "force": case.force, "q32": case.q32,
+            "prefill": case.prefill, "prefill_kernel": case.prefill_kernel,
             "rope": case.rope, "rope_layout": config.rope_layout, "rope_theta": config.rope_theta,
             "llama3_scaling": config.rope_scaling is not None, "index": index,
             "scale": 1.0 / dim ** 0.5, "why": [d.to_json() for d in attention.decisions],

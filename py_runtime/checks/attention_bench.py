@@ -37,12 +37,14 @@ class AttentionBenchCase:
     context: int
     route: str
     flash_split: tuple[str, int] | None = None     # a sweep's split-pass kernel and workgroups (sdpa(flash_split=))
+    prefill_kernel: str | None = None               # a sweep's subgroup prefill variant (sdpa(prefill_kernel=))
 
     @property
     def name(self) -> str:
         what = f"decode.ctx{self.context}" if self.tokens == 1 else f"prefill.s{self.tokens}"
         swept = f"[{self.flash_split[0].removeprefix('sdpa_flash_split_sg_')}@{self.flash_split[1]}]" \
-            if self.flash_split else ""
+            if self.flash_split else f"[{self.prefill_kernel.removeprefix('sdpa_prefill_sg_')}]" \
+            if self.prefill_kernel else ""
         return f"{self.config.key}.{what}.{self.route.removeprefix('sdpa_')}{swept}"
 
     @property
@@ -67,13 +69,23 @@ def _flash_sweep(config: ModelConfig, context: int) -> list[AttentionBenchCase]:
             for name in names for workgroups in _SWEEP_WORKGROUPS]
 
 
+def _prefill_sweep(config: ModelConfig) -> list[AttentionBenchCase]:
+    """Every subgroup prefill variant of the head_dim (shipped and sweep) at S 512 and 2048."""
+    names = [name for name in kernel_names() if name.startswith("sdpa_prefill_sg_")
+             and 8 * kernel(name).template_values["SUB"] * kernel(name).template_values["W"] == config.head_dim]
+    return [AttentionBenchCase(config, s, s, "sdpa_prefill_subgroup", prefill_kernel=name)
+            for s in (512, 2048) for name in names]
+
+
 ATTENTION_PRESETS = {
     "attention_decode": [AttentionBenchCase(m, 1, ctx, route) for m in _MODELS
                          for ctx in (128, 512, 1024, 2048, 4096, 8192)
                          for route in ("sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_materialized")],
-    "attention_prefill": [AttentionBenchCase(m, s, s, route) for m, one_pass in ((LLAMA_3_2_1B, ("sdpa_k16",)),
-                                                                                 (QWEN3_0_6B, ("sdpa_q16", "sdpa_q32")))
+    "attention_prefill": [AttentionBenchCase(m, s, s, route)
+                          for m, one_pass in ((LLAMA_3_2_1B, ("sdpa_prefill_subgroup", "sdpa_k16")),
+                                              (QWEN3_0_6B, ("sdpa_prefill_subgroup", "sdpa_q16", "sdpa_q32")))
                           for s in (128, 512, 2048) for route in (*one_pass, "sdpa_materialized")],
+    "attention_prefill_sweep": [case for m in _MODELS for case in _prefill_sweep(m)],
     "attention_flash_sweep": [case for m in _MODELS for case in _flash_sweep(m, 4096)],
     # SmolLM2-135M's 9/3/64: the G 3 subgroup split pass against the workgroup-memory one it replaced.
     "attention_gqa3": [AttentionBenchCase(GQA3, 1, ctx, route) for ctx in (128, 1024, 4096)
@@ -83,7 +95,8 @@ ATTENTION_PRESETS = {
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_materialized"),
                        AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_materialized"),
-                       AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_k16")],
+                       AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_k16"),
+                       AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_prefill_subgroup")],
 }
 
 
@@ -117,7 +130,8 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
         owned += [cache.k, cache.v]
         try:
             op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
-                      force=case.route, q32=case.route == "sdpa_q32", flash_split=case.flash_split)
+                      force=case.route, q32=case.route == "sdpa_q32", flash_split=case.flash_split,
+                      prefill_kernel=case.prefill_kernel)
         except RouteUnavailable as unavailable:     # at the first layer: e.g. the subgroup route without subgroups
             for tensor in owned:
                 tensors.release(tensor.name)

@@ -21,6 +21,11 @@ Routes (DECODE_ROUTES, PREFILL_ROUTES: the first whose guard passes; every one a
                              sdpa_materialized   otherwise
   prefill (live tokens > 1)  sdpa_q32            opt-in (q32=True): Qwen3's geometry, 16 tokens x 2
                                                  heads per workgroup (~22.5 KB of workgroup memory)
+                             sdpa_prefill_subgroup  one pass on subgroups, online softmax: a few
+                                                 invocations per query row with its dims in registers,
+                                                 no staging, no barrier. Needs 'subgroups', a variant
+                                                 for D (64 or 128) whose invocations per row fit the
+                                                 adapter's smallest subgroup, and G at most its rows
                              sdpa_k16            one pass, online softmax, key tiles of 16: exactly
                                                  Hq 32 / Hkv 8 / D 64, scale 1/8 (Llama-3.2-1B)
                              sdpa_q16            the same schedule at exactly Hq 16 / Hkv 8 / D 128,
@@ -41,7 +46,8 @@ from ..tensors import Tensor
 from .tuning import tuning_table
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
-           "TILED_ROUTES", "FLASH_ROUTES", "flash_splits", "max_flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys", "tiled_workgroup_bytes"]
+           "TILED_ROUTES", "FLASH_ROUTES", "flash_splits", "max_flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys",
+           "subgroup_prefill_kernel", "subgroup_prefill_tokens", "tiled_workgroup_bytes"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
@@ -209,6 +215,7 @@ class _Attention:
     flash_split: tuple[str, int] | None = None
     gpu_position: bool = False
     int8: object = None             # Int8Activations of out's row, written by the decode's reduce pass
+    prefill_kernel: str | None = None   # an sdpa_prefill_sg variant in place of the tuning table's (sweeps)
 
     @property
     def group(self) -> int:
@@ -432,6 +439,62 @@ def _tiled(route: str):
     return build
 
 
+_SUBGROUP_PREFILL = "sdpa_prefill_sg_"
+
+
+def subgroup_prefill_kernel(head_dim: int, adapter_info: dict) -> str | None:
+    """The tuning table's sdpa_prefill_sg variant for head_dim, or None where none is shipped for it."""
+    narrowest = adapter_info.get("subgroupMinSize") or 4
+    name = _SUBGROUP_PREFILL + tuning_table(adapter_info).prefill_attention(head_dim, narrowest)
+    return name if name in kernel_names("shipped") else None
+
+
+def subgroup_prefill_tokens(spec, group: int) -> int:
+    """Tokens a workgroup of an sdpa_prefill_sg variant owns: its rows (invocations / SUB) over G heads."""
+    return spec.invocations // spec.template_values["SUB"] // group
+
+
+def _subgroup_prefill_guard(req: _Attention) -> str | None:
+    if "subgroups" not in req.adapter.device_features:
+        return "needs the 'subgroups' feature"
+    name = req.prefill_kernel or subgroup_prefill_kernel(req.cache.head_dim, req.adapter.info)
+    if name is None:
+        shipped = sorted({8 * kernel(n).template_values["SUB"] * kernel(n).template_values["W"]
+                          for n in kernel_names("shipped") if n.startswith(_SUBGROUP_PREFILL)})
+        return f"no variant for head_dim {req.cache.head_dim} (shipped: {shipped})"
+    spec = kernel(name)
+    sub, narrowest = spec.template_values["SUB"], req.adapter.info.get("subgroupMinSize") or 4
+    if sub > narrowest:
+        return f"{name} needs subgroups of {sub} invocations at least; the adapter's smallest is {narrowest}"
+    if subgroup_prefill_tokens(spec, req.group) < 1:
+        return f"{req.group} query heads per KV head exceed {name}'s {spec.invocations // sub} rows"
+    return None
+
+
+def _subgroup_prefill(req: _Attention) -> list[OpCall]:
+    cache = req.cache
+    name = req.prefill_kernel or subgroup_prefill_kernel(cache.head_dim, req.adapter.info)
+    per_workgroup = subgroup_prefill_tokens(kernel(name), req.group)
+
+    def sizing(spec, live):
+        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
+        if t > req.q.shape[0]:
+            raise ValueError(f"{req.label}: {t} tokens, but q holds {req.q.shape[0]}")
+        active = t > 1
+        tiles = -(-t // per_workgroup)
+        keys = t * p + t * (t + 1) // 2                      # causal (query, key) pairs per head
+        params = spec.pack_params(tokens=t, heads=req.heads, kv_heads=cache.kv_heads, head_dim=cache.head_dim, pos=p,
+                                  ctx=p + t, scale=req.scale * LOG2_E)     # the softmax runs in base 2
+        return Sizing(workgroups=(tiles, cache.kv_heads, 1) if active else IDLE, params=params,
+                      bytes_moved=(8 * t * req.heads * cache.head_dim + 2 * 2 * (p + t) * cache.kv_heads
+                                   * cache.head_dim * tiles) if active else 0,
+                      flops=4 * keys * req.heads * cache.head_dim if active else 0)
+
+    return [OpCall(label=f"{req.label}.sdpa_prefill_subgroup", kernel=name, route="sdpa_prefill_subgroup",
+                   tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "out": req.out}, sizing=sizing,
+                   phase="prefill")]
+
+
 def _flash_guard(req: _Attention) -> str | None:
     g, dim = req.group, req.cache.head_dim
     if g > FLASH_MAX_GROUP or g * dim > FLASH_MAX_GROUP_DIMS or dim > FLASH_MAX_HEAD_DIM:
@@ -460,21 +523,26 @@ DECODE_ROUTES = (
     Route(name="sdpa_materialized", build=lambda req: _materialized(req, "any")),
 )
 FLASH_ROUTES = ("sdpa_flash_subgroup", "sdpa_flash_decode")
-PREFILL_ROUTES = (*(Route(name=route, guard=_tiled_guard(route), build=_tiled(route)) for route, *_ in TILED_ROUTES),
+_TILED = {route: Route(name=route, guard=_tiled_guard(route), build=_tiled(route)) for route, *_ in TILED_ROUTES}
+PREFILL_ROUTES = (_TILED["sdpa_q32"],
+                  Route(name="sdpa_prefill_subgroup", guard=_subgroup_prefill_guard, build=_subgroup_prefill),
+                  _TILED["sdpa_k16"], _TILED["sdpa_q16"],
                   Route(name="sdpa_materialized", build=lambda req: _materialized(req, "prefill")))
 
 
 def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int, adapter,
          scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
          q32: bool = False, flash_split: tuple[str, int] | None = None, gpu_position: bool = False,
-         int8=None) -> Op:
+         int8=None, prefill_kernel: str | None = None, prefill_route: str | None = None) -> Op:
     """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
     (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
     scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
     docstring); `force` records one route only, for every token count; `q32` opts Qwen3's geometry into
     the 32-row prefill schedule where the device has the workgroup memory for it; `flash_split` (a
     sdpa_flash_split_sg kernel of this geometry, workgroups wanted) replaces the tuning table's pick, for
-    benchmark sweeps. `gpu_position`: decode steps add the cache's offset to `pos`, which the GPU advances
+    benchmark sweeps; `prefill_kernel` (an sdpa_prefill_sg variant of this head_dim) likewise for the
+    subgroup prefill; `prefill_route` forces the prefill's route alone (the decode's is still the table's
+    choice). `gpu_position`: decode steps add the cache's offset to `pos`, which the GPU advances
     between steps (KVCache), so the FlashDecoding passes are sized once for any context; the
     materialized decode route, sized by the context, refuses it. `int8` (Int8Activations of out's rows
     as [tokens, heads * D]) makes a decode's FlashDecoding reduce also write its row quantized for an
@@ -484,6 +552,10 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         if (values["G"], 32 * values["W"] >= cache.head_dim) != (heads // cache.kv_heads, True):
             raise ValueError(f"sdpa: {flash_split[0]} is not a subgroup split pass for G {heads // cache.kv_heads}, "
                              f"head_dim {cache.head_dim}")
+    if prefill_kernel is not None and (not prefill_kernel.startswith(_SUBGROUP_PREFILL) or
+                                       8 * kernel(prefill_kernel).template_values["SUB"]
+                                       * kernel(prefill_kernel).template_values["W"] != cache.head_dim):
+        raise ValueError(f"sdpa: {prefill_kernel} is not a subgroup prefill kernel for head_dim {cache.head_dim}")
     dim, kv_heads = cache.head_dim, cache.kv_heads
     problems = []
     if heads % kv_heads:
@@ -500,7 +572,7 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         raise ValueError("sdpa: " + "; ".join(problems))
     label = f"sdpa({out.name})"
     req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label,
-                     adapter, q32, flash_split, gpu_position, int8)
+                     adapter, q32, flash_split, gpu_position, int8, prefill_kernel)
     if force is not None:
         slot, routes = ("decode", DECODE_ROUTES) if force in {r.name for r in DECODE_ROUTES} else ("prefill",
                                                                                                    PREFILL_ROUTES)
@@ -516,5 +588,5 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
                          f"sized by the context on the host and write f32 only: neither gpu_position nor int8")
     if decode.name == "sdpa_materialized":
         return Op(label, tuple(decode.build(req)), (decode_why,))
-    prefill, prefill_why = choose(PREFILL_ROUTES, req, op=label, slot="prefill")
+    prefill, prefill_why = choose(PREFILL_ROUTES, req, op=label, slot="prefill", force=prefill_route)
     return Op(label, tuple(decode.build(req) + prefill.build(req)), (decode_why, prefill_why))

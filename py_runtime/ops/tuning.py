@@ -28,6 +28,8 @@ class Tuning:
     gemv_int8x_qkv_rope: Callable[[int, int, int, bool], str]   # (K, N, head_dim, row-major copy) -> _qkv_rope
     flash_split: Callable[[int, int], tuple[str, int]]     # (G, W) -> sdpa_flash_split_sg variant suffix,
                                                             # workgroups wanted before splits take more steps
+    prefill_attention: Callable[[int, int], str]            # (head_dim, smallest subgroup) -> sdpa_prefill_sg
+                                                            # variant suffix
 
 
 def _h200_gemv_f32(k: int, n: int) -> str:
@@ -88,6 +90,11 @@ def _h200_flash_split(group: int, words: int) -> tuple[str, int]:
     return {(4, 2): "u2h2p", (2, 4): "u1h1p"}.get((group, words), "u2h1"), 256
 
 
+def _portable_prefill_attention(head_dim: int, narrowest: int) -> str:
+    """Four invocations per query row: every adapter's subgroups hold them."""
+    return f"d{head_dim}s4w{head_dim // 32}u2p"
+
+
 def _is_h200(info: dict) -> bool:
     # Chromium reports the name as the description, wgpu-native as the device.
     return "h200" in f"{info.get('description', '')} {info.get('device', '')}".lower()
@@ -109,7 +116,8 @@ def _rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
               matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
               gemv_int8x_glu_q8=lambda k, n, rows_copy: "r4u1w16",
-              gemv_int8x_qkv_rope=_rope_rows_for, flash_split=_h200_flash_split)
+              gemv_int8x_qkv_rope=_rope_rows_for, flash_split=_h200_flash_split,
+              prefill_attention=_portable_prefill_attention)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
@@ -117,7 +125,8 @@ PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per fam
                   # 64 rows in 256 invocations, what every adapter allows (8 rows per lane, 8 warps)
                   gemv_int8x_glu_q8=lambda k, n, rows_copy: "r8u1w8",
                   gemv_int8x_qkv_rope=_rope_rows_for,
-                  flash_split=lambda group, words: ("u2h1", 32))
+                  flash_split=lambda group, words: ("u2h1", 32),
+                  prefill_attention=_portable_prefill_attention)
 TABLES = (H200, PORTABLE)       # the first whose `matches` accepts the adapter's info
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels import kernel
-from ...ops.attention import flash_splits, subgroup_flash_split, subgroup_flash_step_keys
+from ...ops.attention import flash_splits, subgroup_flash_split, subgroup_flash_step_keys, subgroup_prefill_kernel
 from .elementwise import f16_allowed
 from .synth import synth_values_np
 
@@ -32,8 +32,10 @@ def _gamma(n: int) -> float:
 
 
 def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
-    """Prefill: the one-pass K16 and Q16 routes at exactly Llama's and Qwen3's geometries (the checks use
-    the default scale 1/sqrt(D)), the materialized route elsewhere. Decode: FlashDecoding on subgroups
+    """Prefill: Q32 where asked for and it fits; the one-pass subgroup route where the device has
+    subgroups, D is 64 or 128 (four invocations per query row: every subgroup holds them) and G is at
+    most its 32 rows; then the K16 and Q16 routes at exactly Llama's and Qwen3's geometries (the checks
+    use the default scale 1/sqrt(D)), the materialized route elsewhere. Decode: FlashDecoding on subgroups
     where the device has them and a variant fits (G 4 or 3 with D <= 64, G 2 with D <= 128; D a multiple of
     8), else FlashDecoding in workgroup memory where a KV head's query heads fit it (G <= 8, D <= 128
     and a multiple of 8, G * D <= 512); the materialized route otherwise, and when forced."""
@@ -41,12 +43,19 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
     if case["force"]:
         return case["force"]
     geometry = (case["heads"], case["kv_heads"], case["head_dim"])
+    if tokens > 1 and case.get("prefill"):
+        return case["prefill"]
     if tokens > 1:
         # Q32 when asked for and the device has its 22,976 bytes of workgroup memory and 256 invocations
         # (32 rows of 128 f32, a 16-key tile of 65 words, 32 x 16 probabilities, 3 x 32 row stats)
         q32 = (case.get("q32") and geometry == (16, 8, 128) and limits.get("maxComputeWorkgroupStorageSize", 0) >= 22976
                and limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 256)
-        return "sdpa_q32" if q32 else {(32, 8, 64): "sdpa_k16", (16, 8, 128): "sdpa_q16"}.get(geometry, "sdpa_materialized")
+        if q32:
+            return "sdpa_q32"
+        if "subgroups" in adapter["device_features"] and case["head_dim"] in (64, 128) and \
+                case["heads"] // case["kv_heads"] <= 32:
+            return "sdpa_prefill_subgroup"
+        return {(32, 8, 64): "sdpa_k16", (16, 8, 128): "sdpa_q16"}.get(geometry, "sdpa_materialized")
     group = case["heads"] // case["kv_heads"]
     subgroup_fits = "subgroups" in adapter["device_features"] and case["head_dim"] % 8 == 0 and \
         case["head_dim"] <= {4: 64, 3: 64, 2: 128}.get(group, 0)
@@ -57,9 +66,11 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
 
 
 def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, scale: float, route: str,
-                        adapter_info: dict, flash_split: tuple[str, int] | None = None):
+                        adapter_info: dict, flash_split: tuple[str, int] | None = None,
+                        prefill_kernel: str | None = None):
     """float64 attention of q [T, H, D] over k, v [>= pos + T, Hkv, D] (causal from pos), and its bound;
-    `flash_split` as sdpa() took it (a subgroup split pass and its workgroups instead of the table's)."""
+    `flash_split` and `prefill_kernel` as sdpa() took them (a subgroup split pass and its workgroups, a
+    subgroup prefill variant, instead of the table's)."""
     tokens, heads, dim = q.shape
     kv_heads = k.shape[1]
     group = heads // kv_heads
@@ -82,6 +93,10 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
             name, workgroups = flash_split or subgroup_flash_split(group, dim, adapter_info)
             splits, _, steps = flash_splits(ctx, kv_heads, subgroup_flash_step_keys(kernel(name)), workgroups)
             n_exp, spread = steps + 2, spread / np.log(2)
+        elif route == "sdpa_prefill_subgroup":                              # one rescale per step of U keys
+            name = prefill_kernel or subgroup_prefill_kernel(dim, adapter_info)
+            steps = -(-ctx // kernel(name).template_values["U"])
+            splits, n_exp, spread = 1, steps + 2, spread / np.log(2)
         elif route == "sdpa_flash_decode":
             splits, _, tiles = flash_splits(ctx, kv_heads)                   # its 32-key tiles, one rescale each
             n_exp, spread = tiles + 2, spread / np.log(2)
@@ -177,7 +192,7 @@ def verify_attention_report(report: dict, read) -> dict:
             assert step["attention_conflicts"] == 0, f"{name}: conflicting attention routes {step['routes']}"
             got = np.frombuffer(read(step["artifact"]), np.float32).reshape(q.shape).astype(np.float64)
             exact, bound = attention_reference(q, k16, v16, step["pos"], case["scale"], route,
-                                               report["adapter"]["info"])
+                                               report["adapter"]["info"], prefill_kernel=case.get("prefill_kernel"))
             error = np.abs(got - exact)
             over = np.argwhere(~(error <= bound))
             assert not over.size, (f"{name} step at {step['tokens']} tokens from {step['pos']} ({route}): "

@@ -1,0 +1,143 @@
+// Causal attention for a prefill in one pass on subgroups, with an online softmax, for any G = Hq / Hkv
+// and head_dim D = ${8 * SUB * W} exactly. A query row (a token's head) belongs to SUB = ${SUB} invocations of
+// one subgroup, each holding W = ${W} vec4 words (8 f16 dims each) of its query, pre-scaled, and of its
+// output in registers: lane part p has row words p, p + SUB, ... Nothing is staged and nothing waits on a
+// barrier: every row of a subgroup reads the same key's words at once (one KV head per workgroup), so
+// the loads broadcast; the SUB partial dots meet in log2(SUB) subgroup shuffles, after which every lane
+// of the row holds the same score and runs the same base-2 online softmax. U = ${U} keys per step${", the
+// next step's words loading while this step's are used" if PF else ""}. A workgroup owns T = ROWS / G
+// consecutive tokens x the G heads of one KV head and walks the keys up to its last token's causal
+// bound (rows mask the keys past their own); the token tiles run from the last (the longest walks)
+// to the first, so the short ones fill in at the end. Grid: (ceil(tokens / T), Hkv).
+// The cache is f16 packed two per u32, [capacity, Hkv, D / 2]; q and out are [tokens, Hq, D], f32.
+enable subgroups;
+
+const WG: u32 = ${WG}u;
+const SUB: u32 = ${SUB}u;               // invocations per row
+const W: u32 = ${W}u;                   // vec4 words per invocation
+const U: u32 = ${U}u;                   // keys per step
+const D: u32 = ${8 * SUB * W}u;
+const WORDS: u32 = D / 8u;              // vec4 words per cache row
+const ROWS: u32 = WG / SUB;
+const NEG: f32 = -0x1.fffffep+127f;     // an empty running max: exp2(NEG - m) is 0 for any real m
+
+struct Params {
+  tokens: u32,
+  heads: u32,
+  kv_heads: u32,
+  head_dim: u32,
+  pos: u32,             // the first token's position
+  ctx: u32,             // pos + tokens
+  scale: f32,           // scale * log2(e)
+}
+
+@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> k_cache: array<vec4<u32>>;   // four f16 pairs a word
+@group(0) @binding(2) var<storage, read> v_cache: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(4) var<uniform> params: Params;
+
+var<workgroup> tickets: atomic<u32>;    // WGSL has no subgroup index: subgroups take one
+
+fn low_half(word: vec4<u32>) -> vec4<f32> {
+  return vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y));
+}
+
+fn high_half(word: vec4<u32>) -> vec4<f32> {
+  return vec4<f32>(unpack2x16float(word.z), unpack2x16float(word.w));
+}
+
+struct Words {
+  k: array<vec4<u32>, U * W>,
+  v: array<vec4<u32>, U * W>,
+}
+
+// This lane's words of keys [first, first + U) (a key past `last` reads `last`'s words: it is masked).
+fn load_step(first: u32, last: u32, part: u32, kv: u32) -> Words {
+  var loaded: Words;
+  $for u in range(U):
+    {
+      let row = min(first + ${u}u, last) * params.kv_heads * WORDS + kv * WORDS;
+      $for i in range(W):
+        loaded.k[${u * W + i}u] = k_cache[row + part + ${i}u * SUB];
+        loaded.v[${u * W + i}u] = v_cache[row + part + ${i}u * SUB];
+    }
+  return loaded;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) grid: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32,
+        @builtin(subgroup_size) width: u32) {
+  let kv = wid.y;
+  let g = params.heads / params.kv_heads;
+  let per_tile = ROWS / g;                          // tokens per workgroup
+  let t0 = (grid.x - 1u - wid.x) * per_tile;        // the last token tile first
+  // Set here, not trusted to start zeroed (lavapipe reuses one workgroup's memory for the next).
+  if (index == 0u) {
+    atomicStore(&tickets, 0u);
+  }
+  workgroupBarrier();
+  var ticket = 0u;
+  if (lane == 0u) {                                 // every subgroup is full (WG is a multiple of its width)
+    ticket = atomicAdd(&tickets, 1u);
+  }
+  let order = subgroupBroadcastFirst(ticket);
+  let row = order * (width / SUB) + lane / SUB;
+  let part = lane % SUB;
+  let token = t0 + row / g;
+  let live = row < per_tile * g && token < params.tokens;
+  let head = kv * g + row % g;
+  let at = (min(token, params.tokens - 1u) * params.heads + min(head, params.heads - 1u)) * 2u * WORDS;
+  var qs: array<vec4<f32>, 2u * W>;                 // [word i, half]: dims 8 (part + SUB i) ..
+  $for i in range(W):
+    qs[${2 * i}u] = select(vec4<f32>(0.0), q[at + 2u * (part + ${i}u * SUB)] * params.scale, live);
+    qs[${2 * i + 1}u] = select(vec4<f32>(0.0), q[at + 2u * (part + ${i}u * SUB) + 1u] * params.scale, live);
+  let bound = params.pos + token;                   // this row's last key
+  let last = params.pos + min(t0 + per_tile, params.tokens) - 1u;   // the workgroup's last key
+  let steps = last / U + 1u;
+  var m = NEG;
+  var l = 0.0;
+  var acc: array<vec4<f32>, 2u * W>;
+  $if PF:
+    var next = load_step(0u, last, part, kv);
+  for (var step = 0u; step < steps; step++) {
+    let first = step * U;
+    $if PF:
+      let now = next;
+      next = load_step(min(first + U, last), last, part, kv);
+    $else:
+      let now = load_step(first, last, part, kv);
+    var scores: array<f32, U>;
+    var m_new = m;
+    $for u in range(U):
+      {
+        var s = 0.0;
+        $for i in range(W):
+          s += dot(qs[${2 * i}u], low_half(now.k[${u * W + i}u])) + dot(qs[${2 * i + 1}u], high_half(now.k[${u * W + i}u]));
+        $for level in range(5):
+          $if (1 << level) < SUB:
+            s += subgroupShuffleXor(s, ${1 << level}u);
+        scores[${u}u] = select(NEG, s, first + ${u}u <= bound);
+        m_new = max(m_new, scores[${u}u]);
+      }
+    let alpha = exp2(m - m_new);
+    l *= alpha;
+    $for j in range(2 * W):
+      acc[${j}u] *= alpha;
+    $for u in range(U):
+      {
+        let p = select(0.0, exp2(scores[${u}u] - m_new), first + ${u}u <= bound);
+        l += p;
+        $for i in range(W):
+          acc[${2 * i}u] += p * low_half(now.v[${u * W + i}u]);
+          acc[${2 * i + 1}u] += p * high_half(now.v[${u * W + i}u]);
+      }
+    m = m_new;
+  }
+  if (live) {
+    $for i in range(W):
+      out[at + 2u * (part + ${i}u * SUB)] = acc[${2 * i}u] / l;
+      out[at + 2u * (part + ${i}u * SUB) + 1u] = acc[${2 * i + 1}u] / l;
+  }
+}
