@@ -17,7 +17,8 @@ from py_runtime.host.oracle.elementwise import f16_allowed
 from py_runtime.kernels import kernel, kernel_names
 from py_runtime.oneshot import run_op, tensor
 from py_runtime.models.config import LLAMA_3_2_1B, QWEN3_0_6B
-from py_runtime.ops.attention import AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa
+from py_runtime.ops.attention import (AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa,
+                                     subgroup_prefill_rows)
 from py_runtime.ops.rope import cos_sin_table, inverse_frequencies
 from py_runtime.plan import Plan
 from py_runtime.runtime import Runtime
@@ -213,6 +214,9 @@ def test_every_subgroup_prefill_variant_matches_the_oracle(name):
         await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=capacity, pos=0))
         results = []
         for group, tokens, pos in runs:
+            if group > subgroup_prefill_rows(kernel(name)):    # (the guard refuses it: tested in test_routes)
+                results.append(None)
+                continue
             heads = group * kv_heads
             q_host = rng.uniform(-1, 1, (tokens, heads, dim)).astype(np.float32)
             scratch = await AttentionScratch.allocate(runtime, f"s{group}.{tokens}", heads=heads, head_dim=dim,
@@ -228,7 +232,11 @@ def test_every_subgroup_prefill_variant_matches_the_oracle(name):
     info, results = asyncio.run(main())
     if info is None:
         pytest.skip(results)
-    for (group, tokens, pos), (q_host, got) in zip(runs, results):
+    assert sum(r is not None for r in results) >= 8
+    for (group, tokens, pos), result in zip(runs, results):
+        if result is None:
+            continue
+        q_host, got = result
         exact, bound = attention_reference(q_host, k16, v16, pos, 1 / dim ** 0.5, "sdpa_prefill_subgroup", info,
                                            prefill_kernel=name)
         assert np.all(np.abs(got - exact) <= bound), (name, group, tokens, pos, float(np.abs(got - exact).max()))

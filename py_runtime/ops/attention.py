@@ -47,7 +47,7 @@ from .tuning import tuning_table
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
            "TILED_ROUTES", "FLASH_ROUTES", "flash_splits", "max_flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys",
-           "subgroup_prefill_kernel", "subgroup_prefill_tokens", "tiled_workgroup_bytes"]
+           "subgroup_prefill_kernel", "subgroup_prefill_rows", "subgroup_prefill_tokens", "tiled_workgroup_bytes"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
@@ -450,8 +450,13 @@ def subgroup_prefill_kernel(head_dim: int, adapter_info: dict) -> str | None:
 
 
 def subgroup_prefill_tokens(spec, group: int) -> int:
-    """Tokens a workgroup of an sdpa_prefill_sg variant owns: its rows (invocations / SUB) over G heads."""
-    return spec.invocations // spec.template_values["SUB"] // group
+    """Tokens a workgroup of an sdpa_prefill_sg variant owns: its rows (invocations / SUB / KS) over G heads."""
+    return subgroup_prefill_rows(spec) // group
+
+
+def subgroup_prefill_rows(spec) -> int:
+    """Query rows a workgroup of an sdpa_prefill_sg variant holds: KS slots of SUB invocations each."""
+    return spec.invocations // spec.template_values["SUB"] // spec.template_values["KS"]
 
 
 def _subgroup_prefill_guard(req: _Attention) -> str | None:
@@ -467,7 +472,7 @@ def _subgroup_prefill_guard(req: _Attention) -> str | None:
     if sub > narrowest:
         return f"{name} needs subgroups of {sub} invocations at least; the adapter's smallest is {narrowest}"
     if subgroup_prefill_tokens(spec, req.group) < 1:
-        return f"{req.group} query heads per KV head exceed {name}'s {spec.invocations // sub} rows"
+        return f"{req.group} query heads per KV head exceed {name}'s {subgroup_prefill_rows(spec)} rows"
     return None
 
 

@@ -9,6 +9,12 @@
 // consecutive tokens x the G heads of one KV head and walks the keys up to its last token's causal
 // bound (rows mask the keys past their own); the token tiles run from the last (the longest walks)
 // to the first, so the short ones fill in at the end. Grid: (ceil(tokens / T), Hkv).
+$if KS > 1:
+  // The walk is latency-bound (a step's loads, dots, shuffles, exp2 and sums depend on each other), so
+  // each row has KS = ${KS} slots of SUB invocations, slot k taking steps k, k + KS, ...: KS times the
+  // invocations in flight, each with a KS-th of the chain. Every slot runs the same trip count (steps
+  // past the end are masked), so control flow stays uniform; at the end the KS partial (m, l, o) of a
+  // row meet in workgroup memory (a row's slots may sit in one subgroup or several: any width works).
 // The cache is f16 packed two per u32, [capacity, Hkv, D / 2]; q and out are [tokens, Hq, D], f32.
 enable subgroups;
 
@@ -18,7 +24,8 @@ const W: u32 = ${W}u;                   // vec4 words per invocation
 const U: u32 = ${U}u;                   // keys per step
 const D: u32 = ${8 * SUB * W}u;
 const WORDS: u32 = D / 8u;              // vec4 words per cache row
-const ROWS: u32 = WG / SUB;
+const KS: u32 = ${KS}u;                 // slots per row, each a share of the keys
+const ROWS: u32 = WG / SUB / KS;
 const NEG: f32 = -0x1.fffffep+127f;     // an empty running max: exp2(NEG - m) is 0 for any real m
 
 struct Params {
@@ -38,6 +45,9 @@ struct Params {
 @group(0) @binding(4) var<uniform> params: Params;
 
 var<workgroup> tickets: atomic<u32>;    // WGSL has no subgroup index: subgroups take one
+$if KS > 1:
+  var<workgroup> split_o: array<vec4<f32>, KS * ROWS * D / 4u>;   // [split, row, dim / 4]
+  var<workgroup> split_ml: array<vec2<f32>, KS * ROWS>;           // [split, row]
 
 fn low_half(word: vec4<u32>) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y));
@@ -83,7 +93,9 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     ticket = atomicAdd(&tickets, 1u);
   }
   let order = subgroupBroadcastFirst(ticket);
-  let row = order * (width / SUB) + lane / SUB;
+  let slot = order * (width / SUB) + lane / SUB;
+  let split = slot % KS;                            // this slot's share of the steps
+  let row = slot / KS;
   let part = lane % SUB;
   let token = t0 + row / g;
   let live = row < per_tile * g && token < params.tokens;
@@ -95,17 +107,17 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     qs[${2 * i + 1}u] = select(vec4<f32>(0.0), q[at + 2u * (part + ${i}u * SUB) + 1u] * params.scale, live);
   let bound = params.pos + token;                   // this row's last key
   let last = params.pos + min(t0 + per_tile, params.tokens) - 1u;   // the workgroup's last key
-  let steps = last / U + 1u;
+  let rounds = (last / U + KS) / KS;                // steps (last / U + 1) per subgroup, rounded up
   var m = NEG;
   var l = 0.0;
   var acc: array<vec4<f32>, 2u * W>;
   $if PF:
-    var next = load_step(0u, last, part, kv);
-  for (var step = 0u; step < steps; step++) {
-    let first = step * U;
+    var next = load_step(min(split * U, last), last, part, kv);
+  for (var round = 0u; round < rounds; round++) {
+    let first = (round * KS + split) * U;          // past `last`: every key masked
     $if PF:
       let now = next;
-      next = load_step(min(first + U, last), last, part, kv);
+      next = load_step(min(first + KS * U, last), last, part, kv);
     $else:
       let now = load_step(first, last, part, kv);
     var scores: array<f32, U>;
@@ -135,6 +147,32 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       }
     m = m_new;
   }
+  $if KS > 1:
+    // The KS shares of each row meet: rescale each to the row's maximum, add, divide once.
+    let here = split * ROWS + row;
+    split_ml[here] = vec2<f32>(m, l);
+    $for i in range(W):
+      split_o[here * (D / 4u) + 2u * (part + ${i}u * SUB)] = acc[${2 * i}u];
+      split_o[here * (D / 4u) + 2u * (part + ${i}u * SUB) + 1u] = acc[${2 * i + 1}u];
+    workgroupBarrier();
+    if (split != 0u) {
+      return;
+    }
+    var top = NEG;
+    for (var k = 0u; k < KS; k++) {
+      top = max(top, split_ml[k * ROWS + row].x);
+    }
+    l = 0.0;
+    $for j in range(2 * W):
+      acc[${j}u] = vec4<f32>(0.0);
+    for (var k = 0u; k < KS; k++) {
+      let share = split_ml[k * ROWS + row];
+      let rescale = exp2(share.x - top);
+      l += share.y * rescale;
+      $for i in range(W):
+        acc[${2 * i}u] += split_o[(k * ROWS + row) * (D / 4u) + 2u * (part + ${i}u * SUB)] * rescale;
+        acc[${2 * i + 1}u] += split_o[(k * ROWS + row) * (D / 4u) + 2u * (part + ${i}u * SUB) + 1u] * rescale;
+    }
   if (live) {
     $for i in range(W):
       out[at + 2u * (part + ${i}u * SUB)] = acc[${2 * i}u] / l;

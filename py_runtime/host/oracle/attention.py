@@ -94,9 +94,9 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
             splits, _, steps = flash_splits(ctx, kv_heads, subgroup_flash_step_keys(kernel(name)), workgroups)
             n_exp, spread = steps + 2, spread / np.log(2)
         elif route == "sdpa_prefill_subgroup":                              # one rescale per step of U keys
-            name = prefill_kernel or subgroup_prefill_kernel(dim, adapter_info)
-            steps = -(-ctx // kernel(name).template_values["U"])
-            splits, n_exp, spread = 1, steps + 2, spread / np.log(2)
+            variant = kernel(prefill_kernel or subgroup_prefill_kernel(dim, adapter_info)).template_values
+            steps = -(-ctx // variant["U"])                                  # (over all KS slots: an overcount)
+            splits, n_exp, spread = variant["KS"], steps + 2, spread / np.log(2)
         elif route == "sdpa_flash_decode":
             splits, _, tiles = flash_splits(ctx, kv_heads)                   # its 32-key tiles, one rescale each
             n_exp, spread = tiles + 2, spread / np.log(2)

@@ -19,7 +19,8 @@ const W: u32 = 1u;                   // vec4 words per invocation
 const U: u32 = 4u;                   // keys per step
 const D: u32 = 64u;
 const WORDS: u32 = D / 8u;              // vec4 words per cache row
-const ROWS: u32 = WG / SUB;
+const KS: u32 = 1u;                 // slots per row, each a share of the keys
+const ROWS: u32 = WG / SUB / KS;
 const NEG: f32 = -0x1.fffffep+127f;     // an empty running max: exp2(NEG - m) is 0 for any real m
 
 struct Params {
@@ -39,7 +40,6 @@ struct Params {
 @group(0) @binding(4) var<uniform> params: Params;
 
 var<workgroup> tickets: atomic<u32>;    // WGSL has no subgroup index: subgroups take one
-
 fn low_half(word: vec4<u32>) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y));
 }
@@ -97,7 +97,9 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     ticket = atomicAdd(&tickets, 1u);
   }
   let order = subgroupBroadcastFirst(ticket);
-  let row = order * (width / SUB) + lane / SUB;
+  let slot = order * (width / SUB) + lane / SUB;
+  let split = slot % KS;                            // this slot's share of the steps
+  let row = slot / KS;
   let part = lane % SUB;
   let token = t0 + row / g;
   let live = row < per_tile * g && token < params.tokens;
@@ -108,15 +110,15 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   qs[1u] = select(vec4<f32>(0.0), q[at + 2u * (part + 0u * SUB) + 1u] * params.scale, live);
   let bound = params.pos + token;                   // this row's last key
   let last = params.pos + min(t0 + per_tile, params.tokens) - 1u;   // the workgroup's last key
-  let steps = last / U + 1u;
+  let rounds = (last / U + KS) / KS;                // steps (last / U + 1) per subgroup, rounded up
   var m = NEG;
   var l = 0.0;
   var acc: array<vec4<f32>, 2u * W>;
-  var next = load_step(0u, last, part, kv);
-  for (var step = 0u; step < steps; step++) {
-    let first = step * U;
+  var next = load_step(min(split * U, last), last, part, kv);
+  for (var round = 0u; round < rounds; round++) {
+    let first = (round * KS + split) * U;          // past `last`: every key masked
     let now = next;
-    next = load_step(min(first + U, last), last, part, kv);
+    next = load_step(min(first + KS * U, last), last, part, kv);
     var scores: array<f32, U>;
     var m_new = m;
     {
