@@ -66,11 +66,9 @@ ROUTES = (
     "q4_gemv_int8x_qkv_rope_qknorm",    # q4_gemv_int8x_qkv_rope normalizing each q and k head first (Qwen3)
     "q4_gemv_int8x_qkv_rope_qknorm_norm",   # the same normalizing and quantizing its own input too
     "sdpa_prefill_subgroup",    # one-pass online-softmax prefill attention on subgroups, any G, D 64 or 128
-    "sdpa_flash_one",       # attention of one live token: the subgroup split pass whose last workgroup per KV head reduces
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
-                                                 "sdpa_q32", "sdpa_flash_subgroup", "sdpa_prefill_subgroup",
-                                                 "sdpa_flash_one"})
+                                                 "sdpa_q32", "sdpa_flash_subgroup", "sdpa_prefill_subgroup"})
 _BITS = {name: i for i, name in enumerate(ROUTES)}
 
 

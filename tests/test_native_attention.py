@@ -45,18 +45,18 @@ def test_every_route_and_geometry_matches_the_oracle(native_run):
     worst = verify_attention_report(report, artifacts.__getitem__)
     assert all(0 <= ratio <= 1 for ratio in worst.values()), worst
     routes = {step["routes"][-1] for case in report["cases"] for step in case["steps"]}
-    assert routes == {"sdpa_materialized", "sdpa_flash_one", "sdpa_flash_subgroup", "sdpa_flash_decode",
-                      "sdpa_prefill_subgroup", "sdpa_k16", "sdpa_q16", "sdpa_q32"}
+    assert routes == {"sdpa_materialized", "sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_prefill_subgroup",
+                      "sdpa_k16", "sdpa_q16", "sdpa_q32"}
     # one plan per case served its prefill and then a decode, each attested with its own route
     prefill_then_decode = {c["geometry"]: [s["routes"][-1] for s in c["steps"]] for c in report["cases"]
                            if c["tokens"] > 1 and not c["force"] and not c["q32"] and not c["prefill"]}
-    assert prefill_then_decode == {"llama": ["sdpa_prefill_subgroup", "sdpa_flash_one"],
-                                   "qwen3": ["sdpa_prefill_subgroup", "sdpa_flash_one"],
+    assert prefill_then_decode == {"llama": ["sdpa_prefill_subgroup", "sdpa_flash_subgroup"],
+                                   "qwen3": ["sdpa_prefill_subgroup", "sdpa_flash_subgroup"],
                                    "awkward": ["sdpa_materialized", "sdpa_flash_decode"],
-                                   "gqa3": ["sdpa_prefill_subgroup", "sdpa_flash_one"]}
+                                   "gqa3": ["sdpa_prefill_subgroup", "sdpa_flash_subgroup"]}
     forced = {c["name"]: [s["routes"][-1] for s in c["steps"]] for c in report["cases"] if c["prefill"]}
-    assert forced == {"llama.s129.p1.sdpa_k16": ["sdpa_k16", "sdpa_flash_one"],
-                      "qwen3.s7.p300.sdpa_q16": ["sdpa_q16", "sdpa_flash_one"]}
+    assert forced == {"llama.s129.p1.sdpa_k16": ["sdpa_k16", "sdpa_flash_subgroup"],
+                      "qwen3.s7.p300.sdpa_q16": ["sdpa_q16", "sdpa_flash_subgroup"]}
 
 
 def test_the_verifier_catches_wrong_outputs_caches_and_routes(native_run):
@@ -85,7 +85,7 @@ def test_the_verifier_catches_wrong_outputs_caches_and_routes(native_run):
         verify_attention_report({**report, "cases": [rope_case]}, broken.__getitem__)
     relabelled = copy.deepcopy(case)                    # a decode attested as the materialized route
     relabelled["steps"][1]["routes"] = ["kv_cache_write", "sdpa_materialized"]
-    with pytest.raises(AssertionError, match="expected sdpa_flash_one"):
+    with pytest.raises(AssertionError, match="expected sdpa_flash_subgroup"):
         verify_attention_report({**report, "cases": [relabelled]}, artifacts.__getitem__)
 
 

@@ -60,13 +60,12 @@ _SWEEP_WORKGROUPS = (64, 128, 256, 512, 1024)
 FLOOR_BYTES = 256               # each dispatch of the two-pass floor reads this much
 
 
-def _flash_sweep(config: ModelConfig, context: int, route: str = "sdpa_flash_subgroup") -> list[AttentionBenchCase]:
-    """Every subgroup split-pass variant of the geometry (shipped and sweep) at several workgroup targets,
-    through `route`: the two-pass one, or sdpa_flash_one (each shape's one-pass form)."""
+def _flash_sweep(config: ModelConfig, context: int) -> list[AttentionBenchCase]:
+    """Every subgroup split-pass variant of the geometry (shipped and sweep) at several workgroup targets."""
     group = config.heads // config.kv_heads
     names = [name for name in kernel_names() if name.startswith("sdpa_flash_split_sg_")
              and kernel(name).template_values["G"] == group and 32 * kernel(name).template_values["W"] >= config.head_dim]
-    return [AttentionBenchCase(config, 1, context, route, (name, workgroups))
+    return [AttentionBenchCase(config, 1, context, "sdpa_flash_subgroup", (name, workgroups))
             for name in names for workgroups in _SWEEP_WORKGROUPS]
 
 
@@ -79,25 +78,20 @@ def _prefill_sweep(config: ModelConfig) -> list[AttentionBenchCase]:
 
 
 ATTENTION_PRESETS = {
-    # FlashDecoding in one dispatch beside its two-pass form and the rest
     "attention_decode": [AttentionBenchCase(m, 1, ctx, route) for m in _MODELS
                          for ctx in (128, 512, 1024, 2048, 4096, 8192)
-                         for route in ("sdpa_flash_one", "sdpa_flash_subgroup", "sdpa_flash_decode",
-                                       "sdpa_materialized")],
+                         for route in ("sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_materialized")],
     "attention_prefill": [AttentionBenchCase(m, s, s, route)
                           for m, one_pass in ((LLAMA_3_2_1B, ("sdpa_prefill_subgroup", "sdpa_k16")),
                                               (QWEN3_0_6B, ("sdpa_prefill_subgroup", "sdpa_q16", "sdpa_q32")))
                           for s in (128, 512, 2048) for route in (*one_pass, "sdpa_materialized")],
     "attention_prefill_sweep": [case for m in _MODELS for case in _prefill_sweep(m)],
     "attention_flash_sweep": [case for m in _MODELS for case in _flash_sweep(m, 4096)],
-    # the same shapes and workgroup targets in one dispatch (fewer splits make the last workgroup's reduce shorter)
-    "attention_one_sweep": [case for m in _MODELS for case in _flash_sweep(m, 4096, "sdpa_flash_one")],
-    # SmolLM2-135M's 9/3/64: the G 3 subgroup split pass (one pass and two) against the workgroup-memory one.
+    # SmolLM2-135M's 9/3/64: the G 3 subgroup split pass against the workgroup-memory one it replaced.
     "attention_gqa3": [AttentionBenchCase(GQA3, 1, ctx, route) for ctx in (128, 1024, 4096)
-                       for route in ("sdpa_flash_one", "sdpa_flash_subgroup", "sdpa_flash_decode")],
+                       for route in ("sdpa_flash_subgroup", "sdpa_flash_decode")],
     # Toy sizes for CPU adapters and tests.
-    "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_one"),
-                       AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_subgroup"),
+    "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_subgroup"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_materialized"),
                        AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_materialized"),
@@ -126,7 +120,7 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
     out = await tensors.allocate(f"{prefix}.out", (case.tokens, heads, dim))
     scratch = await AttentionScratch.allocate(runtime, f"{prefix}.scratch", heads=heads, head_dim=dim,
                                               max_tokens=case.tokens, capacity=case.context)
-    owned += [k, v, q, out, *scratch.tensors]
+    owned += [k, v, q, out, scratch.scores, scratch.part_ml, scratch.part_o]
     await run_op(runtime, *(fill_uniform(target=t, value_range=QKV_RANGE, seed=seed, stream=10 * index + i)
                             for i, t in enumerate((k, v, q))))
     plan = Plan(runtime, f"bench.{case.name}", live={"tokens": case.tokens, "pos": case.context - case.tokens})

@@ -238,7 +238,7 @@ class Decoder:
             caches.append(cache)
         scratch = await AttentionScratch.allocate(self.runtime, f"{c.key}.attn_scratch", heads=c.heads, head_dim=hd,
                                                   max_tokens=rows, capacity=self.capacity)
-        self._owned += scratch.tensors
+        self._owned += [scratch.scores, scratch.part_ml, scratch.part_o]
         forced = "sdpa_materialized" if self.attention == "materialized" else None
         decode_route = sdpa(q=q_rot, cache=caches[0], out=attn, scratch=scratch, heads=c.heads,
                             adapter=adapter, force=forced).calls[0].route

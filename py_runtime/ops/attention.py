@@ -7,16 +7,10 @@ head h reads KV head h // (Hq / Hkv). Token t of a step sits at position pos + t
 then every decode step; positions past the cache are refused before anything is dispatched.
 
 Routes (DECODE_ROUTES, PREFILL_ROUTES: the first whose guard passes; every one attested):
-  decode (live tokens == 1)  sdpa_flash_one      the subgroup split pass below in one dispatch: the
-                                                 last workgroup of each KV head to finish reduces its
-                                                 splits (a ticket per KV head; partials handed over
-                                                 in words that validate themselves). Needs what
-                                                 sdpa_flash_subgroup needs and a one-pass variant of
-                                                 its pick (with int8=, a quantizing one)
-                             sdpa_flash_subgroup FlashDecoding on subgroups: four invocations per key,
+  decode (live tokens == 1)  sdpa_flash_subgroup FlashDecoding on subgroups: four invocations per key,
                                                  each with its K and V words and every query head's
                                                  dims in registers; no barrier in the key loop. Needs
-                                                 'subgroups' and a variant for G (2, 3 or 4) and D (a
+                                                 'subgroups' and a variant for G (2 or 4) and D (a
                                                  multiple of 8, at most 32 W), then the reduce pass
                              sdpa_flash_decode   FlashDecoding: the cache split into chunks, one
                                                  workgroup per (split, KV head) sharing its K/V loads
@@ -53,13 +47,12 @@ from .tuning import tuning_table
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
            "TILED_ROUTES", "FLASH_ROUTES", "flash_splits", "max_flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys",
-           "one_pass_flash_kernel", "one_pass_words", "one_pass_counts", "subgroup_prefill_kernel",
-           "subgroup_prefill_rows", "subgroup_prefill_tokens", "tiled_workgroup_bytes"]
+           "subgroup_prefill_kernel", "subgroup_prefill_rows", "subgroup_prefill_tokens", "tiled_workgroup_bytes"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
 FLASH_MAX_HEAD_DIM = 128        # ... 2 * MAXHALF
-MAX_SPLITS = 256                # the scratch's splits per query head (sdpa_flash_subgroup.wgsl MAXS)
+MAX_SPLITS = 256                # the scratch's splits per query head
 _TARGET_WORKGROUPS = 2048       # split-pass workgroups wanted: latency-bound, they need many in flight per SM
 _WORKGROUP_TILE = 32            # sdpa_flash_decode.wgsl TILE: keys the workgroup-memory split pass stages at once
 _LANES_PER_KEY = 4              # sdpa_flash_subgroup.wgsl LANES: WebGPU's narrowest subgroup
@@ -102,24 +95,14 @@ class KVCache:
                    await runtime.tensors.allocate(f"{name}.v", shape, "u32"), offset, capacity, kv_heads, head_dim)
 
 
-def one_pass_words(heads: int, head_dim: int) -> int:
-    """The one-pass FlashDecoding's u32 words (sdpa_flash_subgroup.wgsl, ONE): an arrival count per KV
-    head (at most one per query head), a failure count, then per query head and split (m, l) and D
-    partial output values."""
-    return heads + 1 + heads * MAX_SPLITS * (head_dim + 2)
-
-
 @dataclass(frozen=True)
 class AttentionScratch:
     """Intermediate buffers shared by every layer's attention (one runs at a time): the materialized
-    route's scores [max_tokens * Hq, capacity], FlashDecoding's partials [Hq, MAX_SPLITS] for its
-    reduce pass, and the one-pass route's words (`partials`, one_pass_words), which must start zeroed
-    and which every completed dispatch leaves zeroed but for the failure count (one_pass_failures)."""
+    route's scores [max_tokens * Hq, capacity] and FlashDecoding's partials [Hq, MAX_SPLITS]."""
 
     scores: Tensor
     part_ml: Tensor
     part_o: Tensor
-    partials: Tensor
     max_tokens: int
     capacity: int
 
@@ -129,20 +112,7 @@ class AttentionScratch:
         tensors = runtime.tensors
         return cls(await tensors.allocate(f"{name}.scores", (max_tokens * heads, capacity)),
                    await tensors.allocate(f"{name}.part_ml", (heads * MAX_SPLITS, 2)),
-                   await tensors.allocate(f"{name}.part_o", (heads * MAX_SPLITS, head_dim)),
-                   await tensors.allocate(f"{name}.partials", (one_pass_words(heads, head_dim),), "u32"),
-                   max_tokens, capacity)
-
-    @property
-    def tensors(self) -> tuple[Tensor, ...]:
-        return self.scores, self.part_ml, self.part_o, self.partials
-
-
-def one_pass_counts(words: bytes, kv_heads: int) -> tuple[list[int], int]:
-    """From the one-pass words read back: the arrival counts (all 0 between dispatches) and the
-    failure count (heads whose reducer gave up waiting for a partial and wrote NaN; 0 in a healthy run)."""
-    counts = memoryview(words).cast("I")[:kv_heads + 1].tolist()
-    return counts[:kv_heads], counts[kv_heads]
+                   await tensors.allocate(f"{name}.part_o", (heads * MAX_SPLITS, head_dim)), max_tokens, capacity)
 
 
 def _window(tokens, pos, live, capacity: int, op: str) -> tuple[int, int]:
@@ -348,29 +318,6 @@ def _materialized(req: _Attention, phase: str) -> list[OpCall]:
                    tensors={"scores": scratch, "v_cache": cache.v, "out": req.out}, sizing=weighted, phase=phase)]
 
 
-def _decode_sizing(req: _Attention, step_keys: int, workgroups: int):
-    """The FlashDecoding passes' sizing at live sizes: (active, splits, params fields). With the position
-    on the GPU the passes are sized for the whole cache (the splits past the live context return at
-    once), and what they move is unknown when they are sized."""
-    cache = req.cache
-    longest = flash_splits(cache.capacity, cache.kv_heads, step_keys, workgroups)[0]
-
-    def plan(live) -> tuple[bool, int, dict]:
-        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
-        ctx = p + 1
-        fields = dict(kv_heads=cache.kv_heads, group=req.group, head_dim=cache.head_dim, ctx=ctx,
-                      max_splits=max_flash_splits(cache.kv_heads, workgroups), step_keys=step_keys,
-                      scale=req.scale * LOG2_E)
-        splits = longest if req.gpu_position else flash_splits(ctx, cache.kv_heads, step_keys, workgroups)[0]
-        return t == 1, splits, fields
-    return plan
-
-
-def _int8_fields(req: _Attention) -> dict:
-    """The params of a pass that also writes the output as int8 (the row's length, its group size)."""
-    return {} if req.int8 is None else dict(row=req.heads * req.cache.head_dim, group_size=req.int8.group_size)
-
-
 def _flash(subgroup: bool):
     """FlashDecoding's two passes: a split pass (the subgroup one, or the workgroup-memory one) writing
     per-split partials, then the reduce pass."""
@@ -383,7 +330,19 @@ def _flash(subgroup: bool):
         else:
             split_kernel, workgroups, step_keys = "sdpa_flash_split", _TARGET_WORKGROUPS, _WORKGROUP_TILE
         route = "sdpa_flash_subgroup" if subgroup else "sdpa_flash_decode"
-        plan = _decode_sizing(req, step_keys, workgroups)
+
+        # With the position on the GPU, the split pass is sized for the whole cache (the splits past the
+        # live context return at once) and what it moves is unknown when it is sized.
+        longest = flash_splits(cache.capacity, cache.kv_heads, step_keys, workgroups)[0]
+
+        def plan(live) -> tuple[bool, int, dict]:
+            t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
+            ctx = p + 1
+            fields = dict(kv_heads=cache.kv_heads, group=g, head_dim=dim, ctx=ctx,
+                          max_splits=max_flash_splits(cache.kv_heads, workgroups), step_keys=step_keys,
+                          scale=req.scale * LOG2_E)
+            splits = longest if req.gpu_position else flash_splits(ctx, cache.kv_heads, step_keys, workgroups)[0]
+            return t == 1, splits, fields
 
         def split(spec, live):
             active, splits, fields = plan(live)
@@ -396,7 +355,8 @@ def _flash(subgroup: bool):
         def reduce(spec, live):
             active, splits, fields = plan(live)
             counted = active and not req.gpu_position
-            fields.update(_int8_fields(req))
+            if req.int8 is not None:
+                fields.update(row=req.heads * dim, group_size=req.int8.group_size)
             return Sizing(workgroups=(req.heads, 1, 1) if active else IDLE, params=spec.pack_params(**fields),
                           bytes_moved=4 * req.heads * splits * (dim + 2) + 4 * req.heads * dim if counted else 0)
 
@@ -413,40 +373,6 @@ def _flash(subgroup: bool):
                        kernel="sdpa_flash_reduce_i8x" if req.int8 is not None else "sdpa_flash_reduce", route=route,
                        tensors=reduce_tensors, sizing=reduce, phase="decode")]
     return build
-
-
-_ONE_PASS = "sdpa_flash_one_sg_"
-
-
-def one_pass_flash_kernel(split_kernel: str, quantize: bool) -> str:
-    """The one-pass form (sdpa_flash_one_sg) of a subgroup split-pass variant: the same shape, its last
-    workgroup per KV head reducing; `quantize`: also writing the output as int8 (_i8x)."""
-    return f"{_ONE_PASS}{'i8x_' if quantize else ''}{split_kernel.removeprefix(_SUBGROUP_SPLIT)}"
-
-
-def _one_pass(req: _Attention) -> list[OpCall]:
-    """FlashDecoding in one dispatch: the subgroup split pass of the tuning table's pick (or the pinned
-    flash_split), whose last workgroup per KV head also reduces its splits."""
-    cache, dim = req.cache, req.cache.head_dim
-    split_kernel, workgroups = req.flash_split or subgroup_flash_split(req.group, dim, req.adapter.info)
-    plan = _decode_sizing(req, subgroup_flash_step_keys(kernel(split_kernel)), workgroups)
-
-    def sizing(spec, live):
-        active, splits, fields = plan(live)
-        counted = active and not req.gpu_position
-        fields.update(_int8_fields(req))
-        kv_bytes = 2 * fields["ctx"] * cache.kv_heads * dim * 2
-        handed = 4 * req.heads * splits * (dim + 2)            # partial words stored, then taken by the reducer
-        return Sizing(workgroups=(splits, cache.kv_heads, 1) if active else IDLE, params=spec.pack_params(**fields),
-                      bytes_moved=kv_bytes + 2 * 4 * req.heads * dim + 2 * handed if counted else 0,
-                      flops=4 * fields["ctx"] * req.heads * dim if counted else 0)
-
-    tensors = {"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "partials": req.scratch.partials, "out": req.out,
-               "offset": cache.offset}
-    if req.int8 is not None:
-        tensors.update(act_words=req.int8.words, act_stats=req.int8.stats)
-    return [OpCall(label=f"{req.label}.flash_one", kernel=one_pass_flash_kernel(split_kernel, req.int8 is not None),
-                   route="sdpa_flash_one", tensors=tensors, sizing=sizing, phase="decode")]
 
 
 # The one-pass tiled routes' exact geometries, from the seed's guards (the scale must be 1/sqrt(head_dim)
@@ -596,28 +522,12 @@ def _subgroup_flash_guard(req: _Attention) -> str | None:
     return None
 
 
-def _one_pass_guard(req: _Attention) -> str | None:
-    why = _subgroup_flash_guard(req)
-    if why is not None:
-        return why
-    words, needed = req.scratch.partials, one_pass_words(req.heads, req.cache.head_dim)
-    if words.dtype != "u32" or words.numel < needed:
-        return f"the scratch's one-pass words {words!r} are not u32 of at least {needed}"
-    split_kernel, _ = req.flash_split or subgroup_flash_split(req.group, req.cache.head_dim, req.adapter.info)
-    name = one_pass_flash_kernel(split_kernel, req.int8 is not None)
-    if name not in kernel_names():
-        return (f"no one-pass variant {name}" +
-                (" (the int8-writing form comes in the tuning tables' picks only)" if req.int8 is not None else ""))
-    return None
-
-
 DECODE_ROUTES = (
-    Route(name="sdpa_flash_one", guard=_one_pass_guard, build=_one_pass),
     Route(name="sdpa_flash_subgroup", guard=_subgroup_flash_guard, build=_flash(subgroup=True)),
     Route(name="sdpa_flash_decode", guard=_flash_guard, build=_flash(subgroup=False)),
     Route(name="sdpa_materialized", build=lambda req: _materialized(req, "any")),
 )
-FLASH_ROUTES = ("sdpa_flash_one", "sdpa_flash_subgroup", "sdpa_flash_decode")
+FLASH_ROUTES = ("sdpa_flash_subgroup", "sdpa_flash_decode")
 _TILED = {route: Route(name=route, guard=_tiled_guard(route), build=_tiled(route)) for route, *_ in TILED_ROUTES}
 PREFILL_ROUTES = (_TILED["sdpa_q32"],
                   Route(name="sdpa_prefill_subgroup", guard=_subgroup_prefill_guard, build=_subgroup_prefill),
@@ -635,15 +545,13 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
     docstring); `force` records one route only, for every token count; `q32` opts Qwen3's geometry into
     the 32-row prefill schedule where the device has the workgroup memory for it; `flash_split` (a
     sdpa_flash_split_sg kernel of this geometry, workgroups wanted) replaces the tuning table's pick, for
-    benchmark sweeps (the one-pass route runs that shape's sdpa_flash_one_sg form); `prefill_kernel` (an
-    sdpa_prefill_sg variant of this head_dim) likewise for the subgroup prefill; `prefill_route` forces the
-    prefill's route alone (the decode's is still the table's choice). `gpu_position`: decode steps add the
-    cache's offset to `pos`, which the GPU advances
+    benchmark sweeps; `prefill_kernel` (an sdpa_prefill_sg variant of this head_dim) likewise for the
+    subgroup prefill; `prefill_route` forces the prefill's route alone (the decode's is still the table's
+    choice). `gpu_position`: decode steps add the cache's offset to `pos`, which the GPU advances
     between steps (KVCache), so the FlashDecoding passes are sized once for any context; the
     materialized decode route, sized by the context, refuses it. `int8` (Int8Activations of out's rows
-    as [tokens, heads * D]) makes a decode's FlashDecoding reduce (the reduce pass, or the one-pass
-    route's reducing workgroups) also write its row quantized for an int8x linear, in place of
-    quantize_activations (heads of whole groups; a prefill still needs one)."""
+    as [tokens, heads * D]) makes a decode's FlashDecoding reduce also write its row quantized for an
+    int8x linear, in place of quantize_activations (heads of whole groups; a prefill still needs one)."""
     if flash_split is not None:
         values = kernel(flash_split[0]).template_values
         if (values["G"], 32 * values["W"] >= cache.head_dim) != (heads // cache.kv_heads, True):

@@ -37,9 +37,8 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
     most its 32 rows; then the K16 and Q16 routes at exactly Llama's and Qwen3's geometries (the checks
     use the default scale 1/sqrt(D)), the materialized route elsewhere. Decode: FlashDecoding on subgroups
     where the device has them and a variant fits (G 4 or 3 with D <= 64, G 2 with D <= 128; D a multiple of
-    8), in its one-pass form (which ships for every such pick), else FlashDecoding in workgroup memory
-    where a KV head's query heads fit it (G <= 8, D <= 128 and a multiple of 8, G * D <= 512); the
-    materialized route otherwise, and when forced."""
+    8), else FlashDecoding in workgroup memory where a KV head's query heads fit it (G <= 8, D <= 128
+    and a multiple of 8, G * D <= 512); the materialized route otherwise, and when forced."""
     limits = adapter["limits"]
     if case["force"]:
         return case["force"]
@@ -61,7 +60,7 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
     subgroup_fits = "subgroups" in adapter["device_features"] and case["head_dim"] % 8 == 0 and \
         case["head_dim"] <= {4: 64, 3: 64, 2: 128}.get(group, 0)
     if tokens == 1 and subgroup_fits:
-        return "sdpa_flash_one"
+        return "sdpa_flash_subgroup"
     fits = group <= 8 and case["head_dim"] <= 128 and case["head_dim"] % 8 == 0 and group * case["head_dim"] <= 512
     return "sdpa_flash_decode" if tokens == 1 and fits else "sdpa_materialized"
 
@@ -90,7 +89,7 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         exact[t] = np.einsum("hj,jhd->hd", weights, values)
         # (the split and step counts only set how many terms the bound counts: taken from the op, not judged)
         spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|
-        if route in ("sdpa_flash_subgroup", "sdpa_flash_one"):     # (the same arithmetic, one pass or two)
+        if route == "sdpa_flash_subgroup":
             name, workgroups = flash_split or subgroup_flash_split(group, dim, adapter_info)
             splits, _, steps = flash_splits(ctx, kv_heads, subgroup_flash_step_keys(kernel(name)), workgroups)
             n_exp, spread = steps + 2, spread / np.log(2)
@@ -177,10 +176,6 @@ def verify_attention_report(report: dict, read) -> dict:
     seed, worst = report["seed"], {}
     for case in report["cases"]:
         name = case["name"]
-        if "skipped" in case:       # only a forced subgroup route, only where the adapter lacks subgroups
-            assert case["force"] in ("sdpa_flash_one", "sdpa_flash_subgroup") and \
-                "subgroups" not in report["adapter"]["device_features"], f"{name}: skipped: {case['skipped']}"
-            continue
         k, v, q_prefill, q_decode = _cache_values(case, seed, QKV_RANGE)
         steps = list(zip(case["steps"], (q_prefill, q_decode)))
         if case.get("rope"):

@@ -7,10 +7,10 @@
 // queries of its heads for those dims in registers; HS = 1 such groups (slots, side by side) share a
 // key, each for G / HS of the heads (fewer registers; their loads are the same addresses). The four
 // partial dot products meet in two subgroup shuffles; each slot keeps its own online softmax in base 2
-// (the queries carry scale * log2(e)) over its keys, U = 1 keys per step.
-// After the loop the slots rescale to the
-// workgroup's maximum, sum by shuffles within a subgroup, then subgroup by subgroup in workgroup memory.
-// The partial (m, l) and unnormalized output o go to scratch [q head, split] for sdpa_flash_reduce, as
+// (the queries carry scale * log2(e)) over its keys, U = 1 keys per step${", the next step's words
+// loading while this step's are used" if PF else ""}. After the loop the slots rescale to the
+// workgroup's maximum, sum by shuffles within a subgroup, then subgroup by subgroup in workgroup memory;
+// the partial (m, l) and unnormalized output o go to scratch [q head, split] for sdpa_flash_reduce, as
 // the workgroup-memory split pass writes them.
 enable subgroups;
 
