@@ -91,8 +91,19 @@ def _h200_flash_split(group: int, words: int) -> tuple[str, int]:
 
 
 def _portable_prefill_attention(head_dim: int, narrowest: int) -> str:
-    """Four invocations per query row: every adapter's subgroups hold them."""
+    """Four invocations per query row (every adapter's subgroups hold them), one slot per row: on
+    SwiftShader 0.40x sdpa_k16's time and 0.73x sdpa_q16's at S 128 (docs/PERFORMANCE.md)."""
     return f"d{head_dim}s4w{head_dim // 32}u2p"
+
+
+def _h200_prefill_attention(head_dim: int, narrowest: int) -> str:
+    """From `bench kernels --preset attention_prefill_sweep` in Chromium (docs/bench/h200-2026-12-02-s13/):
+    four slots per row sharing its keys (the walk is latency-bound): Llama's D 64 113 us at S 512 (one
+    slot 168, K16 171), Qwen3's D 128 eight lanes of two words 115 us (one slot of four lanes 160, Q16
+    198); four lanes of four words (121 us) where subgroups may be narrower than 8."""
+    if head_dim == 128:
+        return "d128s8w2u2pk4" if narrowest >= 8 else "d128s4w4u2pk4"
+    return f"d{head_dim}s4w{head_dim // 32}u2pk4"
 
 
 def _is_h200(info: dict) -> bool:
@@ -117,7 +128,7 @@ H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) 
               matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
               gemv_int8x_glu_q8=lambda k, n, rows_copy: "r4u1w16",
               gemv_int8x_qkv_rope=_rope_rows_for, flash_split=_h200_flash_split,
-              prefill_attention=_portable_prefill_attention)
+              prefill_attention=_h200_prefill_attention)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
