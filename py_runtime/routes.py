@@ -66,6 +66,7 @@ ROUTES = (
     "q4_gemv_int8x_qkv_rope_qknorm",    # q4_gemv_int8x_qkv_rope normalizing each q and k head first (Qwen3)
     "q4_gemv_int8x_qkv_rope_qknorm_norm",   # the same normalizing and quantizing its own input too
     "sdpa_prefill_subgroup",    # one-pass online-softmax prefill attention on subgroups, any G, D 64 or 128
+    "q4_gemm_split_k",      # a prefill GEMM's K splits added up (with its bias and residual), small grids
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup", "sdpa_prefill_subgroup"})

@@ -208,3 +208,41 @@ def test_the_fused_glu_quantizes_its_output_as_quantize_activations_bit_for_bit(
         per_group = out_group_size // 32
         assert stats.shape[0] == n // 32 and (stats[per_group:2 * per_group, 0] == 0).all()
         assert (np.delete(stats[:, 0], range(per_group, 2 * per_group)) > 0).all(), kernel
+
+
+@pytest.mark.parametrize("has_bias, accumulate", [(False, False), (True, True)])
+def test_the_split_k_reduce_adds_the_splits_in_order_then_the_bias_and_the_residual(has_bias, accumulate):
+    """q4gsw_gemm_split_reduce (the subgroup-matrix GEMM's K splits, route q4_gemm_split_k), bit for bit
+    f32 arithmetic in the unsplit store's order: ((p0 + p1) + p2) + bias (+ out), over M x N not a
+    multiple of its workgroup."""
+    import numpy as np
+
+    from py_runtime.dispatch import OpCall, Sizing, linear_grid, single
+    from py_runtime.oneshot import run_op, tensor
+    from py_runtime.runtime import Runtime
+
+    splits, m, n = 3, 5, 37
+    rng = np.random.default_rng(5)
+    parts = rng.uniform(-4, 4, (splits, m, n)).astype(np.float32)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    residual = rng.uniform(-2, 2, (m, n)).astype(np.float32)
+
+    async def main():
+        runtime = await Runtime.create("native")
+        partials = await tensor(runtime, "partials", (splits * m * n + 11,), data=parts.tobytes() + bytes(44))
+        b = await tensor(runtime, "bias", (n,), data=bias.tobytes())
+        out = await tensor(runtime, "out", (m, n), data=residual.tobytes())
+        call = OpCall(label="reduce", kernel="q4gsw_gemm_split_reduce", route="q4_gemm_split_k",
+                      tensors={"partials": partials, "bias": b, "out": out},
+                      sizing=lambda spec, live: Sizing(workgroups=linear_grid(m * n, spec.invocations, 65535),
+                                                       params=spec.pack_params(m=m, n=n, splits=splits,
+                                                                               has_bias=has_bias, accumulate=accumulate)))
+        return np.frombuffer((await run_op(runtime, single(call), read=[out]))["out"], np.float32).reshape(m, n)
+
+    got = asyncio.run(main())
+    expected = (parts[0] + parts[1]) + parts[2]
+    if has_bias:
+        expected = expected + bias
+    if accumulate:
+        expected = expected + residual
+    assert np.array_equal(got, expected)

@@ -17,14 +17,15 @@ from py_runtime.ops.norm import rms_norm
 from py_runtime.ops.q4 import Q4Weight
 from py_runtime.models.config import LAYOUTS
 from py_runtime.ops.attention import KVCache
-from py_runtime.ops.q4_linear import NormPrologue, QKVRope, gemm_sgmat_shapes, q4_linear, q4_linear_glu, q4_linear_qkv
+from py_runtime.ops.q4_linear import (NormPrologue, QKVRope, gemm_sgmat_shapes, k_splits, q4_linear, q4_linear_glu,
+                                      q4_linear_qkv, split_k_room)
 from py_runtime.ops.tuning import tuning_for
 from py_runtime.routing import RouteUnavailable
 from py_runtime.tensors import Tensor
 
 LINEAR_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl", "shaders/quant/q4gsw_gemm.wgsl",
                   "shaders/quant/q4gsw_gemm_dp4a.wgsl", "shaders/quant/q4gsw_gemm_sgmat.wgsl",
-                  "shaders/quant/q4gsw_gemm_sgmat_f16.wgsl",
+                  "shaders/quant/q4gsw_gemm_sgmat_f16.wgsl", "shaders/quant/q4gsw_gemm_split_reduce.wgsl",
                   "shaders/quant/q4gsw_linear_generic.wgsl")
 SGMAT_I8 = {"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32}
 SGMAT_F16 = {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16}
@@ -85,6 +86,8 @@ def _reachable() -> set[str]:
             w = _weight(k, n, gs, rows_copy)
             out = Tensor("o", (2, n), "f32", 0)
             ops += [q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=int8) for int8 in (False, True, act, every_row)]
+            ops.append(q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=every_row,      # K split, small grids
+                                 partials=Tensor("partials", (split_k_room(),), "f32", 0, "scratch")))
             ops.append(q4_linear(x=x, weight=w, out=out, adapter=adapter, half=True))
             ops.append(q4_linear(x=x, weight=w, out=out, adapter=adapter, bias=_t("b", n), int8=act))
             if n % 2 == 0:
@@ -312,6 +315,50 @@ def test_the_subgroup_matrix_gemm_takes_the_int8_prefill_where_the_device_allows
         assert kernels == ["q4gsw_gemm_dp4a_m64k64"] and why in explained, (why, explained)
         with pytest.raises(RouteUnavailable, match="route 'q4_gemm_sgmat_i8' cannot run here"):
             q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act, force="q4_gemm_sgmat_i8")
+
+
+def test_k_splits_take_whole_groups_and_tiles_within_the_room_and_only_where_the_grid_is_small():
+    room = split_k_room()
+    for k, n, gs in ((2048, 2048, 64), (2048, 512, 64), (8192, 2048, 64), (3072, 1024, 64), (1024, 40, 128),
+                     (2048, 100, 32), (160, 131, 32)):
+        for m in (2, 7, 128, 129, 512, 2048):
+            splits, per_split = k_splits(k, n, gs, m, 32, 64, room)
+            chunks, tiles = k // 32, -(-n // 64) * -(-m // 32)
+            assert 1 <= splits <= 8 and (splits - 1) * per_split < chunks <= splits * per_split, (k, n, m)
+            if splits > 1:
+                assert per_split % max(2, gs // 32) == 0 and per_split >= 8       # whole groups and K tiles
+                assert splits * m * n <= room and (splits - 1) * tiles < 512      # no more than the grid needs
+            else:
+                assert per_split == chunks
+    assert k_splits(2048, 2048, 64, 128, 32, 64, room) == (4, 16)      # 128 tiles: 512 workgroups
+    assert k_splits(2048, 2048, 64, 512, 32, 64, room)[0] == 1         # 512 tiles already
+    assert k_splits(2048, 2048, 64, 128, 32, 64, 3 * 128 * 2048)[0] == 3   # the scratch holds 3
+
+
+def test_a_small_subgroup_matrix_grid_splits_k_and_a_reduce_adds_the_splits():
+    """With a partials scratch, the subgroup-matrix GEMM runs its _sk form: at M 128 (128 tiles of 32 x 64)
+    K in 4 splits over grid z and the reduce pass after it; at M 512 (512 tiles) one split and the reduce
+    idles; the DP4A GEMM (large grids, and adapters without subgroup matrices) never splits."""
+    k, n = 2048, 2048
+    w = _weight(k, n, 64, False)
+    x, out = Tensor("x", (512, k), "f32", 0, "x"), Tensor("out", (512, n), "f32", 0, "out")
+    act = Int8Activations(x, Tensor("xq", (512, k // 4), "u32", 0), Tensor("xs", (512, k // 16), "f32", 0), 64)
+    partials = Tensor("partials", (split_k_room(),), "f32", 0, "scratch")
+    op = q4_linear(x=x, weight=w, out=out, adapter=ADAPTERS["h200-chromium-sgmat"], int8=act, partials=partials,
+                   accumulate=True)
+    assert [call.route for call in op] == ["q4_gemv_int8x", "q4_gemm_sgmat_i8", "q4_gemm_dp4a", "q4_gemm_split_k"]
+    gemm, reduce = op.calls[1], op.calls[3]
+    assert gemm.kernel == "q4gsw_gemm_sgmat_sk_m32n64w4p" and gemm.tensors["partials"] is partials
+
+    def grid(call, m):
+        return call.sizing(kernel(call.kernel), {"tokens": m}).workgroups
+
+    assert grid(gemm, 128) == (32, 4, 4) and grid(reduce, 128) == (1024, 1, 1)     # 128 x 2048 outputs
+    assert grid(gemm, 512) == (32, 16, 1) and grid(reduce, 512) == (0, 0, 0)
+    plain = q4_linear(x=x, weight=w, out=out, adapter=ADAPTERS["other-sg32"], int8=act, partials=partials)
+    assert [call.kernel for call in plain.at(128)] == ["q4gsw_gemm_dp4a_m64k64"]
+    with pytest.raises(ValueError, match="partials .* must be an f32 scratch of its own"):
+        q4_linear(x=x, weight=w, out=out, adapter=ADAPTERS["h200-chromium-sgmat"], int8=act, partials=out)
 
 
 def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_possible():

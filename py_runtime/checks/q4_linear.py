@@ -19,6 +19,7 @@ from ..ops.int8_activations import Int8Activations, quantize_activations, rms_no
 from ..ops.q4 import Q4Weight, q4_embedding, q4_quantize, q4_scales_rows
 from ..ops.attention import KVCache, rope_kv_cache_write
 from ..ops.q4_linear import (NormPrologue, QKVRope, gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_shapes, q4_linear,
+                              split_k_room,
                              q4_linear_glu, q4_linear_qkv)
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies
 from ..ops.synth import UniformRange, fill_uniform
@@ -73,6 +74,8 @@ class LinearCase:
                                              # subgroup-matrix one where the adapter has it, else DP4A)
     gemm_shape: str | None = None            # dp4a only: pin the int8 GEMM's tile (None: the route's choice)
     half: bool = False                       # f32 x, the prefill on the f16 subgroup-matrix GEMM (opt-in)
+    split_k: bool = False                    # dp4a only: a partials scratch, so the subgroup-matrix GEMM may
+                                             # split K where its grid is small (q4_linear(partials=))
 
     @property
     def n_total(self) -> int:
@@ -330,7 +333,13 @@ PRESETS = {
               + [LinearCase(f"sgmat.tile.{shape}", 160, 131, (2, 129), group_size=32, bias=True, int8x=True,
                             dp4a=True, gemm_shape=shape, stream=700 + i) for i, shape in enumerate(gemm_sgmat_shapes())]
               + [LinearCase(f"sgmat.tile.{shape}.llama.gate_up", *_LLAMA["gate_up"], (7, 512), int8x=True, dp4a=True,
-                            gemm_shape=shape, stream=720 + i) for i, shape in enumerate(gemm_sgmat_shapes())]),
+                            gemm_shape=shape, stream=720 + i) for i, shape in enumerate(gemm_sgmat_shapes())]
+              # K split over more workgroups where the grid is small: both models' projections (the QKV as
+              # three), K tails, gs 32 and 128, a bias, N not a multiple of the tile
+              + [LinearCase(f"sgmat.split_k.{c.name.removeprefix('dp4a.')}", c.k, c.n, c.rows, c.group_size, c.bias,
+                            c.n_kv, int8x=True, dp4a=True, split_k=True, stream=780 + i)
+                 for i, c in enumerate(c for c in _cases((1, 7), (1,), None, (7, 128, 129, 512))
+                                       if c.dp4a and not c.gemm_shape and not c.norm)]),
     # The f16 subgroup-matrix GEMM (half=True): every projection of both models at the prefill row counts,
     # then K tails within a K tile, N not a multiple of the tile, gs 32 and 128, a bias; only for an
     # adapter with shader-f16 and the f16 config (Chromium on NVIDIA with the f16 flag).
@@ -387,6 +396,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
         again = Tensor(f"{prefix}.out_again", outs[0].shape, "f32", outs[0].usage, outs[0].buffer)
         alone = await Int8Activations.allocate(runtime, again, gs)
     prologue = NormPrologue(x=raw, weight=norm_weight, eps=NORM_EPS) if case.norm_prologue else None
+    partials = await tensors.allocate(f"{prefix}.partials", (split_k_room(),)) if case.split_k else None
     rope = None
     if case.glu:
         linear = q4_linear_glu(act=activations, weight=weight, out=outs[0], adapter=device.adapter,
@@ -394,11 +404,12 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
     elif case.n_kv:
         rope = await _rope_pair(runtime, prefix, case, outs, activations, weight, prologue, seed) if case.rope else None
         linear = q4_linear_qkv(x=x, weight=weight, outs=outs, adapter=device.adapter, int8=activations,
-                               gemv_shape=_same_sums_shape(rope["ops"][-1], case) if rope else case.gemv_shape)
+                               gemv_shape=_same_sums_shape(rope["ops"][-1], case) if rope else case.gemv_shape,
+                               partials=partials)
     else:
         linear = q4_linear(x=x, weight=weight, out=outs[0], adapter=device.adapter, bias=bias, force=case.force,
                            gemv_shape=case.gemv_shape, gemm_shape=case.gemm_shape, half=case.half,
-                           int8=activations if activations else case.int8)
+                           int8=activations if activations else case.int8, partials=partials)
     await plan.add(linear)
     if alone is not None:
         await plan.add(quantize_activations(alone))
@@ -468,7 +479,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             weight_artifacts.append(f"{prefix}.scales_rows.f32")
             await sink(weight_artifacts[2], await device.read_buffer(rows_copy.buffer))
     plan.release()
-    for tensor in (packed, scales, rows_copy, x, raw, norm_weight, bias, *outs,
+    for tensor in (packed, scales, rows_copy, x, raw, norm_weight, bias, partials, *outs,
                    *((activations.words, activations.stats) if activations else ()),
                    *(out_q8.tensors + alone.tensors if alone else ()),
                    *((rope["table"], *rope["q_out"], *rope["qk_norm"],
@@ -481,7 +492,7 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
             "rope": case.rope and {"layout": case.rope, "head_dim": ROPE_HEAD_DIM, "capacity": ROPE_CAPACITY,
                                    "row": ROPE_POS + ROPE_OFFSET, "qk_norm": case.qk_norm},
             "norm": case.norm, "norm_prologue": case.norm_prologue,
-            "dp4a": case.dp4a, "gemm_shape": case.gemm_shape, "half": case.half,
+            "dp4a": case.dp4a, "gemm_shape": case.gemm_shape, "half": case.half, "split_k": case.split_k,
             "kernels": [call.kernel for call in linear],
                 "why": [decision.to_json() for decision in linear.decisions],
             "stream": case.stream, "force": case.force, "runs": runs, "weight_artifacts": weight_artifacts}

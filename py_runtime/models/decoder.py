@@ -69,7 +69,7 @@ from ..ops.attention import FLASH_ROUTES, AttentionScratch, KVCache, kv_cache_wr
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.norm import rms_norm
 from ..ops.q4 import q4_embedding
-from ..ops.q4_linear import NormPrologue, QKVRope, q4_linear, q4_linear_glu, q4_linear_qkv
+from ..ops.q4_linear import NormPrologue, QKVRope, q4_linear, q4_linear_glu, q4_linear_qkv, split_k_room
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies, rope
 from ..ops.sample import Sampling, sample, sample_candidates_needed
 from ..ops.sequence import last_row, token_history
@@ -250,10 +250,13 @@ class Decoder:
         gpu = self.position_on_gpu = possible and self.gpu_position is not False
         pos = 0 if gpu else POS
         reduce_quantizes = int8x and decode_route in FLASH_ROUTES and hd % GROUP_SIZE == 0
+        partials = None
         if int8x:
             # every row quantized: the prefill's linears take the DP4A GEMMs (the head reads one row)
             xn_q, attn_q, act_q = [await self._int8(x, rows) for x in (xn, attn_rows, act)]
             last_q = await self._int8(last_n)
+            # where the subgroup-matrix GEMM's grid is small, its K splits (one linear runs at a time)
+            partials = await t("gemm_partials", (split_k_room(),)) if rows > 1 else None
 
         self.plan = Plan(self.runtime, f"{c.key}.decoder", live={TOKENS: rows, POS: 0})
         add = self._add
@@ -286,7 +289,7 @@ class Decoder:
                                    qk_norm=(layer("q_norm"), layer("k_norm")) if c.qk_norm else None,
                                    eps=c.norm_eps) if int8x and hd % 4 == 0 else None
                 qkv_op = q4_linear_qkv(x=xn, weight=qkv, adapter=adapter, int8=xn_q if int8x else None, outs=qkv_outs,
-                                       rope=qkv_rope, half=half, norm=prologue(layer("attn_norm")))
+                                       rope=qkv_rope, half=half, norm=prologue(layer("attn_norm")), partials=partials)
                 qkv_ropes = any(call.route.startswith("q4_gemv_int8x_qkv_rope") for call in qkv_op.calls)
                 await norm_into_xn(layer("attn_norm"), qkv_op)
                 await add(qkv_op)
@@ -296,7 +299,7 @@ class Decoder:
                 for out in qkv_outs:
                     width = out.shape[-1]
                     await add(q4_linear(x=xn, weight=qkv.rows(qkv.n_offset + first, width), out=out, adapter=adapter,
-                                        int8=xn_q if int8x else False, half=half))
+                                        int8=xn_q if int8x else False, half=half, partials=partials))
                     first += width
             q_src, k_src = q, k
             fused_norm = c.qk_norm and hd % 4 == 0      # folded into the fused RoPE + cache write
@@ -322,12 +325,12 @@ class Decoder:
                 quantize = quantize_activations(attn_q)
                 await add(_prefill_only(quantize) if reduce_quantizes else quantize)
             await add(q4_linear(x=attn_rows, weight=layer("o"), out=h, adapter=adapter,
-                                int8=attn_q if int8x else False, accumulate=True, half=half))
+                                int8=attn_q if int8x else False, accumulate=True, half=half, partials=partials))
             gate_up = layer("gate_up")
             separate = [q4_linear(x=xn, weight=gate_up.rows(0, f), out=gate, adapter=adapter, int8=xn_q if int8x else False,
-                                  half=half),
+                                  half=half, partials=partials),
                         q4_linear(x=xn, weight=gate_up.rows(f, f), out=up, adapter=adapter, int8=xn_q if int8x else False,
-                                  half=half),
+                                  half=half, partials=partials),
                         swiglu(gate=gate, up=up, out=act)]
             glu = int8x and self.fused         # the fused gate/up + SwiGLU GEMV serves the decode
             glu_op = q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter, int8_out=act_q,
@@ -343,7 +346,7 @@ class Decoder:
                 quantize = quantize_activations(act_q)
                 await add(_prefill_only(quantize) if glu_quantizes else quantize)
             await add(q4_linear(x=act, weight=layer("down"), out=h, adapter=adapter,
-                                int8=act_q if int8x else False, accumulate=True, half=half))
+                                int8=act_q if int8x else False, accumulate=True, half=half, partials=partials))
 
         self._layer_op = None
         # The head reads one row at every step: its sizes are fixed, not the live TOKENS.

@@ -72,6 +72,7 @@ from .tuning import Tuning, tuning_for
 
 __all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "NormPrologue", "gemv_shapes", "gemv_int8_max_k",
            "gemv_group_size", "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE", "gemm_sgmat_shapes", "GEMM_SGMAT_SHAPE",
+           "k_splits", "split_k_room",
            "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GLU_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
 
 _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
@@ -84,6 +85,11 @@ SGMAT_I8_CONFIG = {"componentType": "i8", "resultComponentType": "i32", "M": 16,
 # GEMM is 1.0-1.8x faster up to 256 tiles and DP4A 1.15-1.3x faster from 384 (Llama's projections at M 128
 # and 512, docs/PERFORMANCE.md "Session 8").
 SGMAT_UNTIL_DP4A_TILES = 384
+# K splits of the subgroup-matrix GEMM where its grid is small (q4_linear(partials=)): workgroups wanted
+# (the H200's 132 SMs hold 4 of its 128-invocation workgroups each), splits at most, chunks a split at least.
+SPLIT_K_WORKGROUPS = 512
+SPLIT_K_MAX = 8
+SPLIT_K_MIN_CHUNKS = 8
 GEMM_SGMAT_F16_SHAPE = "m32n64w4"   # the f16 subgroup-matrix GEMM's tile (q4gsw_gemm_sgmat_f16.yaml)
 SGMAT_F16_CONFIG = {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16}
 # The shapes the BK64 GEMM and the fused QKV GEMM were built for: the seed's exact-geometry guards.
@@ -126,7 +132,7 @@ def gemm_sgmat_shapes(tier: str | None = None) -> tuple[str, ...]:
     """The subgroup-matrix GEMM's tile variants (suffixes of q4gsw_gemm_sgmat_), `tier` as for gemv_shapes."""
     prefix = "q4gsw_gemm_sgmat_"
     return tuple(name[len(prefix):] for name in kernel_names(tier)
-                 if name.startswith(prefix) and not name.startswith("q4gsw_gemm_sgmat_f16_"))
+                 if name.startswith(prefix) and not name.startswith(("q4gsw_gemm_sgmat_f16_", "q4gsw_gemm_sgmat_sk_")))
 
 
 def _sgmat_tile(shape: str, family: str = "q4gsw_gemm_sgmat") -> tuple[int, int, int]:
@@ -231,6 +237,7 @@ class _Linear:
     int8_out: Int8Activations | None = None     # glu: the output's int8 form, for q4_gemv_int8x_glu_q8
     rope: "QKVRope | None" = None               # qkv: RoPE and the cache write, for q4_gemv_int8x_qkv_rope
     norm: NormPrologue | None = None            # the RMSNorm before it, for the _norm routes
+    partials: Tensor | None = None              # scratch for a prefill GEMM's K splits (small grids)
 
     @property
     def limits(self) -> dict:
@@ -621,33 +628,84 @@ def _dp4a_tiles(w: Q4Weight, m: int) -> int:
     return -(-w.n // _TILE) * -(-m // int(kernel(f"q4gsw_gemm_dp4a_{GEMM_DP4A_SHAPE}").template_values["TM"]))
 
 
+def k_splits(k: int, n: int, group_size: int, m: int, tile_m: int, tile_n: int, room: int) -> tuple[int, int]:
+    """(splits, chunks per split) of a GEMM's K for M x N in tile_m x tile_n tiles: enough splits that the
+    grid has SPLIT_K_WORKGROUPS workgroups, each split whole groups and whole 64-wide K tiles and at least
+    SPLIT_K_MIN_CHUNKS chunks, at most SPLIT_K_MAX, and the partials [splits, M, N] within `room` floats."""
+    chunks, unit = k // 32, max(2, group_size // 32)
+    tiles = -(-n // tile_n) * -(-m // tile_m)
+    wanted = min(-(-SPLIT_K_WORKGROUPS // tiles), SPLIT_K_MAX, chunks // max(unit, SPLIT_K_MIN_CHUNKS),
+                 room // max(1, m * n))
+    if wanted <= 1:
+        return 1, chunks
+    per_split = -(-chunks // wanted // unit) * unit
+    return -(-chunks // per_split), per_split
+
+
+def split_k_room() -> int:
+    """Floats a decoder's shared partials scratch needs for any GEMM k_splits splits: fewer than
+    2 x SPLIT_K_WORKGROUPS output tiles of the subgroup-matrix GEMM (splits x tiles stays under that)."""
+    tile_m, tile_n, _ = _sgmat_tile(GEMM_SGMAT_SHAPE)
+    return 2 * SPLIT_K_WORKGROUPS * tile_m * tile_n
+
+
 def _int8_gemm_prefill(req: _Linear, route: str, rows: str = "all") -> OpCall:
     """The q4_gemm_dp4a or q4_gemm_sgmat_i8 dispatch: the same bindings and params. `rows` "small" or
-    "large": active only where the DP4A grid at the live M is under or from SGMAT_UNTIL_DP4A_TILES."""
+    "large": active only where the DP4A grid at the live M is under or from SGMAT_UNTIL_DP4A_TILES. With
+    `partials`, the subgroup-matrix GEMM splits K where its grid is small (k_splits) and _split_k_reduce
+    adds the splits up."""
     w, act, has_bias = req.weight, req.int8, req.bias is not None
     sgmat = route == "q4_gemm_sgmat_i8"
+    split = sgmat and req.partials is not None
     shape = req.gemm_shape or (GEMM_SGMAT_SHAPE if sgmat else GEMM_DP4A_SHAPE)
-    name = f"q4gsw_gemm_{'sgmat' if sgmat else 'dp4a'}_{shape}"
+    name = f"q4gsw_gemm_{'sgmat_sk' if split else 'sgmat' if sgmat else 'dp4a'}_{shape}"
     tile_m, tile_n = _sgmat_tile(shape)[:2] if sgmat else (int(kernel(name).template_values["TM"]), _TILE)
 
     def runs(m: int) -> bool:
         return rows == "all" or (_dp4a_tiles(w, m) >= SGMAT_UNTIL_DP4A_TILES) == (rows == "large")
+
+    def splitting(m: int) -> tuple[int, int]:
+        return k_splits(w.k, w.n, w.group_size, m, tile_m, tile_n, req.partials.numel) if split else (1, w.k // 32)
 
     def sizing(spec, live):
         m = req.rows(live)
         f32_moved, flops = _cost(w, m, has_bias, req.accumulate)
         moved = f32_moved - 4 * m * w.k + m * w.k + 8 * m * (w.k // 32)    # int8 rows and chunk stats for f32 x
         active = m > 1 and runs(m)
-        grid = (-(-w.n // tile_n), -(-m // tile_m), 1) if active else IDLE
-        return Sizing(workgroups=grid, params=spec.pack_params(m=m, k=w.k, n=w.n, n_total=w.n_total,
-                                                               n_offset=w.n_offset, group_size=w.group_size,
-                                                               has_bias=has_bias, accumulate=req.accumulate),
-                      bytes_moved=moved if active else 0, flops=flops if active else 0)
+        splits, split_chunks = splitting(m)
+        grid = (-(-w.n // tile_n), -(-m // tile_m), splits) if active else IDLE
+        fields = dict(m=m, k=w.k, n=w.n, n_total=w.n_total, n_offset=w.n_offset, group_size=w.group_size,
+                      has_bias=has_bias, accumulate=req.accumulate)
+        if sgmat:
+            fields.update(splits=splits, split_chunks=split_chunks)
+        return Sizing(workgroups=grid, params=spec.pack_params(**fields),
+                      bytes_moved=moved + 4 * (splits - 1) * m * w.n if active else 0, flops=flops if active else 0)
 
-    return OpCall(label=f"{req.label}.prefill", kernel=name, route=route,
-                  tensors={"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales,
-                           "bias": req.bias if has_bias else w.scales, "out": req.outs[0]},
-                  sizing=sizing, phase="prefill", runs=None if rows == "all" else runs)
+    tensors = {"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales,
+               "bias": req.bias if has_bias else w.scales, "out": req.outs[0]}
+    if split:
+        tensors["partials"] = req.partials
+    return OpCall(label=f"{req.label}.prefill", kernel=name, route=route, tensors=tensors, sizing=sizing,
+                  phase="prefill", runs=None if rows == "all" else runs)
+
+
+def _split_k_reduce(req: _Linear, rows: str = "all") -> OpCall:
+    """The subgroup-matrix GEMM's K splits added up (with the bias and the residual), where the GEMM at the
+    live M splits; idle elsewhere."""
+    w, has_bias = req.weight, req.bias is not None
+    tile_m, tile_n = _sgmat_tile(req.gemm_shape or GEMM_SGMAT_SHAPE)[:2]
+
+    def sizing(spec, live):
+        m = req.rows(live)
+        small = rows == "all" or _dp4a_tiles(w, m) < SGMAT_UNTIL_DP4A_TILES
+        splits = k_splits(w.k, w.n, w.group_size, m, tile_m, tile_n, req.partials.numel)[0] if m > 1 and small else 1
+        return Sizing(workgroups=linear_grid(m * w.n, spec.invocations, live_limit(live)) if splits > 1 else IDLE,
+                      params=spec.pack_params(m=m, n=w.n, splits=splits, has_bias=has_bias, accumulate=req.accumulate),
+                      bytes_moved=4 * m * w.n * (splits + 1 + req.accumulate) if splits > 1 else 0)
+
+    return OpCall(label=f"{req.label}.prefill_split_k", kernel="q4gsw_gemm_split_reduce", route="q4_gemm_split_k",
+                  tensors={"partials": req.partials, "bias": req.bias if has_bias else req.partials, "out": req.outs[0]},
+                  sizing=sizing, phase="prefill")
 
 
 def _bk64_guard(req: _Linear) -> str | None:
@@ -722,7 +780,7 @@ def _slots(req: _Linear, force: str | None = None) -> tuple[dict[str, OpCall], t
         for slot, routes in tables:
             if any(route.name == force for route in routes):
                 route, decision = choose(routes, req, op=req.label, slot=slot, force=force)
-                return {slot: route.build(req)}, (decision,)
+                return _with_split_k(req, {slot: route.build(req)}), (decision,)
         raise RouteUnavailable(f"{req.label}: no route {force!r}; routes: {[r.name for _, rs in tables for r in rs]}")
     decode, decode_why = choose(DECODE_ROUTES, req, op=req.label, slot="decode")
     prefill, prefill_why = choose(PREFILL_ROUTES, req, op=req.label, slot="prefill")
@@ -733,10 +791,18 @@ def _slots(req: _Linear, force: str | None = None) -> tuple[dict[str, OpCall], t
         # the subgroup-matrix GEMM for small grids, DP4A for large ones (SGMAT_UNTIL_DP4A_TILES)
         large, large_why = choose([r for r in PREFILL_ROUTES if r.name == "q4_gemm_dp4a"], req, op=req.label,
                                   slot=f"prefill from {SGMAT_UNTIL_DP4A_TILES} DP4A tiles")
-        return ({"decode": decode.build(req), "prefill": _int8_gemm_prefill(req, "q4_gemm_sgmat_i8", "small"),
-                 "prefill_large": _int8_gemm_prefill(req, "q4_gemm_dp4a", "large")},
+        return (_with_split_k(req, {"decode": decode.build(req),
+                                    "prefill": _int8_gemm_prefill(req, "q4_gemm_sgmat_i8", "small"),
+                                    "prefill_large": _int8_gemm_prefill(req, "q4_gemm_dp4a", "large")}, "small"),
                 (decode_why, prefill_why, large_why))
-    return {"decode": decode.build(req), "prefill": prefill.build(req)}, (decode_why, prefill_why)
+    return _with_split_k(req, {"decode": decode.build(req), "prefill": prefill.build(req)}), (decode_why, prefill_why)
+
+
+def _with_split_k(req: _Linear, slots: dict[str, OpCall], rows: str = "all") -> dict[str, OpCall]:
+    """The slots, and the split-K reduce after the prefill where its GEMM may split K."""
+    if req.partials is not None and any(call.kernel.startswith("q4gsw_gemm_sgmat_sk_") for call in slots.values()):
+        slots["prefill_split_k"] = _split_k_reduce(req, rows)
+    return slots
 
 
 def _check_pin(req: _Linear) -> None:
@@ -782,7 +848,7 @@ def _check_activations(label: str, act: Int8Activations, weight: Q4Weight, x: Te
 def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterReport, tokens: int | str = TOKENS,
               bias: Tensor | None = None, int8: bool | Int8Activations = False, gemv_shape: str | None = None,
               gemm_shape: str | None = None, force: str | None = None, tuning: str | None = None,
-              accumulate: bool = False, half: bool = False) -> Op:
+              accumulate: bool = False, half: bool = False, partials: Tensor | None = None) -> Op:
     """out[:M] = x[:M] @ dequant(weight).T (+ bias), M the live `tokens`: a decode and a prefill dispatch
     (or the generic one), see the module docstring. `int8=True` opts the decode into int8 activations
     where the route's guard allows (elsewhere the f32 GEMV runs, and attestation says so);
@@ -792,15 +858,20 @@ def q4_linear(*, x: Tensor, weight: Q4Weight, out: Tensor, adapter: AdapterRepor
     producer first. `force` runs only the named route (a decode route at M == 1, a prefill route at
     M > 1). `accumulate` adds the product to what out holds (out[:M] += ...: a residual add folded in;
     every route does it in its store). `half` lets an f32 prefill round x and the weights to f16 for the
-    f16 subgroup-matrix GEMM where the device has it (elsewhere the f32 GEMMs run)."""
+    f16 subgroup-matrix GEMM where the device has it (elsewhere the f32 GEMMs run). `partials` (f32 scratch
+    of at least split_k_room() elements, shared by linears that run one at a time) lets the
+    subgroup-matrix GEMM split K over more workgroups where its grid is small (k_splits), a reduce pass
+    adding the splits up (route q4_gemm_split_k)."""
     label = f"q4_linear({out.name})"
     capacity = _check_io(x, weight, out, bias, label)
     if isinstance(int8, Int8Activations):
         _check_activations(label, int8, weight, x)
     if accumulate and out.buffer == x.buffer:
         raise ValueError(f"{label}: out += x @ W.T needs out and x in different buffers ({x.name!r} is both)")
+    if partials is not None and (partials.dtype != "f32" or partials.buffer in (x.buffer, out.buffer)):
+        raise ValueError(f"{label}: partials {partials!r} must be an f32 scratch of its own")
     req = _Linear(label, x, weight, (out,), bias, tokens, adapter, int8, gemv_shape, tuning_for(adapter, tuning),
-                  gemm_shape=gemm_shape, capacity=capacity, accumulate=accumulate, half=half)
+                  gemm_shape=gemm_shape, capacity=capacity, accumulate=accumulate, half=half, partials=partials)
     _check_pin(req)
     calls, decisions = _slots(req, force)
     return Op(label, tuple(calls.values()), decisions)
@@ -885,7 +956,7 @@ def _qkv_fused_prefill(req: _Linear) -> OpCall:
 def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,
                   tokens: int | str = TOKENS, int8: Int8Activations | None = None, gemv_shape: str | None = None,
                   tuning: str | None = None, rope: QKVRope | None = None, half: bool = False,
-                  norm: NormPrologue | None = None) -> Op:
+                  norm: NormPrologue | None = None, partials: Tensor | None = None) -> Op:
     """q, k, v = x @ W.T for a packed [Nq + 2 Nkv, K] weight: three ordinary linears over row ranges of
     the one weight, unless a fused route takes a slot: the fused BK64 GEMM for the prefill at Llama's
     exact geometry, and with pre-quantized activations `int8` (of x) one GEMV writing the three outputs
@@ -898,7 +969,7 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     rope.q_out and the cache, not q, k and v; where not, the plain GEMV runs and the caller's
     rope_kv_cache_write stays (the op's decode route says which). `norm` (the RMSNorm that produces `int8`)
     lets that GEMV make its own activations too (q4_gemv_int8x_qkv_rope_norm, _qkv_rope_qknorm_norm) where
-    its guard passes."""
+    its guard passes. `partials` as for q4_linear (the separate prefills' K splits)."""
     label = "q4_linear_qkv"
     q_out, k_out, v_out = outs
     n_q, n_kv = q_out.shape[-1], k_out.shape[-1]
@@ -931,7 +1002,7 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     every_row = int8 if int8 is not None and int8.rows > 1 else False      # the separate prefills on DP4A
     for view, out in zip(views, outs):
         part = _Linear(f"q4_linear({out.name})", x, view, (out,), None, tokens, adapter, every_row, None, table,
-                       capacity=_check_io(x, view, out, None, label), half=half)
+                       capacity=_check_io(x, view, out, None, label), half=half, partials=partials)
         slots, why = _slots(part)
         separate.append(slots)
         decisions += why
@@ -961,7 +1032,7 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     fused_decode, decode_why = choose(decode_routes, req, op=label, slot="decode")
     fused_prefill, prefill_why = choose(prefill_routes, req, op=label, slot="prefill")
     calls = [fused_decode.build(req)] if fused_decode else [s["decode"] for s in separate if "decode" in s]
-    calls += [fused_prefill.build(req)] if fused_prefill else [s[slot] for s in separate
-                                                                for slot in ("prefill", "prefill_large") if slot in s]
+    calls += [fused_prefill.build(req)] if fused_prefill else [s[slot] for s in separate for slot in
+                                                                ("prefill", "prefill_large", "prefill_split_k") if slot in s]
     calls += [s["generic"] for s in separate if "generic" in s]
     return Op(label, tuple(calls), (decode_why, prefill_why, *decisions))

@@ -18,6 +18,11 @@
 // with scale 0, columns past N the zero weight with scale 0; nothing past M x N is stored. A NaN
 // activation scale (a non-finite group) makes its row's outputs NaN. K is a multiple of the group size,
 // itself a multiple of 32. Needs subgroups of exactly 32 (the route's guard).
+//
+// Split K: workgroup z walks chunks [z * split_chunks, ...) only (whole groups and whole K tiles), so a
+// grid too small to fill the GPU runs `splits` times as many workgroups, each with a share of the
+// latency-bound K walk. With splits > 1 each writes its f32 sums to partials [split][m][n]${" and" if SK else ""}
+${"// q4gsw_gemm_split_reduce adds them up in order (with the bias and the residual)." if SK else "// (only the _sk variants have that buffer: the others take splits = 1)."}
 enable subgroups;
 enable chromium_experimental_subgroup_matrix;
 // The operands' offsets depend on subgroup_id: uniform within a subgroup, which the analysis (workgroup
@@ -39,6 +44,8 @@ struct Params {
   group_size: u32,
   has_bias: u32,
   accumulate: u32,      // out += the product (a residual add folded in)
+  splits: u32,          // K splits (grid z)
+  split_chunks: u32,    // 32-value chunks per split
 }
 
 @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
@@ -48,6 +55,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
+$if SK:
+  @group(0) @binding(7) var<storage, read_write> partials: array<f32>;
 
 var<workgroup> x_tile: array<i32, ${16 * SGM * FM * 20}>;             // [m][80 bytes], int8 in i32 words
 var<workgroup> w_tile: array<i32, ${16 * SGN * FN * 20}>;             // [n][80 bytes]
@@ -141,8 +150,13 @@ fn put(t: u32, share: Share) {
     }
 }
 
-fn store(m: u32, n: u32, value: f32) {
+fn store(m: u32, n: u32, split: u32, value: f32) {
   if (m < params.m && n < params.n) {
+    $if SK:
+      if (params.splits > 1u) {
+        partials[(split * params.m + m) * params.n + n] = value;
+        return;
+      }
     out[m * params.n + n] = value + select(0.0, bias[n], params.has_bias != 0u)
                             + select(0.0, out[m * params.n + n], params.accumulate != 0u);
   }
@@ -154,6 +168,8 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   let m0 = wid.y * TM;
   let n0 = wid.x * TN;
   let chunks = params.k / 32u;
+  let first = wid.z * params.split_chunks;  // this split's chunks [first, end)
+  let end = min(chunks, first + params.split_chunks);
   let sm = (sg / SGN) * ${FM * 16}u;       // the subgroup's first row and column in the tile
   let sn = (sg % SGN) * ${FN * 16}u;
   $for i in range(FM):
@@ -161,20 +177,20 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
       var sum${i}${j} = subgroup_matrix_result<i32, 16, 16>();
       var acc${i}${j}: array<f32, 8>;
   $if PF:
-    var next_share = fetch(t, m0, n0, 0u, chunks);
-  for (var c0 = 0u; c0 < chunks; c0 += 2u) {
+    var next_share = fetch(t, m0, n0, first, chunks);
+  for (var c0 = first; c0 < end; c0 += 2u) {
     $if PF:
       // the next tile's loads are issued here and land while this tile's products run
       put(t, next_share);
       workgroupBarrier();
-      if (c0 + 2u < chunks) {
+      if (c0 + 2u < end) {
         next_share = fetch(t, m0, n0, c0 + 2u, chunks);
       }
     $else:
       put(t, fetch(t, m0, n0, c0, chunks));
       workgroupBarrier();
     $for ch in range(2):
-      if (c0 + ${ch}u < chunks) {
+      if (c0 + ${ch}u < end) {
         let chunk = ${ch}u;
         $for i in range(FM):
           let left${i} = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(
@@ -187,7 +203,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
             sum${i}${j} = subgroupMatrixMultiplyAccumulate(left${i}, right${j}, sum${i}${j});
         // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
         let next = c0 + chunk + 1u;
-        if ((next * 32u) % params.group_size == 0u || next == chunks) {
+        if ((next * 32u) % params.group_size == 0u || next == end) {
           $for i in range(FM):
             $for j in range(FN):
               subgroupMatrixStore(&sums, (sg * ${FM * FN}u + ${i * FN + j}u) * 256u, sum${i}${j}, false, 16u);
@@ -215,5 +231,5 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   $for i in range(FM):
     $for j in range(FN):
       $for v in range(8):
-        store(m0 + sm + ${16 * i + 2 * v}u + lane / 16u, n0 + sn + ${16 * j}u + lane % 16u, acc${i}${j}[${v}]);
+        store(m0 + sm + ${16 * i + 2 * v}u + lane / 16u, n0 + sn + ${16 * j}u + lane % 16u, wid.z, acc${i}${j}[${v}]);
 }

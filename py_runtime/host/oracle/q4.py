@@ -304,6 +304,17 @@ def expected_int8_gemm(case: dict, adapter: dict, m: int = 0, n: int = 0) -> str
     return "q4_gemm_sgmat_i8" if able and small else "q4_gemm_dp4a"
 
 
+def _splits_k(case: dict, adapter: dict, m: int, n: int) -> bool:
+    """Whether the subgroup-matrix GEMM of an output n wide splits K at m rows, with a partials scratch
+    (k_splits: fewer than 512 workgroups of its 32 x 64 tiles, and K room for two splits of 8 chunks and
+    whole groups)."""
+    from ...ops.q4_linear import k_splits, split_k_room
+
+    if not case.get("split_k") or expected_int8_gemm(case, adapter, m, n) != "q4_gemm_sgmat_i8":
+        return False
+    return k_splits(case["k"], n, case["group_size"], m, 32, 64, split_k_room())[0] > 1
+
+
 def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter: dict) -> float:
     """The int8 prefill runs of a case: attestation (the int8 producer, then the int8 GEMM the adapter
     allows (expected_int8_gemm): q4_gemm_sgmat_i8 or q4_gemm_dp4a, of the tile asked for; both compute
@@ -327,6 +338,8 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter:
         m = run["rows"]
         producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
         routes = sorted({expected_int8_gemm(case, adapter, m, width) for width in widths})
+        routes += ["q4_gemm_split_k"] * len([w for w in widths if _splits_k(case, adapter, m, w)])
+        routes.sort()
         assert run["routes"][0] == producer and sorted(run["routes"][1:]) == routes, \
             f"{case['name']} rows {m}: attested {run['routes']}, expected the int8 producer and {routes}"
         extra = 3 if case.get("norm") else 2

@@ -19,6 +19,11 @@
 // with scale 0, columns past N the zero weight with scale 0; nothing past M x N is stored. A NaN
 // activation scale (a non-finite group) makes its row's outputs NaN. K is a multiple of the group size,
 // itself a multiple of 32. Needs subgroups of exactly 32 (the route's guard).
+//
+// Split K: workgroup z walks chunks [z * split_chunks, ...) only (whole groups and whole K tiles), so a
+// grid too small to fill the GPU runs `splits` times as many workgroups, each with a share of the
+// latency-bound K walk. With splits > 1 each writes its f32 sums to partials [split][m][n]
+// (only the _sk variants have that buffer: the others take splits = 1).
 enable subgroups;
 enable chromium_experimental_subgroup_matrix;
 // The operands' offsets depend on subgroup_id: uniform within a subgroup, which the analysis (workgroup
@@ -40,6 +45,8 @@ struct Params {
   group_size: u32,
   has_bias: u32,
   accumulate: u32,      // out += the product (a residual add folded in)
+  splits: u32,          // K splits (grid z)
+  split_chunks: u32,    // 32-value chunks per split
 }
 
 @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
@@ -49,7 +56,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
-
 var<workgroup> x_tile: array<i32, 640>;             // [m][80 bytes], int8 in i32 words
 var<workgroup> w_tile: array<i32, 640>;             // [n][80 bytes]
 var<workgroup> x_scale: array<f32, 64>;             // [chunk][m]
@@ -241,7 +247,7 @@ fn put(t: u32, share: Share) {
   }
 }
 
-fn store(m: u32, n: u32, value: f32) {
+fn store(m: u32, n: u32, split: u32, value: f32) {
   if (m < params.m && n < params.n) {
     out[m * params.n + n] = value + select(0.0, bias[n], params.has_bias != 0u)
                             + select(0.0, out[m * params.n + n], params.accumulate != 0u);
@@ -254,6 +260,8 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   let m0 = wid.y * TM;
   let n0 = wid.x * TN;
   let chunks = params.k / 32u;
+  let first = wid.z * params.split_chunks;  // this split's chunks [first, end)
+  let end = min(chunks, first + params.split_chunks);
   let sm = (sg / SGN) * 32u;       // the subgroup's first row and column in the tile
   let sn = (sg % SGN) * 32u;
   var sum00 = subgroup_matrix_result<i32, 16, 16>();
@@ -264,15 +272,15 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   var acc10: array<f32, 8>;
   var sum11 = subgroup_matrix_result<i32, 16, 16>();
   var acc11: array<f32, 8>;
-  var next_share = fetch(t, m0, n0, 0u, chunks);
-  for (var c0 = 0u; c0 < chunks; c0 += 2u) {
+  var next_share = fetch(t, m0, n0, first, chunks);
+  for (var c0 = first; c0 < end; c0 += 2u) {
     // the next tile's loads are issued here and land while this tile's products run
     put(t, next_share);
     workgroupBarrier();
-    if (c0 + 2u < chunks) {
+    if (c0 + 2u < end) {
       next_share = fetch(t, m0, n0, c0 + 2u, chunks);
     }
-    if (c0 + 0u < chunks) {
+    if (c0 + 0u < end) {
       let chunk = 0u;
       let left0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(
           &x_tile, (sm + 0u) * XS + chunk * 32u, false, XS);
@@ -288,7 +296,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
       sum11 = subgroupMatrixMultiplyAccumulate(left1, right1, sum11);
       // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
       let next = c0 + chunk + 1u;
-      if ((next * 32u) % params.group_size == 0u || next == chunks) {
+      if ((next * 32u) % params.group_size == 0u || next == end) {
         subgroupMatrixStore(&sums, (sg * 4u + 0u) * 256u, sum00, false, 16u);
         sum00 = subgroup_matrix_result<i32, 16, 16>();
         subgroupMatrixStore(&sums, (sg * 4u + 1u) * 256u, sum01, false, 16u);
@@ -357,7 +365,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
                               // barrier orders the next store after these reads)
       }
     }
-    if (c0 + 1u < chunks) {
+    if (c0 + 1u < end) {
       let chunk = 1u;
       let left0 = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(
           &x_tile, (sm + 0u) * XS + chunk * 32u, false, XS);
@@ -373,7 +381,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
       sum11 = subgroupMatrixMultiplyAccumulate(left1, right1, sum11);
       // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
       let next = c0 + chunk + 1u;
-      if ((next * 32u) % params.group_size == 0u || next == chunks) {
+      if ((next * 32u) % params.group_size == 0u || next == end) {
         subgroupMatrixStore(&sums, (sg * 4u + 0u) * 256u, sum00, false, 16u);
         sum00 = subgroup_matrix_result<i32, 16, 16>();
         subgroupMatrixStore(&sums, (sg * 4u + 1u) * 256u, sum01, false, 16u);
@@ -442,36 +450,36 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     }
     workgroupBarrier();
   }
-  store(m0 + sm + 0u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[0]);
-  store(m0 + sm + 2u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[1]);
-  store(m0 + sm + 4u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[2]);
-  store(m0 + sm + 6u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[3]);
-  store(m0 + sm + 8u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[4]);
-  store(m0 + sm + 10u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[5]);
-  store(m0 + sm + 12u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[6]);
-  store(m0 + sm + 14u + lane / 16u, n0 + sn + 0u + lane % 16u, acc00[7]);
-  store(m0 + sm + 0u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[0]);
-  store(m0 + sm + 2u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[1]);
-  store(m0 + sm + 4u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[2]);
-  store(m0 + sm + 6u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[3]);
-  store(m0 + sm + 8u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[4]);
-  store(m0 + sm + 10u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[5]);
-  store(m0 + sm + 12u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[6]);
-  store(m0 + sm + 14u + lane / 16u, n0 + sn + 16u + lane % 16u, acc01[7]);
-  store(m0 + sm + 16u + lane / 16u, n0 + sn + 0u + lane % 16u, acc10[0]);
-  store(m0 + sm + 18u + lane / 16u, n0 + sn + 0u + lane % 16u, acc10[1]);
-  store(m0 + sm + 20u + lane / 16u, n0 + sn + 0u + lane % 16u, acc10[2]);
-  store(m0 + sm + 22u + lane / 16u, n0 + sn + 0u + lane % 16u, acc10[3]);
-  store(m0 + sm + 24u + lane / 16u, n0 + sn + 0u + lane % 16u, acc10[4]);
-  store(m0 + sm + 26u + lane / 16u, n0 + sn + 0u + lane % 16u, acc10[5]);
-  store(m0 + sm + 28u + lane / 16u, n0 + sn + 0u + lane % 16u, acc10[6]);
-  store(m0 + sm + 30u + lane / 16u, n0 + sn + 0u + lane % 16u, acc10[7]);
-  store(m0 + sm + 16u + lane / 16u, n0 + sn + 16u + lane % 16u, acc11[0]);
-  store(m0 + sm + 18u + lane / 16u, n0 + sn + 16u + lane % 16u, acc11[1]);
-  store(m0 + sm + 20u + lane / 16u, n0 + sn + 16u + lane % 16u, acc11[2]);
-  store(m0 + sm + 22u + lane / 16u, n0 + sn + 16u + lane % 16u, acc11[3]);
-  store(m0 + sm + 24u + lane / 16u, n0 + sn + 16u + lane % 16u, acc11[4]);
-  store(m0 + sm + 26u + lane / 16u, n0 + sn + 16u + lane % 16u, acc11[5]);
-  store(m0 + sm + 28u + lane / 16u, n0 + sn + 16u + lane % 16u, acc11[6]);
-  store(m0 + sm + 30u + lane / 16u, n0 + sn + 16u + lane % 16u, acc11[7]);
+  store(m0 + sm + 0u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc00[0]);
+  store(m0 + sm + 2u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc00[1]);
+  store(m0 + sm + 4u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc00[2]);
+  store(m0 + sm + 6u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc00[3]);
+  store(m0 + sm + 8u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc00[4]);
+  store(m0 + sm + 10u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc00[5]);
+  store(m0 + sm + 12u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc00[6]);
+  store(m0 + sm + 14u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc00[7]);
+  store(m0 + sm + 0u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc01[0]);
+  store(m0 + sm + 2u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc01[1]);
+  store(m0 + sm + 4u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc01[2]);
+  store(m0 + sm + 6u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc01[3]);
+  store(m0 + sm + 8u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc01[4]);
+  store(m0 + sm + 10u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc01[5]);
+  store(m0 + sm + 12u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc01[6]);
+  store(m0 + sm + 14u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc01[7]);
+  store(m0 + sm + 16u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc10[0]);
+  store(m0 + sm + 18u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc10[1]);
+  store(m0 + sm + 20u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc10[2]);
+  store(m0 + sm + 22u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc10[3]);
+  store(m0 + sm + 24u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc10[4]);
+  store(m0 + sm + 26u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc10[5]);
+  store(m0 + sm + 28u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc10[6]);
+  store(m0 + sm + 30u + lane / 16u, n0 + sn + 0u + lane % 16u, wid.z, acc10[7]);
+  store(m0 + sm + 16u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc11[0]);
+  store(m0 + sm + 18u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc11[1]);
+  store(m0 + sm + 20u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc11[2]);
+  store(m0 + sm + 22u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc11[3]);
+  store(m0 + sm + 24u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc11[4]);
+  store(m0 + sm + 26u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc11[5]);
+  store(m0 + sm + 28u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc11[6]);
+  store(m0 + sm + 30u + lane / 16u, n0 + sn + 16u + lane % 16u, wid.z, acc11[7]);
 }
