@@ -150,7 +150,8 @@ async def request_browser_device(*, retry_seconds: float = 8.0) -> "BrowserDevic
     browser_device = BrowserDevice(device, report)
     # A readback waits for all submitted work: on a CPU adapter a decode batch of a 30-layer model on
     # a loaded 2-core machine has taken over a minute (SmolLM2 f32 on SwiftShader in CI).
-    _js_bridge().setGpuWaitSeconds(GPU_WAIT_S_SOFTWARE if software_adapter(info) else GPU_WAIT_S)
+    software = software_adapter(info)
+    _js_bridge().setGpuWaitSeconds(GPU_WAIT_S_SOFTWARE if software else GPU_WAIT_S, not software)
     await run_compile_probes(browser_device)
     return browser_device
 

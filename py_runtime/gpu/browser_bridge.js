@@ -40,6 +40,25 @@ function bounded(promise, what) {
   return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
 }
 
+// A wait on the GPU (a readback's mapAsync, onSubmittedWorkDone), bounded. Chromium on Linux/Vulkan
+// re-polls an unsignalled fence only every ~2 ms, so a wait can end that long after the GPU is done
+// (../shared/reference/attention.md: 3.5 ms against 1.6 after 200 dispatches); an error-scope round trip
+// makes the GPU process poll now, so while the wait is pending it keeps asking. Only on GPU adapters
+// (setGpuWaitSeconds): on a CPU adapter the loop would take cycles from the threads doing the work.
+let KICK_WAITS = false;
+async function settled(device, promise, what) {
+  const waited = bounded(promise, what);
+  if (!KICK_WAITS) return waited;
+  let pending = true;
+  waited.then(() => { pending = false; }, () => { pending = false; });
+  while (pending) {
+    device.pushErrorScope("validation");
+    const error = await device.popErrorScope();       // nothing is issued in between: nothing to catch
+    if (error) throw new Error(`a GPU error while waiting on ${what}: ${error.message}`);
+  }
+  return waited;
+}
+
 function errorText(error) {
   return String(error && error.message ? error.message : error);
 }
@@ -169,8 +188,9 @@ async function scoped(device, work) {
 }
 
 return {
-  setGpuWaitSeconds(seconds) {
+  setGpuWaitSeconds(seconds, kick) {
     GPU_WAIT_SECONDS = seconds;
+    KICK_WAITS = kick;
   },
 
   // Device state observable synchronously from Python: state.lost becomes {reason, message} when
@@ -387,14 +407,14 @@ return {
       device.queue.submit([encode(device, plan.pairs, plan.counts, stamps, mode === "span")]);
     });
     if (!stamps) {
-      await bounded(device.queue.onSubmittedWorkDone(), "onSubmittedWorkDone");
+      await settled(device, device.queue.onSubmittedWorkDone(), "onSubmittedWorkDone");
       return null;
     }
     return readStamps(stamps);
   },
 
   workDone(device) {
-    return bounded(device.queue.onSubmittedWorkDone(), "onSubmittedWorkDone");
+    return settled(device, device.queue.onSubmittedWorkDone(), "onSubmittedWorkDone");
   },
 
   // The same encoding for a one-off list (used by submit's timestamp path).
@@ -403,7 +423,7 @@ return {
     try {
       await scoped(device, () => device.queue.submit([encode(device, pairs, counts, stamps)]));
       if (!stamps) {
-        await bounded(device.queue.onSubmittedWorkDone(), "onSubmittedWorkDone");
+        await settled(device, device.queue.onSubmittedWorkDone(), "onSubmittedWorkDone");
         return null;
       }
       return await readStamps(stamps);
@@ -418,7 +438,7 @@ return {
     const encoder = device.createCommandEncoder();
     encoder.copyBufferToBuffer(buffer, offset, staging, 0, padded);
     device.queue.submit([encoder.finish()]);
-    await bounded(staging.mapAsync(GPUMapMode.READ), `mapAsync (read ${size} bytes)`);
+    await settled(device, staging.mapAsync(GPUMapMode.READ), `mapAsync (read ${size} bytes)`);
     const out = new Uint8Array(staging.getMappedRange(0, padded).slice(0, size));
     staging.unmap();
     staging.destroy();

@@ -97,7 +97,7 @@ def _portable_prefill_attention(head_dim: int, narrowest: int) -> str:
 
 
 def _h200_prefill_attention(head_dim: int, narrowest: int) -> str:
-    """From `bench kernels --preset attention_prefill_sweep` in Chromium (docs/bench/h200-2026-12-02-s13/):
+    """From `bench kernels --preset attention_prefill_sweep` in Chromium (docs/bench/h200-2026-12-02-s13/flash-one/):
     four slots per row sharing its keys (the walk is latency-bound): Llama's D 64 113 us at S 512 (one
     slot 168, K16 171), Qwen3's D 128 eight lanes of two words 115 us (one slot of four lanes 160, Q16
     198); four lanes of four words (121 us) where subgroups may be narrower than 8."""

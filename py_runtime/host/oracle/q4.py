@@ -337,9 +337,8 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter:
     for run in runs:
         m = run["rows"]
         producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
-        routes = sorted({expected_int8_gemm(case, adapter, m, width) for width in widths})
-        routes += ["q4_gemm_split_k"] * len([w for w in widths if _splits_k(case, adapter, m, w)])
-        routes.sort()
+        routes = {expected_int8_gemm(case, adapter, m, width) for width in widths}
+        routes = sorted(routes | ({"q4_gemm_split_k"} if any(_splits_k(case, adapter, m, w) for w in widths) else set()))
         assert run["routes"][0] == producer and sorted(run["routes"][1:]) == routes, \
             f"{case['name']} rows {m}: attested {run['routes']}, expected the int8 producer and {routes}"
         extra = 3 if case.get("norm") else 2
