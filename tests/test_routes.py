@@ -17,8 +17,8 @@ from py_runtime.ops.norm import rms_norm
 from py_runtime.ops.q4 import Q4Weight
 from py_runtime.models.config import LAYOUTS
 from py_runtime.ops.attention import KVCache
-from py_runtime.ops.q4_linear import (SPLIT_K_WORKGROUPS, NormPrologue, QKVRope, gemm_sgmat_shapes, k_splits, q4_linear,
-                                      q4_linear_glu, q4_linear_qkv, split_k_room)
+from py_runtime.ops.q4_linear import (NormPrologue, QKVRope, gemm_sgmat_shapes, k_splits, q4_linear, q4_linear_glu,
+                                      q4_linear_qkv, split_k_room)
 from py_runtime.ops.tuning import tuning_for
 from py_runtime.routing import RouteUnavailable
 from py_runtime.tensors import Tensor
@@ -327,25 +327,22 @@ def test_k_splits_take_whole_groups_and_tiles_within_the_room_and_only_where_the
             assert 1 <= splits <= 8 and (splits - 1) * per_split < chunks <= splits * per_split, (k, n, m)
             if splits > 1:
                 assert per_split % max(2, gs // 32) == 0 and per_split >= 8       # whole groups and K tiles
-                assert splits * m * n <= room and (splits - 1) * tiles < SPLIT_K_WORKGROUPS   # what the grid needs
+                assert splits * m * n <= room and (splits - 1) * tiles < 512      # no more than the grid needs
             else:
                 assert per_split == chunks
-    assert SPLIT_K_WORKGROUPS == 1024
-    assert k_splits(2048, 2048, 64, 128, 32, 64, room) == (8, 8)       # 128 tiles: 1024 workgroups
-    assert k_splits(2048, 2048, 64, 512, 32, 64, room) == (2, 32)      # 512 tiles
-    assert k_splits(2048, 16384, 64, 512, 32, 64, room)[0] == 1        # 4096 tiles already
+    assert k_splits(2048, 2048, 64, 128, 32, 64, room) == (4, 16)      # 128 tiles: 512 workgroups
+    assert k_splits(2048, 2048, 64, 512, 32, 64, room)[0] == 1         # 512 tiles already
     assert k_splits(2048, 2048, 64, 128, 32, 64, 3 * 128 * 2048)[0] == 3   # the scratch holds 3
 
 
 def test_a_small_subgroup_matrix_grid_splits_k_and_a_reduce_adds_the_splits():
     """With a partials scratch, the subgroup-matrix GEMM runs its _sk form: at M 128 (128 tiles of 32 x 64)
-    K in 8 splits over grid z and the reduce pass after it, at M 256 (256 tiles) in 4; at M 1024 the DP4A
-    GEMM's grid is large (512 tiles): it runs, unsplit, and both the subgroup-matrix GEMM and the reduce
-    idle; without subgroup matrices DP4A runs at every M, unsplit."""
+    K in 4 splits over grid z and the reduce pass after it; at M 512 (512 tiles) one split and the reduce
+    idles; the DP4A GEMM (large grids, and adapters without subgroup matrices) never splits."""
     k, n = 2048, 2048
     w = _weight(k, n, 64, False)
-    x, out = Tensor("x", (1024, k), "f32", 0, "x"), Tensor("out", (1024, n), "f32", 0, "out")
-    act = Int8Activations(x, Tensor("xq", (1024, k // 4), "u32", 0), Tensor("xs", (1024, k // 16), "f32", 0), 64)
+    x, out = Tensor("x", (512, k), "f32", 0, "x"), Tensor("out", (512, n), "f32", 0, "out")
+    act = Int8Activations(x, Tensor("xq", (512, k // 4), "u32", 0), Tensor("xs", (512, k // 16), "f32", 0), 64)
     partials = Tensor("partials", (split_k_room(),), "f32", 0, "scratch")
     op = q4_linear(x=x, weight=w, out=out, adapter=ADAPTERS["h200-chromium-sgmat"], int8=act, partials=partials,
                    accumulate=True)
@@ -356,10 +353,8 @@ def test_a_small_subgroup_matrix_grid_splits_k_and_a_reduce_adds_the_splits():
     def grid(call, m):
         return call.sizing(kernel(call.kernel), {"tokens": m}).workgroups
 
-    assert grid(gemm, 128) == (32, 4, 8) and grid(reduce, 128) == (1024, 1, 1)     # 128 x 2048 outputs
-    assert grid(gemm, 256) == (32, 8, 4) and grid(reduce, 256) == (2048, 1, 1)
-    assert grid(gemm, 1024) == (0, 0, 0) and grid(reduce, 1024) == (0, 0, 0)
-    assert grid(op.calls[2], 1024) == (32, 16, 1)
+    assert grid(gemm, 128) == (32, 4, 4) and grid(reduce, 128) == (1024, 1, 1)     # 128 x 2048 outputs
+    assert grid(gemm, 512) == (32, 16, 1) and grid(reduce, 512) == (0, 0, 0)
     plain = q4_linear(x=x, weight=w, out=out, adapter=ADAPTERS["other-sg32"], int8=act, partials=partials)
     assert [call.kernel for call in plain.at(128)] == ["q4gsw_gemm_dp4a_m64k64"]
     with pytest.raises(ValueError, match="partials .* must be an f32 scratch of its own"):

@@ -86,8 +86,8 @@ SGMAT_I8_CONFIG = {"componentType": "i8", "resultComponentType": "i32", "M": 16,
 # and 512, docs/PERFORMANCE.md "Session 8").
 SGMAT_UNTIL_DP4A_TILES = 384
 # K splits of the subgroup-matrix GEMM where its grid is small (q4_linear(partials=)): workgroups wanted
-# (the H200's 132 SMs hold 8 of its 128-invocation workgroups each), splits at most, chunks a split at least.
-SPLIT_K_WORKGROUPS = 1024
+# (the H200's 132 SMs hold 4 of its 128-invocation workgroups each), splits at most, chunks a split at least.
+SPLIT_K_WORKGROUPS = 512
 SPLIT_K_MAX = 8
 SPLIT_K_MIN_CHUNKS = 8
 GEMM_SGMAT_F16_SHAPE = "m32n64w4"   # the f16 subgroup-matrix GEMM's tile (q4gsw_gemm_sgmat_f16.yaml)
