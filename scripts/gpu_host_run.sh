@@ -89,6 +89,11 @@ for s in $steps; do
     # Prefill GEMMs: the f32 routes and the DP4A GEMM at Llama's projections, M 128 and 512, beside the
     # dot4I8Packed and fma probes; then the DP4A tiles; and the DP4A route's checks on the GPU.
     native-prefill)  step "$s" 200 bench kernels --backend native --preset prefill ;;
+    # the int8 GEMMs with and without split K (the rows ".split_k")
+    native-prefill-split)  step "$s" 150 bench kernels --backend native --preset prefill --only .dp4a ;;
+    browser-prefill-split) step "$s" 150 bench kernels --backend browser --driver plain --preset prefill --only .dp4a .sgmat \
+                             --timeout 140 ;;
+    native-check-dp4a)     step "$s" 150 check --suite q4 --preset dp4a --backend native ;;
     browser-prefill) step "$s" 200 bench kernels --backend browser --driver plain --preset prefill --timeout 190 ;;
     native-prefill-tiles)  step "$s" 300 bench kernels --backend native --preset prefill_dp4a --trials 3 ;;
     browser-prefill-tiles) step "$s" 300 bench kernels --backend browser --driver plain --preset prefill_dp4a --trials 3 --timeout 290 ;;
@@ -141,6 +146,9 @@ for s in $steps; do
     browser-model-fusenorm) for m in llama qwen3; do for f in --no-fuse-norm ""; do
                        step "$s-$m${f:+-off}" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --timeout 140 $f
+                     done; done ;;
+    native-model-int8x) for m in llama qwen3; do for p in 128 512; do
+                       step "$s-$m-$p" 150 bench model --backend native --model "$m" --policy int8x --prompt "$p" --decode 128
                      done; done ;;
     browser-model512) for m in llama qwen3; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \

@@ -17,8 +17,8 @@ from py_runtime.ops.norm import rms_norm
 from py_runtime.ops.q4 import Q4Weight
 from py_runtime.models.config import LAYOUTS
 from py_runtime.ops.attention import KVCache
-from py_runtime.ops.q4_linear import (NormPrologue, QKVRope, gemm_sgmat_shapes, k_splits, q4_linear, q4_linear_glu,
-                                      q4_linear_qkv, split_k_room)
+from py_runtime.ops.q4_linear import (GEMM_DP4A_SHAPE, GemmTile, NormPrologue, QKVRope, gemm_sgmat_shapes, k_splits, q4_linear,
+                                      q4_linear_glu, q4_linear_qkv, split_k_room)
 from py_runtime.ops.tuning import tuning_for
 from py_runtime.routing import RouteUnavailable
 from py_runtime.tensors import Tensor
@@ -134,6 +134,8 @@ def test_the_ci_check_pins_every_shipped_gemv_and_dp4a_gemm_variant():
     for case in PRESETS["ci"]:
         if case.gemm_shape is not None:
             pinned.add(("q4gsw_gemm_dp4a", case.gemm_shape))
+        if case.split_k:                        # (the _sk form of the route's own tile)
+            pinned.add(("q4gsw_gemm_dp4a_sk", GEMM_DP4A_SHAPE))
         if case.gemv_shape is None:
             continue
         pinned.add((case.gemv_kind or "q4gsw_gemv", case.gemv_shape))
@@ -319,26 +321,31 @@ def test_the_subgroup_matrix_gemm_takes_the_int8_prefill_where_the_device_allows
 
 def test_k_splits_take_whole_groups_and_tiles_within_the_room_and_only_where_the_grid_is_small():
     room = split_k_room()
-    for k, n, gs in ((2048, 2048, 64), (2048, 512, 64), (8192, 2048, 64), (3072, 1024, 64), (1024, 40, 128),
-                     (2048, 100, 32), (160, 131, 32)):
-        for m in (2, 7, 128, 129, 512, 2048):
-            splits, per_split = k_splits(k, n, gs, m, 32, 64, room)
-            chunks, tiles = k // 32, -(-n // 64) * -(-m // 32)
-            assert 1 <= splits <= 8 and (splits - 1) * per_split < chunks <= splits * per_split, (k, n, m)
-            if splits > 1:
-                assert per_split % max(2, gs // 32) == 0 and per_split >= 8       # whole groups and K tiles
-                assert splits * m * n <= room and (splits - 1) * tiles < 512      # no more than the grid needs
-            else:
-                assert per_split == chunks
-    assert k_splits(2048, 2048, 64, 128, 32, 64, room) == (4, 16)      # 128 tiles: 512 workgroups
-    assert k_splits(2048, 2048, 64, 512, 32, 64, room)[0] == 1         # 512 tiles already
-    assert k_splits(2048, 2048, 64, 128, 32, 64, 3 * 128 * 2048)[0] == 3   # the scratch holds 3
+    sgmat, dp4a = GemmTile.of("q4gsw_gemm_sgmat_sk_m32n64w4p"), GemmTile.of("q4gsw_gemm_dp4a_sk_m64k64")
+    for tile in (sgmat, dp4a, GemmTile.of("q4gsw_gemm_dp4a_sk_m64k128")):
+        target = 512 * 128 // tile.invocations         # workgroups wanted: 512 of 128 invocations' worth
+        for k, n, gs in ((2048, 2048, 64), (2048, 512, 64), (8192, 2048, 64), (3072, 1024, 64), (1024, 40, 128),
+                         (2048, 100, 32), (160, 131, 32), (1088, 72, 64)):
+            for m in (2, 7, 128, 129, 512, 2048):
+                splits, per_split = k_splits(k, n, gs, m, tile, room)
+                chunks, tiles = k // 32, -(-n // tile.n) * -(-m // tile.m)
+                assert 1 <= splits <= 8 and (splits - 1) * per_split < chunks <= splits * per_split, (k, n, m)
+                if splits > 1:      # whole groups and K tiles, 8 chunks at least; no more than the grid needs
+                    assert per_split % tile.chunks == 0 and per_split % max(1, gs // 32) == 0 and per_split >= 8
+                    assert splits * m * n <= room and (splits - 1) * tiles < target
+                else:
+                    assert per_split == chunks
+    assert k_splits(2048, 2048, 64, 128, sgmat, room) == (4, 16)       # 128 tiles: 512 workgroups
+    assert k_splits(2048, 2048, 64, 128, dp4a, room) == (4, 16)        # 64 tiles of 256: the same invocations
+    assert k_splits(2048, 2048, 64, 512, sgmat, room)[0] == 1          # 512 tiles already
+    assert k_splits(2048, 2048, 64, 128, sgmat, 3 * 128 * 2048)[0] == 3    # the scratch holds 3
 
 
-def test_a_small_subgroup_matrix_grid_splits_k_and_a_reduce_adds_the_splits():
-    """With a partials scratch, the subgroup-matrix GEMM runs its _sk form: at M 128 (128 tiles of 32 x 64)
-    K in 4 splits over grid z and the reduce pass after it; at M 512 (512 tiles) one split and the reduce
-    idles; the DP4A GEMM (large grids, and adapters without subgroup matrices) never splits."""
+def test_a_small_int8_gemm_grid_splits_k_and_a_reduce_adds_the_splits():
+    """With a partials scratch the int8 GEMMs run their _sk forms: the subgroup-matrix one at M 128 (128 tiles
+    of 32 x 64) in 4 splits over grid z with the reduce pass after it, at M 512 (512 tiles) one split and the
+    reduce idles; the large-grid DP4A GEMM beside it never splits; where the adapter has no subgroup matrices
+    the DP4A GEMM splits its small grids the same way."""
     k, n = 2048, 2048
     w = _weight(k, n, 64, False)
     x, out = Tensor("x", (512, k), "f32", 0, "x"), Tensor("out", (512, n), "f32", 0, "out")
@@ -347,8 +354,9 @@ def test_a_small_subgroup_matrix_grid_splits_k_and_a_reduce_adds_the_splits():
     op = q4_linear(x=x, weight=w, out=out, adapter=ADAPTERS["h200-chromium-sgmat"], int8=act, partials=partials,
                    accumulate=True)
     assert [call.route for call in op] == ["q4_gemv_int8x", "q4_gemm_sgmat_i8", "q4_gemm_dp4a", "q4_gemm_split_k"]
-    gemm, reduce = op.calls[1], op.calls[3]
+    gemm, large, reduce = op.calls[1:]
     assert gemm.kernel == "q4gsw_gemm_sgmat_sk_m32n64w4p" and gemm.tensors["partials"] is partials
+    assert large.kernel == "q4gsw_gemm_dp4a_m64k64" and "partials" not in large.tensors
 
     def grid(call, m):
         return call.sizing(kernel(call.kernel), {"tokens": m}).workgroups
@@ -356,7 +364,8 @@ def test_a_small_subgroup_matrix_grid_splits_k_and_a_reduce_adds_the_splits():
     assert grid(gemm, 128) == (32, 4, 4) and grid(reduce, 128) == (1024, 1, 1)     # 128 x 2048 outputs
     assert grid(gemm, 512) == (32, 16, 1) and grid(reduce, 512) == (0, 0, 0)
     plain = q4_linear(x=x, weight=w, out=out, adapter=ADAPTERS["other-sg32"], int8=act, partials=partials)
-    assert [call.kernel for call in plain.at(128)] == ["q4gsw_gemm_dp4a_m64k64"]
+    assert [call.kernel for call in plain.at(128)] == ["q4gsw_gemm_dp4a_sk_m64k64", "q4gsw_gemm_split_reduce"]
+    assert grid(plain.calls[1], 128) == (32, 2, 4) and grid(plain.calls[2], 2048 // 4) == (0, 0, 0)
     with pytest.raises(ValueError, match="partials .* must be an f32 scratch of its own"):
         q4_linear(x=x, weight=w, out=out, adapter=ADAPTERS["h200-chromium-sgmat"], int8=act, partials=out)
 

@@ -28,6 +28,7 @@ from ..ops.norm import rms_norm
 from ..ops.probe import arith_probe, PROBE_KINDS
 from ..ops.q4 import Q4Weight, q4_quantize, q4_scales_rows, q4_weight_bytes, stream_read
 from ..ops.q4_linear import (gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_int8_max_k, gemv_shapes,
+                              split_k_room,
                              q4_linear, q4_linear_glu, q4_linear_qkv)
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
@@ -65,6 +66,7 @@ class BenchCase:
     dp4a: bool = False                  # int8 activations of every row (quantized once, timed apart): an int8 GEMM
     gemm_shape: str | None = None       # dp4a: pin the int8 GEMM's tile (None: the route's choice)
     half: bool = False                  # f32 x, the prefill may take the f16 subgroup-matrix GEMM
+    split_k: bool = False               # dp4a: a partials scratch, so the int8 GEMM may split K (its reduce timed too)
 
     @property
     def weight_rows(self) -> int:
@@ -142,7 +144,11 @@ BENCH_PRESETS = {
                           dp4a=route in ("q4_gemm_dp4a", "q4_gemm_sgmat_i8"), half=route == "q4_gemm_sgmat_f16")
                 for name, k, n in _LLAMA if name != "lm_head" for m in (128, 512)
                 for suffix, route in (("", None), (".dp4a", "q4_gemm_dp4a"), (".sgmat", "q4_gemm_sgmat_i8"),
-                                      (".f16", "q4_gemm_sgmat_f16"))],
+                                      (".f16", "q4_gemm_sgmat_f16"))]
+               # the int8 GEMMs splitting K where their grid is small, the reduce pass included
+               + [BenchCase(f"llama.{name}.m{m}.{gemm}.split_k", k, n, m, route=route, dp4a=True, split_k=True)
+                  for name, k, n in _LLAMA if name != "lm_head" for m in (128, 512)
+                  for gemm, route in (("dp4a", "q4_gemm_dp4a"), ("sgmat", "q4_gemm_sgmat_i8"))],
     # The DP4A GEMM's tiles at the same shapes.
     "prefill_dp4a": [BenchCase(f"llama.{name}.m{m}.dp4a", k, n, m, dp4a=True, gemm_shape=tile)
                      for name, k, n in _LLAMA if name != "lm_head" for m in (128, 512) for tile in gemm_dp4a_shapes()],
@@ -153,17 +159,25 @@ BENCH_PRESETS = {
 }
 
 
-def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8, int8_out=None):
+def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8, int8_out=None, partials=None):
     if case.glu:
         return q4_linear_glu(act=int8, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
                              int8_out=int8_out)
     return q4_linear(x=x, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
-                     gemm_shape=case.gemm_shape, force=case.route, int8=int8, half=case.half)
+                     gemm_shape=case.gemm_shape, force=case.route, int8=int8, half=case.half, partials=partials)
 
 
 def _label(case: BenchCase) -> str:
     pinned = case.gemv_shape or case.gemm_shape
     return case.name + (f"[{pinned}]" if pinned else "")
+
+
+async def _active_calls(runtime: Runtime, op, tokens: int, live):
+    """The dispatches of an op that run at this token count (a split-K GEMM and its reduce), and the first's
+    sizing (for the bytes it moves)."""
+    calls = op.at(tokens)
+    spec, _ = await runtime.pipelines.get(calls[0].kernel)
+    return calls, calls[0].sizing(spec, live)
 
 
 async def _active_call(runtime: Runtime, op, tokens: int, live):
@@ -328,19 +342,24 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
             setup.append(quantize_activations(int8, tokens=case.rows))
         await _run_once(runtime, "bench.setup", setup)
         out_q8 = await Int8Activations.allocate(runtime, out, case.group_size) if case.glu_q8 else None
+        partials = await tensors.allocate("bench.partials", (split_k_room(),)) if case.split_k else None
+        owned = (x, out, *(int8.tensors if case.int8x or case.dp4a else ()), *(out_q8.tensors if out_q8 else ()),
+                 *((partials,) if partials else ()))
         try:
-            op = _linear(case, x, weight.rows(0, case.weight_rows), out, device.adapter, case.rows, int8, out_q8)
+            op = _linear(case, x, weight.rows(0, case.weight_rows), out, device.adapter, case.rows, int8, out_q8,
+                         partials)
         except RouteUnavailable as error:       # a forced route this adapter lacks: said, not measured
             rows.append({"case": _label(case), "route": case.route, "k": case.k, "n": case.n, "rows": case.rows,
                          "skipped": str(error)})
-            for tensor in (x, out, *(int8.tensors if case.int8x or case.dp4a else ()),
-                           *(out_q8.tensors if out_q8 else ())):
+            for tensor in owned:
                 tensors.release(tensor.name)
             continue
         plan = Plan(runtime, f"bench.{case.name}")
-        main, moved = await _active_call(runtime, op, case.rows, plan.live)
+        calls, moved = await _active_calls(runtime, op, case.rows, plan.live)
+        main = calls[0]
         for _ in range(repeats):
-            await plan.add(main)
+            for call in calls:
+                await plan.add(call)
         plan.record()
         ns = await _measure(plan, trials)
         plan.release()
@@ -361,7 +380,7 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         if case.dp4a:
             row["quantize_ns"] = await _measure_op(runtime, quantize_activations(int8, tokens=case.rows), repeats, trials)
         rows.append(row)
-        for tensor in (x, out, *(int8.tensors if case.int8x or case.dp4a else ()), *(out_q8.tensors if out_q8 else ())):
+        for tensor in owned:
             tensors.release(tensor.name)
     progress("kernel bench cases", len(cases), len(cases))
     probes = await _probes(runtime, sink_tensor, repeats, trials) if any(c.rows > 1 for c in cases) else None

@@ -311,22 +311,46 @@ def _in_browser_ci(case: LinearCase) -> bool:
     return (case.k, case.n) not in _REAL_SHAPES or case.name in _BROWSER_REAL
 
 
+def _split_k(prefix: str, rows: tuple[int, ...], stream: int, names: set[str] | None = None) -> list[LinearCase]:
+    """The int8 GEMM cases (not pinned to a tile, no norm) again with a partials scratch, so the GEMM splits K
+    where its grid is small (k_splits): both models' projections (the QKV as three), K tails, gs 32 and 128,
+    a bias, N not a multiple of the tile; `names` keeps those cases only."""
+    cases = [c for c in _cases((1, 7), (1,), None, rows) if c.dp4a and not c.gemm_shape and not c.norm
+             and (names is None or c.name in names)]
+    return [LinearCase(f"{prefix}.split_k.{c.name.removeprefix('dp4a.')}", c.k, c.n, c.rows, c.group_size, c.bias,
+                       c.n_kv, int8x=True, dp4a=True, split_k=True, stream=stream + i) for i, c in enumerate(cases)]
+
+
+# Split K in both CI runs: awkward shapes with K long enough to split (gs 32 with a bias and N past the
+# tile, gs 128 whose splits hold whole groups, a QKV of odd widths and a K that splits unevenly), and
+# Llama's q_o natively.
+_SPLIT_K_AWKWARD = [LinearCase("split_k.k1024_gs32_bias", 1024, 131, (7, 129), group_size=32, bias=True, int8x=True,
+                               dp4a=True, split_k=True, stream=820),
+                    LinearCase("split_k.k1280_gs128", 1280, 40, (3, 70), group_size=128, int8x=True, dp4a=True,
+                               split_k=True, stream=821),
+                    LinearCase("split_k.k640_qkv", 640, 37, (5, 66), n_kv=9, int8x=True, dp4a=True, split_k=True,
+                               stream=822),
+                    LinearCase("split_k.k1088_odd", 1088, 72, (9, 65), int8x=True, dp4a=True, split_k=True, stream=823)]
+
 PRESETS = {
     # CI: every route, every real shape at decode and a small prefill, every shipped GEMV variant.
-    "ci": _cases((1, 7), (1,), "shipped", (1, 7, 128, 129)),
+    "ci": _cases((1, 7), (1,), "shipped", (1, 7, 128, 129)) + _split_k("dp4a", (7, 128, 129), 800, {"dp4a.llama.q_o"})
+          + _SPLIT_K_AWKWARD,
     # The browser's CI run (SwiftShader: its 4-wide subgroups, its limits and the JS path): every route and
     # shipped variant at the awkward shapes and one real shape per route family; the real shapes of every
     # projection, the K-2048 twins of the variant cases and the 128-row prefill are the native run's (lavapipe).
     # (Not the q/k-normalizing QKV: its 11 storage buffers are more than SwiftShader's 10; nor the H200's
     # 512-invocation _glu_q8 shape r4u1w16, more than SwiftShader's 256: the native run pins it.)
     "browser": [c for c in _cases((1, 7), (1,), "shipped", (1, 7, 129))
-                if _in_browser_ci(c) and not c.qk_norm and _everywhere(c)],
+                if _in_browser_ci(c) and not c.qk_norm and _everywhere(c)]
+               + _SPLIT_K_AWKWARD,
     # The issue's full matrix and the sweep variants too (opt-in: minutes on a CPU adapter).
     "full": _cases((1, 7, 128, 512), (1, 7, 128, 512), None, (1, 7, 128, 129, 512)),
     # The pre-quantized int8 routes alone, every variant (a quick check while tuning them).
     "int8x": [c for c in _cases((1, 7), (1,), None, (1, 7, 128, 129)) if c.int8x],
     # The int8 prefill alone, every DP4A tile (the same cases as in "full").
-    "dp4a": [c for c in _cases((1, 7), (1,), None, (1, 7, 128, 129, 512)) if c.dp4a],
+    "dp4a": [c for c in _cases((1, 7), (1,), None, (1, 7, 128, 129, 512)) if c.dp4a]
+            + _split_k("dp4a", (7, 128, 129, 512), 800) + _SPLIT_K_AWKWARD,
     # The same on the subgroup-matrix GEMM, every one of its tiles pinned at the awkward shape and at
     # Llama's gate/up; only for an adapter whose guards let it run (run_q4_checks says why not).
     "sgmat": ([c for c in _cases((1, 7), (1,), None, (1, 7, 128, 129, 512)) if c.dp4a and not c.gemm_shape]
@@ -334,12 +358,7 @@ PRESETS = {
                             dp4a=True, gemm_shape=shape, stream=700 + i) for i, shape in enumerate(gemm_sgmat_shapes())]
               + [LinearCase(f"sgmat.tile.{shape}.llama.gate_up", *_LLAMA["gate_up"], (7, 512), int8x=True, dp4a=True,
                             gemm_shape=shape, stream=720 + i) for i, shape in enumerate(gemm_sgmat_shapes())]
-              # K split over more workgroups where the grid is small: both models' projections (the QKV as
-              # three), K tails, gs 32 and 128, a bias, N not a multiple of the tile
-              + [LinearCase(f"sgmat.split_k.{c.name.removeprefix('dp4a.')}", c.k, c.n, c.rows, c.group_size, c.bias,
-                            c.n_kv, int8x=True, dp4a=True, split_k=True, stream=780 + i)
-                 for i, c in enumerate(c for c in _cases((1, 7), (1,), None, (7, 128, 129, 512))
-                                       if c.dp4a and not c.gemm_shape and not c.norm)]),
+              + _split_k("sgmat", (7, 128, 129, 512), 780) + _SPLIT_K_AWKWARD),
     # The f16 subgroup-matrix GEMM (half=True): every projection of both models at the prefill row counts,
     # then K tails within a K tile, N not a multiple of the tile, gs 32 and 128, a bias; only for an
     # adapter with shader-f16 and the f16 config (Chromium on NVIDIA with the f16 flag).

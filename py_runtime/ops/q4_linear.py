@@ -54,6 +54,8 @@ default until an adapter's measurements pick otherwise); `force` runs a named ro
 
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -72,7 +74,7 @@ from .tuning import Tuning, tuning_for
 
 __all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "NormPrologue", "gemv_shapes", "gemv_int8_max_k",
            "gemv_group_size", "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE", "gemm_sgmat_shapes", "GEMM_SGMAT_SHAPE",
-           "k_splits", "split_k_room",
+           "k_splits", "split_k_room", "GemmTile",
            "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GLU_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
 
 _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
@@ -124,7 +126,8 @@ def gemv_shapes(kind: str, tier: str | None = None) -> tuple[str, ...]:
 def gemm_dp4a_shapes(tier: str | None = None) -> tuple[str, ...]:
     """The DP4A GEMM's tile variants (suffixes of q4gsw_gemm_dp4a_), `tier` as for gemv_shapes."""
     prefix = "q4gsw_gemm_dp4a_"
-    return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
+    return tuple(name[len(prefix):] for name in kernel_names(tier)
+                 if name.startswith(prefix) and not name.startswith("q4gsw_gemm_dp4a_sk_"))
 
 
 @cache
@@ -628,58 +631,79 @@ def _dp4a_tiles(w: Q4Weight, m: int) -> int:
     return -(-w.n // _TILE) * -(-m // int(kernel(f"q4gsw_gemm_dp4a_{GEMM_DP4A_SHAPE}").template_values["TM"]))
 
 
-def k_splits(k: int, n: int, group_size: int, m: int, tile_m: int, tile_n: int, room: int) -> tuple[int, int]:
-    """(splits, chunks per split) of a GEMM's K for M x N in tile_m x tile_n tiles: enough splits that the
-    grid has SPLIT_K_WORKGROUPS workgroups, each split whole groups and whole 64-wide K tiles and at least
+def k_splits(k: int, n: int, group_size: int, m: int, tile: "GemmTile", room: int) -> tuple[int, int]:
+    """(splits, chunks per split) of a GEMM's K for M x N in `tile`s: enough splits that the grid has as many
+    invocations as SPLIT_K_WORKGROUPS workgroups of 128, each split whole groups and whole K tiles and at least
     SPLIT_K_MIN_CHUNKS chunks, at most SPLIT_K_MAX, and the partials [splits, M, N] within `room` floats."""
-    chunks, unit = k // 32, max(2, group_size // 32)
-    tiles = -(-n // tile_n) * -(-m // tile_m)
-    wanted = min(-(-SPLIT_K_WORKGROUPS // tiles), SPLIT_K_MAX, chunks // max(unit, SPLIT_K_MIN_CHUNKS),
-                 room // max(1, m * n))
+    chunks, unit = k // 32, math.lcm(tile.chunks, max(1, group_size // 32))
+    tiles = -(-n // tile.n) * -(-m // tile.m)
+    target = SPLIT_K_WORKGROUPS * 128 // tile.invocations
+    wanted = min(-(-target // tiles), SPLIT_K_MAX, chunks // max(unit, SPLIT_K_MIN_CHUNKS), room // max(1, m * n))
     if wanted <= 1:
         return 1, chunks
     per_split = -(-chunks // wanted // unit) * unit
     return -(-chunks // per_split), per_split
 
 
+@dataclass(frozen=True)
+class GemmTile:
+    """An int8 GEMM variant's output tile (m x n), its workgroup's invocations and its K tile in chunks."""
+
+    m: int
+    n: int
+    invocations: int
+    chunks: int
+
+    @classmethod
+    def of(cls, name: str) -> "GemmTile":
+        spec = kernel(name)
+        values = spec.template_values
+        if name.startswith("q4gsw_gemm_dp4a"):
+            return cls(int(values["TM"]), _TILE, spec.invocations, int(values["BK"]) // 32)
+        return cls(16 * int(values["SGM"]) * int(values["FM"]), 16 * int(values["SGN"]) * int(values["FN"]),
+                   spec.invocations, 2)
+
+
 def split_k_room() -> int:
-    """Floats a decoder's shared partials scratch needs for any GEMM k_splits splits: fewer than
-    2 x SPLIT_K_WORKGROUPS output tiles of the subgroup-matrix GEMM (splits x tiles stays under that)."""
-    tile_m, tile_n, _ = _sgmat_tile(GEMM_SGMAT_SHAPE)
-    return 2 * SPLIT_K_WORKGROUPS * tile_m * tile_n
+    """Floats a decoder's shared partials scratch needs for any GEMM k_splits splits: fewer than twice the
+    target's invocations worth of output tiles (splits x tiles stays under the target), the largest tile
+    per invocation of the shipped int8 GEMMs."""
+    tiles = (GemmTile.of(f"q4gsw_gemm_sgmat_{GEMM_SGMAT_SHAPE}"), GemmTile.of(f"q4gsw_gemm_dp4a_{GEMM_DP4A_SHAPE}"))
+    return 2 * SPLIT_K_WORKGROUPS * 128 * max(t.m * t.n // t.invocations for t in tiles)
+
+
+def _int8_gemm_name(req: _Linear, route: str, split: bool) -> str:
+    sgmat = route == "q4_gemm_sgmat_i8"
+    shape = req.gemm_shape or (GEMM_SGMAT_SHAPE if sgmat else GEMM_DP4A_SHAPE)
+    return f"q4gsw_gemm_{'sgmat' if sgmat else 'dp4a'}{'_sk' if split else ''}_{shape}"
 
 
 def _int8_gemm_prefill(req: _Linear, route: str, rows: str = "all") -> OpCall:
     """The q4_gemm_dp4a or q4_gemm_sgmat_i8 dispatch: the same bindings and params. `rows` "small" or
     "large": active only where the DP4A grid at the live M is under or from SGMAT_UNTIL_DP4A_TILES. With
-    `partials`, the subgroup-matrix GEMM splits K where its grid is small (k_splits) and _split_k_reduce
-    adds the splits up."""
+    `partials` (and not the large-grid DP4A GEMM beside the subgroup-matrix one) the GEMM splits K where its
+    grid is small (k_splits) and _split_k_reduce adds the splits up."""
     w, act, has_bias = req.weight, req.int8, req.bias is not None
-    sgmat = route == "q4_gemm_sgmat_i8"
-    split = sgmat and req.partials is not None
-    shape = req.gemm_shape or (GEMM_SGMAT_SHAPE if sgmat else GEMM_DP4A_SHAPE)
-    name = f"q4gsw_gemm_{'sgmat_sk' if split else 'sgmat' if sgmat else 'dp4a'}_{shape}"
-    tile_m, tile_n = _sgmat_tile(shape)[:2] if sgmat else (int(kernel(name).template_values["TM"]), _TILE)
+    split = req.partials is not None and rows != "large"
+    name = _int8_gemm_name(req, route, split)
+    tile = GemmTile.of(name)
 
     def runs(m: int) -> bool:
         return rows == "all" or (_dp4a_tiles(w, m) >= SGMAT_UNTIL_DP4A_TILES) == (rows == "large")
-
-    def splitting(m: int) -> tuple[int, int]:
-        return k_splits(w.k, w.n, w.group_size, m, tile_m, tile_n, req.partials.numel) if split else (1, w.k // 32)
 
     def sizing(spec, live):
         m = req.rows(live)
         f32_moved, flops = _cost(w, m, has_bias, req.accumulate)
         moved = f32_moved - 4 * m * w.k + m * w.k + 8 * m * (w.k // 32)    # int8 rows and chunk stats for f32 x
         active = m > 1 and runs(m)
-        splits, split_chunks = splitting(m)
-        grid = (-(-w.n // tile_n), -(-m // tile_m), splits) if active else IDLE
-        fields = dict(m=m, k=w.k, n=w.n, n_total=w.n_total, n_offset=w.n_offset, group_size=w.group_size,
-                      has_bias=has_bias, accumulate=req.accumulate)
-        if sgmat:
-            fields.update(splits=splits, split_chunks=split_chunks)
-        return Sizing(workgroups=grid, params=spec.pack_params(**fields),
-                      bytes_moved=moved + 4 * (splits - 1) * m * w.n if active else 0, flops=flops if active else 0)
+        splits, split_chunks = k_splits(w.k, w.n, w.group_size, m, tile, req.partials.numel) if split else \
+            (1, w.k // 32)
+        grid = (-(-w.n // tile.n), -(-m // tile.m), splits) if active else IDLE
+        return Sizing(workgroups=grid,
+                      params=spec.pack_params(m=m, k=w.k, n=w.n, n_total=w.n_total, n_offset=w.n_offset,
+                                              group_size=w.group_size, has_bias=has_bias, accumulate=req.accumulate,
+                                              splits=splits, split_chunks=split_chunks),
+                      bytes_moved=moved + 8 * (splits - 1) * m * w.n if active else 0, flops=flops if active else 0)
 
     tensors = {"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales,
                "bias": req.bias if has_bias else w.scales, "out": req.outs[0]}
@@ -689,23 +713,22 @@ def _int8_gemm_prefill(req: _Linear, route: str, rows: str = "all") -> OpCall:
                   phase="prefill", runs=None if rows == "all" else runs)
 
 
-def _split_k_reduce(req: _Linear, rows: str = "all") -> OpCall:
-    """The subgroup-matrix GEMM's K splits added up (with the bias and the residual), where the GEMM at the
-    live M splits; idle elsewhere."""
-    w, has_bias = req.weight, req.bias is not None
-    tile_m, tile_n = _sgmat_tile(req.gemm_shape or GEMM_SGMAT_SHAPE)[:2]
+def _split_k_reduce(req: _Linear, gemm: OpCall) -> OpCall:
+    """The K splits of `gemm` (an int8 GEMM's _sk form) added up with the bias and the residual, where the
+    GEMM runs and splits at the live M; idle elsewhere."""
+    w, has_bias, tile = req.weight, req.bias is not None, GemmTile.of(gemm.kernel)
 
     def sizing(spec, live):
         m = req.rows(live)
-        small = rows == "all" or _dp4a_tiles(w, m) < SGMAT_UNTIL_DP4A_TILES
-        splits = k_splits(w.k, w.n, w.group_size, m, tile_m, tile_n, req.partials.numel)[0] if m > 1 and small else 1
+        runs = m > 1 and gemm.runs_with(m)
+        splits = k_splits(w.k, w.n, w.group_size, m, tile, req.partials.numel)[0] if runs else 1
         return Sizing(workgroups=linear_grid(m * w.n, spec.invocations, live_limit(live)) if splits > 1 else IDLE,
                       params=spec.pack_params(m=m, n=w.n, splits=splits, has_bias=has_bias, accumulate=req.accumulate),
                       bytes_moved=4 * m * w.n * (splits + 1 + req.accumulate) if splits > 1 else 0)
 
     return OpCall(label=f"{req.label}.prefill_split_k", kernel="q4gsw_gemm_split_reduce", route="q4_gemm_split_k",
                   tensors={"partials": req.partials, "bias": req.bias if has_bias else req.partials, "out": req.outs[0]},
-                  sizing=sizing, phase="prefill")
+                  sizing=sizing, phase="prefill", runs=gemm.runs)
 
 
 def _bk64_guard(req: _Linear) -> str | None:
@@ -793,15 +816,16 @@ def _slots(req: _Linear, force: str | None = None) -> tuple[dict[str, OpCall], t
                                   slot=f"prefill from {SGMAT_UNTIL_DP4A_TILES} DP4A tiles")
         return (_with_split_k(req, {"decode": decode.build(req),
                                     "prefill": _int8_gemm_prefill(req, "q4_gemm_sgmat_i8", "small"),
-                                    "prefill_large": _int8_gemm_prefill(req, "q4_gemm_dp4a", "large")}, "small"),
+                                    "prefill_large": _int8_gemm_prefill(req, "q4_gemm_dp4a", "large")}),
                 (decode_why, prefill_why, large_why))
     return _with_split_k(req, {"decode": decode.build(req), "prefill": prefill.build(req)}), (decode_why, prefill_why)
 
 
-def _with_split_k(req: _Linear, slots: dict[str, OpCall], rows: str = "all") -> dict[str, OpCall]:
+def _with_split_k(req: _Linear, slots: dict[str, OpCall]) -> dict[str, OpCall]:
     """The slots, and the split-K reduce after the prefill where its GEMM may split K."""
-    if req.partials is not None and any(call.kernel.startswith("q4gsw_gemm_sgmat_sk_") for call in slots.values()):
-        slots["prefill_split_k"] = _split_k_reduce(req, rows)
+    split = [call for call in slots.values() if "_sk_" in call.kernel]
+    if split:
+        slots["prefill_split_k"] = _split_k_reduce(req, split[0])
     return slots
 
 

@@ -305,14 +305,18 @@ def expected_int8_gemm(case: dict, adapter: dict, m: int = 0, n: int = 0) -> str
 
 
 def _splits_k(case: dict, adapter: dict, m: int, n: int) -> bool:
-    """Whether the subgroup-matrix GEMM of an output n wide splits K at m rows, with a partials scratch
-    (k_splits: fewer than 512 workgroups of its 32 x 64 tiles, and K room for two splits of 8 chunks and
-    whole groups)."""
-    from ...ops.q4_linear import k_splits, split_k_room
+    """Whether the int8 GEMM of an output n wide splits K at m rows, with a partials scratch: its grid under
+    512 workgroups' worth of 128 invocations (the subgroup-matrix GEMM's 32 x 64 tiles of 128, DP4A's 64 x 64
+    of 256, alone where the adapter has no subgroup matrices), and K room for two splits of whole groups and
+    K tiles of at least 8 chunks (ops/q4_linear.py k_splits)."""
+    from ...ops.q4_linear import GEMM_DP4A_SHAPE, GEMM_SGMAT_SHAPE, GemmTile, k_splits, split_k_room
 
-    if not case.get("split_k") or expected_int8_gemm(case, adapter, m, n) != "q4_gemm_sgmat_i8":
-        return False
-    return k_splits(case["k"], n, case["group_size"], m, 32, 64, split_k_room())[0] > 1
+    route = expected_int8_gemm(case, adapter, m, n)
+    if not case.get("split_k") or (route == "q4_gemm_dp4a" and expected_int8_gemm(case, adapter, 2, n) != route):
+        return False            # (the large-grid DP4A GEMM beside the subgroup-matrix one never splits)
+    name = f"q4gsw_gemm_sgmat_sk_{GEMM_SGMAT_SHAPE}" if route == "q4_gemm_sgmat_i8" else \
+        f"q4gsw_gemm_dp4a_sk_{GEMM_DP4A_SHAPE}"
+    return k_splits(case["k"], n, case["group_size"], m, GemmTile.of(name), split_k_room())[0] > 1
 
 
 def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter: dict) -> float:

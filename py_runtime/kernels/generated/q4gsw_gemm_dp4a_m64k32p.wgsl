@@ -23,6 +23,11 @@
 // activation group has a NaN scale (int8_activations.wgsl): its row's outputs are NaN. Weights in the
 // reference layout (q4gsw_quantize.wgsl), rows n_offset.. of a packed matrix with n_total rows; K is a
 // multiple of the group size, itself a multiple of 32.
+//
+// Split K: workgroup z walks chunks [z * split_chunks, ...) only (whole groups and whole K tiles), so a
+// grid too small to fill the GPU runs `splits` times as many workgroups, each with a share of the
+// latency-bound K walk. With splits > 1 each writes its f32 sums to partials [split][m][n]
+// (only the _sk variants have that buffer: the others take splits = 1).
 const TM: u32 = 64u;
 const TN: u32 = 64u;
 const BK: u32 = 32u;
@@ -37,6 +42,8 @@ struct Params {
   group_size: u32,
   has_bias: u32,
   accumulate: u32,      // out += the product (a residual add folded in)
+  splits: u32,          // K splits (grid z)
+  split_chunks: u32,    // 32-value chunks per split
 }
 
 @group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
@@ -46,7 +53,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
-
 var<workgroup> x_tile: array<vec4<u32>, 128>;     // [word of k][m / 4]
 var<workgroup> w_tile: array<vec4<u32>, 128>;         // [word of k][n / 4]
 var<workgroup> x_scale: array<f32, 64>;             // [chunk][m]
@@ -133,7 +139,7 @@ fn stage(t: u32, share: Share) {
   }
 }
 
-fn store_row(m: u32, first: u32, values: vec4<f32>) {
+fn store_row(m: u32, first: u32, split: u32, values: vec4<f32>) {
   for (var j = 0u; j < 4u; j++) {
     let n = first + j;
     if (m < params.m && n < params.n) {
@@ -149,6 +155,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   let n0 = wid.x * TN;
   let t = lid.y * 16u + lid.x;
   let chunks = params.k / 32u;           // per row
+  let first = wid.z * params.split_chunks;  // this split's chunks [first, end)
+  let end = min(chunks, first + params.split_chunks);
   let row_vec4s = params.k / 16u;        // a row of xq: plane 0 (vec4 c: chunk c's first 16 values), then plane 1
   var dot0 = vec4<i32>(0);
   var acc0 = vec4<f32>(0.0);
@@ -158,11 +166,11 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   var acc2 = vec4<f32>(0.0);
   var dot3 = vec4<i32>(0);
   var acc3 = vec4<f32>(0.0);
-  var prefetched = fetch(t, m0, n0, 0u, chunks);
-  for (var c0 = 0u; c0 < chunks; c0 += CHUNKS) {
+  var prefetched = fetch(t, m0, n0, first, chunks);
+  for (var c0 = first; c0 < end; c0 += CHUNKS) {
     stage(t, prefetched);
     workgroupBarrier();
-    if (c0 + CHUNKS < chunks) {
+    if (c0 + CHUNKS < end) {
       prefetched = fetch(t, m0, n0, c0 + CHUNKS, chunks);
     }
     for (var c = 0u; c < CHUNKS; c++) {
@@ -177,7 +185,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       }
       // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
       let next = c0 + c + 1u;
-      if ((next * 32u) % params.group_size == 0u || next == chunks) {
+      if ((next * 32u) % params.group_size == 0u || next == end) {
         let sw = vec4<f32>(w_scale[c * TN + lid.x * 4u], w_scale[c * TN + lid.x * 4u + 1u],
                            w_scale[c * TN + lid.x * 4u + 2u], w_scale[c * TN + lid.x * 4u + 3u]);
         acc0 += vec4<f32>(dot0) * (x_scale[c * TM + lid.y * 4u + 0u] * sw);
@@ -192,8 +200,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     workgroupBarrier();
   }
-  store_row(m0 + lid.y * 4u + 0u, n0 + lid.x * 4u, acc0);
-  store_row(m0 + lid.y * 4u + 1u, n0 + lid.x * 4u, acc1);
-  store_row(m0 + lid.y * 4u + 2u, n0 + lid.x * 4u, acc2);
-  store_row(m0 + lid.y * 4u + 3u, n0 + lid.x * 4u, acc3);
+  store_row(m0 + lid.y * 4u + 0u, n0 + lid.x * 4u, wid.z, acc0);
+  store_row(m0 + lid.y * 4u + 1u, n0 + lid.x * 4u, wid.z, acc1);
+  store_row(m0 + lid.y * 4u + 2u, n0 + lid.x * 4u, wid.z, acc2);
+  store_row(m0 + lid.y * 4u + 3u, n0 + lid.x * 4u, wid.z, acc3);
 }
