@@ -66,13 +66,7 @@ fn head(values: Heads, c: u32) -> f32 {
     return values[c];
 }
 
-fn low_half(word: vec4<u32>) -> vec4<f32> {
-  return vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y));
-}
-
-fn high_half(word: vec4<u32>) -> vec4<f32> {
-  return vec4<f32>(unpack2x16float(word.z), unpack2x16float(word.w));
-}
+$include f16_words.wgsli
 
 struct Words {
   k: array<vec4<u32>, U * W>,

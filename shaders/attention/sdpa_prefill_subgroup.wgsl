@@ -49,13 +49,7 @@ $if KS > 1:
   var<workgroup> split_o: array<vec4<f32>, KS * ROWS * D / 4u>;   // [split, row, dim / 4]
   var<workgroup> split_ml: array<vec2<f32>, KS * ROWS>;           // [split, row]
 
-fn low_half(word: vec4<u32>) -> vec4<f32> {
-  return vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y));
-}
-
-fn high_half(word: vec4<u32>) -> vec4<f32> {
-  return vec4<f32>(unpack2x16float(word.z), unpack2x16float(word.w));
-}
+$include f16_words.wgsli
 
 struct Words {
   k: array<vec4<u32>, U * W>,

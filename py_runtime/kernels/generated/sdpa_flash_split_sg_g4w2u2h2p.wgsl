@@ -64,6 +64,7 @@ fn head(values: Heads, c: u32) -> f32 {
   return values[c];
 }
 
+// A KV cache word (four f16 pairs, pack2x16float's order) as its low and high four dims.
 fn low_half(word: vec4<u32>) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y));
 }

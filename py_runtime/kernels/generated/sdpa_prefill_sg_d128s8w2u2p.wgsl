@@ -40,6 +40,7 @@ struct Params {
 @group(0) @binding(4) var<uniform> params: Params;
 
 var<workgroup> tickets: atomic<u32>;    // WGSL has no subgroup index: subgroups take one
+// A KV cache word (four f16 pairs, pack2x16float's order) as its low and high four dims.
 fn low_half(word: vec4<u32>) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y));
 }

@@ -48,6 +48,7 @@ var<workgroup> tickets: atomic<u32>;    // WGSL has no subgroup index: subgroups
 var<workgroup> split_o: array<vec4<f32>, KS * ROWS * D / 4u>;   // [split, row, dim / 4]
 var<workgroup> split_ml: array<vec2<f32>, KS * ROWS>;           // [split, row]
 
+// A KV cache word (four f16 pairs, pack2x16float's order) as its low and high four dims.
 fn low_half(word: vec4<u32>) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y));
 }
