@@ -25,6 +25,8 @@ def test_prefill_and_greedy_decode_match_transformers(lab, run_id, model, policy
     judged = verify_model_report(run.report, lambda name: (folder / name).read_bytes())
     assert judged["worst_of_tolerance"] <= 1, judged
     assert "Steps (one plan, resized; attested routes)" in run.page_text
+    if policy == "int8x":       # the prompt's 8 rows: the DP4A GEMMs split K, their reduce after them
+        assert {"q4_gemm_dp4a", "q4_gemm_split_k"} <= set(run.report["steps"][0]["routes"])
 
 
 def test_a_long_decode_in_the_page_repeats_itself_with_flat_memory(lab):

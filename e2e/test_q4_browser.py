@@ -19,7 +19,7 @@ def test_every_route_at_real_and_awkward_shapes_matches_the_oracle(lab, run_id):
     # SwiftShader's subgroups are 4 wide: the subgroup GEMV is the decode route in the browser.
     assert {"q4_gemm_tiled", "q4_gemm_bk64", "q4_qkv_fused_bk64", "q4_linear_generic", "q4_gemv_int8",
             "int8_activations", "q4_gemv_int8x", "q4_gemv_int8x_qkv", "q4_gemv_int8x_glu", "q4_gemv_int8x_glu_q8",
-            "rms_norm_int8x", "q4_gemm_dp4a", "q4_gemv_int8x_qkv_rope", "q4_gemm_split_k"} <= routes
+            "rms_norm_int8x", "q4_gemm_dp4a", "q4_gemv_int8x_qkv_rope"} <= routes
     assert routes & {"q4_gemv_subgroup", "q4_gemv_workgroup"}
 
 

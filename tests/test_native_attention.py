@@ -200,7 +200,8 @@ def test_every_subgroup_prefill_variant_matches_the_oracle(name):
     rng = np.random.default_rng(11)
     k_host, v_host = (rng.uniform(-1, 1, (capacity, kv_heads, dim)).astype(np.float32) for _ in range(2))
     k16, v16 = (host.astype(np.float16).astype(np.float64) for host in (k_host, v_host))
-    runs = [(group, tokens, pos) for group in (1, 3, 4, 8) for tokens, pos in ((2, 0), (5, 97), (75, 0), (61, 99))]
+    lengths = ((2, 0), (5, 97), (75, 0), (61, 99))
+    runs = [(group, *lengths[(i + shift) % 4]) for shift in (0, 2) for i, group in enumerate((1, 3, 4, 8))]
 
     async def main():
         runtime = await Runtime.create("native")
@@ -232,7 +233,7 @@ def test_every_subgroup_prefill_variant_matches_the_oracle(name):
     info, results = asyncio.run(main())
     if info is None:
         pytest.skip(results)
-    assert sum(r is not None for r in results) >= 8
+    assert sum(r is not None for r in results) >= 4
     for (group, tokens, pos), result in zip(runs, results):
         if result is None:
             continue

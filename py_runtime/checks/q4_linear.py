@@ -321,9 +321,9 @@ def _split_k(prefix: str, rows: tuple[int, ...], stream: int, names: set[str] | 
                        c.n_kv, int8x=True, dp4a=True, split_k=True, stream=stream + i) for i, c in enumerate(cases)]
 
 
-# Split K in both CI runs: awkward shapes with K long enough to split (gs 32 with a bias and N past the
+# Split K in the native CI run: awkward shapes with K long enough to split (gs 32 with a bias and N past the
 # tile, gs 128 whose splits hold whole groups, a QKV of odd widths and a K that splits unevenly), and
-# Llama's q_o natively.
+# Llama's q_o.
 _SPLIT_K_AWKWARD = [LinearCase("split_k.k1024_gs32_bias", 1024, 131, (7, 129), group_size=32, bias=True, int8x=True,
                                dp4a=True, split_k=True, stream=820),
                     LinearCase("split_k.k1280_gs128", 1280, 40, (3, 70), group_size=128, int8x=True, dp4a=True,
@@ -334,16 +334,16 @@ _SPLIT_K_AWKWARD = [LinearCase("split_k.k1024_gs32_bias", 1024, 131, (7, 129), g
 
 PRESETS = {
     # CI: every route, every real shape at decode and a small prefill, every shipped GEMV variant.
-    "ci": _cases((1, 7), (1,), "shipped", (1, 7, 128, 129)) + _split_k("dp4a", (7, 128, 129), 800, {"dp4a.llama.q_o"})
+    "ci": _cases((1, 7), (1,), "shipped", (1, 7, 128, 129)) + _split_k("dp4a", (7, 129), 800, {"dp4a.llama.q_o"})
           + _SPLIT_K_AWKWARD,
     # The browser's CI run (SwiftShader: its 4-wide subgroups, its limits and the JS path): every route and
     # shipped variant at the awkward shapes and one real shape per route family; the real shapes of every
     # projection, the K-2048 twins of the variant cases and the 128-row prefill are the native run's (lavapipe).
     # (Not the q/k-normalizing QKV: its 11 storage buffers are more than SwiftShader's 10; nor the H200's
     # 512-invocation _glu_q8 shape r4u1w16, more than SwiftShader's 256: the native run pins it.)
+    # (Split K runs in the browser's CI inside the int8x model test, against transformers.)
     "browser": [c for c in _cases((1, 7), (1,), "shipped", (1, 7, 129))
-                if _in_browser_ci(c) and not c.qk_norm and _everywhere(c)]
-               + _SPLIT_K_AWKWARD,
+                if _in_browser_ci(c) and not c.qk_norm and _everywhere(c)],
     # The issue's full matrix and the sweep variants too (opt-in: minutes on a CPU adapter).
     "full": _cases((1, 7, 128, 512), (1, 7, 128, 512), None, (1, 7, 128, 129, 512)),
     # The pre-quantized int8 routes alone, every variant (a quick check while tuning them).
