@@ -660,8 +660,8 @@ class GemmTile:
         values = spec.template_values
         if name.startswith("q4gsw_gemm_dp4a"):
             return cls(int(values["TM"]), _TILE, spec.invocations, int(values["BK"]) // 32)
-        return cls(16 * int(values["SGM"]) * int(values["FM"]), 16 * int(values["SGN"]) * int(values["FN"]),
-                   spec.invocations, 2)
+        family, shape = name.rsplit("_", 1)
+        return cls(*_sgmat_tile(shape, family), chunks=2)
 
 
 def split_k_room() -> int:
