@@ -17,5 +17,5 @@ def test_every_route_and_geometry_matches_the_oracle(lab, run_id):
     assert all(0 <= ratio <= 1 for ratio in worst.values()), worst
     routes = {step["routes"][-1] for case in run.report["cases"] for step in case["steps"]}
     assert routes == {"sdpa_materialized", "sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_prefill_subgroup",
-                      "sdpa_k16", "sdpa_q16", "sdpa_q32"}
+                      "sdpa_k16", "sdpa_q16", "sdpa_q32", "sdpa_decode_subgroup"}
     assert "Attention steps (attested routes)" in run.page_text

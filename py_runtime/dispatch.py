@@ -8,6 +8,8 @@ name, used by every op and every plan:
   TOKENS  the step's token rows (a prefill's prompt length, 1 in a decode step)
   POS     the position of the step's first token in the sequence (RoPE, the KV cache)
   LENGTH  the element count of a one-dimensional op (the elementwise checks)
+  CONTEXT a bound on the keys a decode step attends (a decoder keeping the position on the GPU sets a
+          band's top, ops.attention.context_band, so the plan changes state only when a band is crossed)
 An op takes either a fixed int or the name of a live size for each of these.
 """
 
@@ -19,12 +21,13 @@ from typing import Callable, Mapping
 from .kernels import Kernel
 from .tensors import Tensor
 
-__all__ = ["Op", "OpCall", "Sizing", "single", "IDLE", "runs_at", "TOKENS", "POS", "LENGTH", "MAX_PER_DIM_KEY", "linear_grid",
+__all__ = ["Op", "OpCall", "Sizing", "single", "IDLE", "runs_at", "TOKENS", "POS", "LENGTH", "CONTEXT", "MAX_PER_DIM_KEY", "linear_grid",
            "live_limit", "live_value", "resolve_length"]
 
 TOKENS = "tokens"
 POS = "pos"
 LENGTH = "n"
+CONTEXT = "context"
 # Plans carry the device limit among their live values, so sizing functions stay pure.
 MAX_PER_DIM_KEY = "max_workgroups_per_dim"
 IDLE = (0, 0, 0)

@@ -67,9 +67,11 @@ ROUTES = (
     "q4_gemv_int8x_qkv_rope_qknorm_norm",   # the same normalizing and quantizing its own input too
     "sdpa_prefill_subgroup",    # one-pass online-softmax prefill attention on subgroups, any G, D 64 or 128
     "q4_gemm_split_k",      # a prefill GEMM's K splits added up (with its bias and residual), small grids
+    "sdpa_decode_subgroup",  # attention of one live token in one pass on subgroups (short contexts), any G
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
-                                                 "sdpa_q32", "sdpa_flash_subgroup", "sdpa_prefill_subgroup"})
+                                                 "sdpa_q32", "sdpa_flash_subgroup", "sdpa_prefill_subgroup",
+                                                 "sdpa_decode_subgroup"})
 _BITS = {name: i for i, name in enumerate(ROUTES)}
 
 

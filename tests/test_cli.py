@@ -92,12 +92,12 @@ def test_bench_kernels_times_the_attention_routes(tmp_path):
     assert main(["bench", "kernels", "--backend", "native", "--preset", "attention_tiny", "--trials", "1",
                  "--json", str(target)]) == 0
     rows = json.loads(target.read_text())["rows"]
-    assert [r["route"] for r in rows] == ["sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_materialized",
-                                          "sdpa_materialized", "sdpa_k16", "sdpa_prefill_subgroup"]
-    decode = rows[:3]
+    assert [r["route"] for r in rows] == ["sdpa_decode_subgroup", "sdpa_flash_subgroup", "sdpa_flash_decode",
+                                          "sdpa_materialized", "sdpa_materialized", "sdpa_k16", "sdpa_prefill_subgroup"]
+    decode = rows[:4]
     # one layer's K and V over 64 positions, f16: 2 x 64 x 8 heads x 64 dims x 2 bytes
     assert all(r["kv_bytes"] == 2 * 64 * 8 * 64 * 2 and r["layers"] > 1 and r["ns"] > 0 for r in decode)
-    assert all(0 < r["ratio_same_bytes"] for r in decode) and all(r["flops"] > 0 for r in rows[3:])
+    assert all(0 < r["ratio_same_bytes"] for r in decode) and all(r["flops"] > 0 for r in rows[4:])
     # the two-pass floor: two near-empty dispatches per layer, cheaper than a route reading the whole cache
     assert all(0 < r["two_pass_floor_ns"] < r["ns"] for r in decode[:2])
 

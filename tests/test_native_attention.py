@@ -46,17 +46,21 @@ def test_every_route_and_geometry_matches_the_oracle(native_run):
     assert all(0 <= ratio <= 1 for ratio in worst.values()), worst
     routes = {step["routes"][-1] for case in report["cases"] for step in case["steps"]}
     assert routes == {"sdpa_materialized", "sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_prefill_subgroup",
-                      "sdpa_k16", "sdpa_q16", "sdpa_q32"}
+                      "sdpa_k16", "sdpa_q16", "sdpa_q32", "sdpa_decode_subgroup"}
     # one plan per case served its prefill and then a decode, each attested with its own route
     prefill_then_decode = {c["geometry"]: [s["routes"][-1] for s in c["steps"]] for c in report["cases"]
                            if c["tokens"] > 1 and not c["force"] and not c["q32"] and not c["prefill"]}
-    assert prefill_then_decode == {"llama": ["sdpa_prefill_subgroup", "sdpa_flash_subgroup"],
-                                   "qwen3": ["sdpa_prefill_subgroup", "sdpa_flash_subgroup"],
-                                   "awkward": ["sdpa_materialized", "sdpa_flash_decode"],
-                                   "gqa3": ["sdpa_prefill_subgroup", "sdpa_flash_subgroup"]}
+    assert prefill_then_decode == {"llama": ["sdpa_prefill_subgroup", "sdpa_decode_subgroup"],
+                                   "qwen3": ["sdpa_prefill_subgroup", "sdpa_decode_subgroup"],
+                                   "awkward": ["sdpa_materialized", "sdpa_decode_subgroup"],
+                                   "gqa3": ["sdpa_prefill_subgroup", "sdpa_decode_subgroup"]}
     forced = {c["name"]: [s["routes"][-1] for s in c["steps"]] for c in report["cases"] if c["prefill"]}
-    assert forced == {"llama.s129.p1.sdpa_k16": ["sdpa_k16", "sdpa_flash_subgroup"],
-                      "qwen3.s7.p300.sdpa_q16": ["sdpa_q16", "sdpa_flash_subgroup"]}
+    assert forced == {"llama.s129.p1.sdpa_k16": ["sdpa_k16", "sdpa_decode_subgroup"],
+                      "qwen3.s7.p300.sdpa_q16": ["sdpa_q16", "sdpa_decode_subgroup"]}
+    # past the one pass's reach (512 keys here) FlashDecoding runs in the same plan
+    long = {c["name"]: [s["routes"][-1] for s in c["steps"]] for c in report["cases"] if c["pos"] == 1000}
+    assert long["llama.s1.p1000"] == long["qwen3.s1.p1000"] == ["sdpa_flash_subgroup"] * 2
+    assert long["gqa3.s1.p1000.sdpa_decode_subgroup"] == ["sdpa_decode_subgroup"] * 2
 
 
 def test_the_verifier_catches_wrong_outputs_caches_and_routes(native_run):
@@ -85,7 +89,7 @@ def test_the_verifier_catches_wrong_outputs_caches_and_routes(native_run):
         verify_attention_report({**report, "cases": [rope_case]}, broken.__getitem__)
     relabelled = copy.deepcopy(case)                    # a decode attested as the materialized route
     relabelled["steps"][1]["routes"] = ["kv_cache_write", "sdpa_materialized"]
-    with pytest.raises(AssertionError, match="expected sdpa_flash_subgroup"):
+    with pytest.raises(AssertionError, match="expected sdpa_decode_subgroup"):
         verify_attention_report({**report, "cases": [relabelled]}, artifacts.__getitem__)
 
 
@@ -188,6 +192,54 @@ def test_every_subgroup_split_variant_matches_the_oracle(name):
         exact, bound = attention_reference(q_host, k16, v16, ctx - 1, 1 / dim ** 0.5, "sdpa_flash_subgroup", info,
                                            flash_split=(name, workgroups))
         assert np.all(np.abs(got - exact) <= bound), (name, ctx, workgroups, float(np.abs(got - exact).max()))
+
+
+@pytest.mark.parametrize("name", [n for n in kernel_names() if n.startswith("sdpa_decode_sg_")
+                                  and not n.startswith("sdpa_decode_sg_i8x_")])
+def test_every_one_pass_decode_variant_matches_the_oracle(name):
+    """Shipped and sweep variants alike, at G 1, 3 and 4 (a workgroup per query head: any G), at a
+    context of one key, one past a step of every slot, and many steps; head_dim 40 leaves lanes of the
+    last word idle."""
+    values = kernel(name).template_values
+    slots = kernel(name).invocations // 4
+    capacity = 3 * slots * values["U"] + 7
+    runs = (1, slots * values["U"] + 1, capacity)           # contexts
+
+    async def main(group, dim):
+        kv_heads = 2
+        heads = group * kv_heads
+        rng = np.random.default_rng(group * dim)
+        k_host, v_host = (rng.uniform(-1, 1, (capacity, kv_heads, dim)).astype(np.float32) for _ in range(2))
+        q_host = rng.uniform(-1, 1, (1, heads, dim)).astype(np.float32)
+        runtime = await Runtime.create("native")
+        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
+        scratch = await AttentionScratch.allocate(runtime, "s", heads=heads, head_dim=dim, max_tokens=1,
+                                                  capacity=capacity)
+        k, v = [await tensor(runtime, role, (capacity, kv_heads, dim)) for role in ("k", "v")]
+        q, out = [await tensor(runtime, role, (1, heads, dim)) for role in ("q", "o")]
+        for target, host in ((k, k_host), (v, v_host), (q, q_host)):
+            runtime.device.write_buffer(target.buffer, host.tobytes())
+        await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=capacity, pos=0))
+        plan = Plan(runtime, "attn", live={"tokens": 1, "pos": 0})
+        await plan.add(sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
+                            force="sdpa_decode_subgroup", decode_kernel=name))
+        plan.record()
+        outputs = []
+        for ctx in runs:
+            plan.resize(pos=ctx - 1)
+            assert list((await plan.replay()).routes) == ["sdpa_decode_subgroup"]
+            outputs.append(np.frombuffer(await runtime.device.read_buffer(out.buffer), np.float32).reshape(q_host.shape))
+        plan.release()
+        return runtime.device.adapter.info, (k_host, v_host, q_host), outputs
+
+    dims = (40, 32 * values["W"])
+    for group, dim in ((1, dims[1]), (3, dims[0]), (4, dims[1])):
+        info, (k_host, v_host, q_host), outputs = asyncio.run(main(group, dim))
+        k16, v16 = (host.astype(np.float16).astype(np.float64) for host in (k_host, v_host))
+        for ctx, got in zip(runs, outputs):
+            exact, bound = attention_reference(q_host, k16, v16, ctx - 1, 1 / dim ** 0.5, "sdpa_decode_subgroup", info,
+                                               decode_kernel=name)
+            assert np.all(np.abs(got - exact) <= bound), (name, group, dim, ctx, float(np.abs(got - exact).max()))
 
 
 @pytest.mark.parametrize("name", [n for n in kernel_names() if n.startswith("sdpa_prefill_sg_")])
@@ -297,11 +349,12 @@ def test_rope_fused_with_the_cache_write_matches_float64(config):
     assert not k_cache[:pos].any() and not k_cache[pos + 6:].any() and not v_cache[pos + 6:].any()
 
 
+@pytest.mark.parametrize("route", ["flash", "sdpa_decode_subgroup"])
 @pytest.mark.parametrize("dim", [64, 128])
-def test_the_reduce_pass_quantizes_its_output_as_quantize_activations_bit_for_bit(dim):
-    """sdpa(int8=...): a decode's FlashDecoding reduce also writes its row as int8 for the int8x o-proj;
-    the words and stats must be quantize_activations' of the same f32 output, bit for bit (one group per
-    head at D 64, two at D 128), including a head of zeros (scale 0)."""
+def test_the_decode_quantizes_its_output_as_quantize_activations_bit_for_bit(dim, route):
+    """sdpa(int8=...): a decode's FlashDecoding reduce, or the one pass, also writes its row as int8 for
+    the int8x o-proj; the words and stats must be quantize_activations' of the same f32 output, bit for
+    bit (one group per head at D 64, two at D 128), including a head of zeros (scale 0)."""
     from py_runtime.ops.int8_activations import Int8Activations, quantize_activations
 
     heads, kv_heads, capacity, pos = 8, 2, 64, 40
@@ -324,8 +377,11 @@ def test_the_reduce_pass_quantizes_its_output_as_quantize_activations_bit_for_bi
         rows = Tensor(out.name, (1, heads * dim), "f32", out.usage, out.buffer)
         fused, alone = (await Int8Activations.allocate(runtime, rows, 64), await Int8Activations.allocate(
             runtime, Tensor("out2", (1, heads * dim), "f32", out.usage, out.buffer), 64))
-        op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=adapter, int8=fused)
-        assert [c.kernel for c in op.calls if c.phase == "decode"][-1] == "sdpa_flash_reduce_i8x"
+        flash = "sdpa_flash_subgroup" if dim == 64 else "sdpa_flash_decode"    # (G 4 of 128 dims: workgroup memory)
+        op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=adapter, int8=fused,
+                  force=flash if route == "flash" else route)
+        last = [c.kernel for c in op.calls if c.phase == "decode"][-1]
+        assert last.startswith("sdpa_decode_sg_i8x_") if route == "sdpa_decode_subgroup" else last == "sdpa_flash_reduce_i8x"
         got = await run_op(runtime, op, quantize_activations(alone), read=[fused.words, fused.stats, alone.words,
                                                                           alone.stats], tokens=1, pos=pos)
         return got, (fused, alone)

@@ -44,13 +44,13 @@ def _routes(report, step):
     return set(report["steps"][step]["routes"])
 
 
-def _int8x_decode_step(layers: int, fuse_norm: bool = True) -> int:
+def _int8x_decode_step(layers: int, fuse_norm: bool = True, one_pass: bool = True) -> int:
     """Dispatches in an int8x decode step: per layer the norm (quantizing; with fuse_norm inside the QKV
-    GEMV), the fused QKV (Qwen3's q/k norm, RoPE and the cache write in its epilogue), FlashDecoding's
-    split and reduce (quantizing), o, the norm (with fuse_norm inside the next GEMV), the fused gate/up +
-    SwiGLU (quantizing) and down; then the embedding, the last row, the final norm, lm_head, argmax's two
-    passes and the token history."""
-    per_layer = 8 - 2 * fuse_norm
+    GEMV), the fused QKV (Qwen3's q/k norm, RoPE and the cache write in its epilogue), the attention
+    (quantizing: the one pass at these short contexts, else FlashDecoding's split and reduce), o, the
+    norm (with fuse_norm inside the next GEMV), the fused gate/up + SwiGLU (quantizing) and down; then the
+    embedding, the last row, the final norm, lm_head, argmax's two passes and the token history."""
+    per_layer = 8 - 2 * fuse_norm - one_pass
     return per_layer * layers + 7
 
 
@@ -61,7 +61,7 @@ def test_llama_matches_transformers_on_the_f32_policy(llama):
     assert judged["worst_of_tolerance"] <= 1, judged
     prefill_attention = "sdpa_prefill_subgroup" if "subgroups" in report["adapter"]["device_features"] else "sdpa_k16"
     assert {"q4_qkv_fused_bk64", "q4_gemm_bk64", prefill_attention, "rope_kv_cache_write"} <= _routes(report, 0)
-    assert _routes(report, 1) & {"sdpa_flash_decode", "sdpa_flash_subgroup"} and "q4_gemm_bk64" not in _routes(report, 1)
+    assert _routes(report, 1) & {"sdpa_flash_decode", "sdpa_flash_subgroup", "sdpa_decode_subgroup"} and "q4_gemm_bk64" not in _routes(report, 1)
     assert len(set(report["tokens"])) > 1, "greedy decoding repeated one token: the synthetic model is degenerate"
 
 
@@ -149,7 +149,7 @@ def test_the_unfused_and_materialized_routes_match_transformers_too():
     judged = verify_model_report(report, artifacts.__getitem__)
     assert judged["worst_of_tolerance"] <= 1, judged
     decode = _routes(report, 1)
-    assert "sdpa_materialized" in decode and not decode & {"sdpa_flash_subgroup", "sdpa_flash_decode"}
+    assert "sdpa_materialized" in decode and not decode & {"sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_decode_subgroup"}
     assert "swiglu_fused" in decode and not decode & {"q4_gemv_int8x_qkv", "q4_gemv_int8x_glu"}
     assert "sdpa_materialized" in _routes(report, 0) and not _routes(report, 0) & {"sdpa_k16", "sdpa_prefill_subgroup"}
 
@@ -208,9 +208,10 @@ def test_the_fast_q4_twin_is_the_reference_twin_bit_for_bit():
 @pytest.mark.parametrize("model, policy", [("tiny", "f32"), ("awkward", "f32"), ("tiny", "int8x")])
 def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(model, policy):
     """The GPU-side position (token_history advancing the caches' offset; RoPE, the cache write and
-    FlashDecoding adding it) against the host re-sizing every step: identical tokens and logits over
-    enough steps that the split pass's layout changes several times, and nothing re-sized per step
-    (int8x: the QKV GEMV applying RoPE and writing the cache at a decode step)."""
+    the decode attention adding it: here the one pass, FlashDecoding past its reach in the crossing test
+    below) against the host re-sizing every step: identical tokens and logits, and nothing re-sized per step but
+    the one entering a new context band (int8x: the QKV GEMV applying RoPE and writing the cache at a
+    decode step)."""
     config = model_config(model, 1)
 
     async def decode(runtime, gpu_position):
@@ -222,15 +223,18 @@ def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(mod
         arena, writes = runtime.params, []
         write = arena.write
         arena.write = lambda *args: writes.append(args[0]) or write(*args)     # params packed per step
+        quiet = 0                   # steps that packed nothing
         try:
             for _ in range(60):
+                before = len(writes)
                 await decoder.step()
+                quiet += len(writes) == before
         finally:
             del arena.write
         tokens, logits = await decoder.tokens(), await decoder.read_logits()
         routes = decoder.plan.routes
         decoder.release()
-        return tokens, logits, len(writes), routes
+        return tokens, logits, len(writes), routes, quiet
 
     async def main():
         runtime = await Runtime.create("native")
@@ -238,8 +242,9 @@ def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(mod
         on_host = await decode(runtime, False)
         assert on_gpu[0] == on_host[0] and len(on_gpu[0]) == 7 + 62
         assert on_gpu[1] == on_host[1]
-        assert on_gpu[2] == 0, "a decode step with the position on the GPU re-packed params"
-        assert on_host[2] >= 60 * 3             # RoPE + cache write and the two FlashDecoding passes, per step
+        # one step re-sizes: the one at 65 keys, out of context_band's 64 into the cache's 80
+        assert on_gpu[4] == 59, "a decode step with the position on the GPU re-packed params"
+        assert on_host[2] >= 60 * 2             # RoPE + cache write and the attention, per step
         if policy == "int8x":
             assert "q4_gemv_int8x_qkv_rope_norm" in on_gpu[3] and "q4_gemv_int8x_qkv_rope_norm" in on_host[3]
 
@@ -293,3 +298,29 @@ def test_full_depth_with_a_long_prompt(model):
     report, artifacts = _run({"model": model, "layers": model_config(model).layers, "prompt": 128, "decode": 16})
     judged = verify_model_report(report, artifacts.__getitem__)
     assert judged["worst_of_tolerance"] <= 1, judged
+
+
+def test_a_decode_crossing_the_one_pass_reach_switches_to_flash_decoding_and_matches_transformers():
+    """With the position on the GPU, the plan re-sizes only where a step's context crosses a band
+    (ops.attention.context_band): the one-pass decode serves contexts up to its reach, FlashDecoding the
+    steps past it, in one sequence, each step attested with the route that ran; the whole run is judged
+    by the transformers oracle (int8x: the one pass and the reduce both quantize the o-proj's input)."""
+    from py_runtime.ops.attention import one_pass_decode
+
+    async def reach():
+        runtime = await Runtime.create("native")
+        return one_pass_decode(TINY.head_dim, runtime.device.adapter.info)[1]
+
+    edge = asyncio.run(reach())
+    prompt, decode = edge - 6, 12                  # the step at position edge crosses it
+    report, artifacts = _run({"model": "tiny", "policy": "int8x", "prompt": prompt, "decode": decode})
+    judged = verify_model_report(report, artifacts.__getitem__)
+    assert judged["worst_of_tolerance"] <= 1, judged
+    assert report["position_on_gpu"] is True
+    attention = [sorted(set(step["routes"]) & {"sdpa_decode_subgroup", "sdpa_flash_subgroup"})
+                 for step in report["steps"][1:]]
+    # step i (from 1) runs at position prompt + i - 1 and attends prompt + i keys
+    expected = [["sdpa_decode_subgroup"] if prompt + i <= edge else ["sdpa_flash_subgroup"]
+                for i in range(1, len(attention) + 1)]
+    assert attention == expected and ["sdpa_flash_subgroup"] in attention and ["sdpa_decode_subgroup"] in attention
+    assert all(step["attention_conflicts"] == 0 for step in report["steps"])

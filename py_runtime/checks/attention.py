@@ -65,7 +65,7 @@ def _matrix(lengths, positions, geometries=tuple(GEOMETRIES)) -> list[AttentionC
 
 PRESETS = {
     # CI: every geometry at a decode, a short and an odd prefill, from the start, one in and deep in the
-    # context; the materialized route forced at Llama's geometry for a decode and for a prefill, and the
+    # context; a decode past the one pass's reach (FlashDecoding) and the one pass forced there; the materialized route forced at Llama's geometry for a decode and for a prefill, and the
     # workgroup-memory FlashDecoding for a decode (where subgroups are, only the awkward geometry takes it);
     # Qwen3's opt-in 32-row prefill (Q16 where the device lacks its workgroup memory); the K16 and Q16
     # prefills forced where the subgroup prefill would run; RoPE fused into the cache write in both pair
@@ -74,6 +74,8 @@ PRESETS = {
                                                AttentionCase("gqa3", 1, 300), AttentionCase("gqa3", 7, 1),
                                                AttentionCase("llama", 1, 1000, force="sdpa_materialized"),
                                                AttentionCase("llama", 1, 1000, force="sdpa_flash_decode"),
+                                               AttentionCase("llama", 1, 1000), AttentionCase("qwen3", 1, 1000),
+                                               AttentionCase("gqa3", 1, 1000, force="sdpa_decode_subgroup"),
                                                AttentionCase("llama", 129, 1, force="sdpa_materialized"),
                                                AttentionCase("qwen3", 129, 1, q32=True),
                                                AttentionCase("qwen3", 7, 300, q32=True),

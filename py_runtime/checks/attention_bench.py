@@ -38,13 +38,15 @@ class AttentionBenchCase:
     route: str
     flash_split: tuple[str, int] | None = None     # a sweep's split-pass kernel and workgroups (sdpa(flash_split=))
     prefill_kernel: str | None = None               # a sweep's subgroup prefill variant (sdpa(prefill_kernel=))
+    decode_kernel: str | None = None                # a sweep's one-pass decode variant (sdpa(decode_kernel=))
 
     @property
     def name(self) -> str:
         what = f"decode.ctx{self.context}" if self.tokens == 1 else f"prefill.s{self.tokens}"
         swept = f"[{self.flash_split[0].removeprefix('sdpa_flash_split_sg_')}@{self.flash_split[1]}]" \
             if self.flash_split else f"[{self.prefill_kernel.removeprefix('sdpa_prefill_sg_')}]" \
-            if self.prefill_kernel else ""
+            if self.prefill_kernel else f"[{self.decode_kernel.removeprefix('sdpa_decode_sg_')}]" \
+            if self.decode_kernel else ""
         return f"{self.config.key}.{what}.{self.route.removeprefix('sdpa_')}{swept}"
 
     @property
@@ -69,6 +71,14 @@ def _flash_sweep(config: ModelConfig, context: int) -> list[AttentionBenchCase]:
             for name in names for workgroups in _SWEEP_WORKGROUPS]
 
 
+def _one_pass_sweep(config: ModelConfig, context: int) -> list[AttentionBenchCase]:
+    """Every one-pass decode variant covering the head_dim (shipped and sweep, f32 output), then the split pass."""
+    names = [name for name in kernel_names() if name.startswith("sdpa_decode_sg_") and "_i8x_" not in name
+             and 32 * kernel(name).template_values["W"] >= config.head_dim]
+    return [AttentionBenchCase(config, 1, context, "sdpa_decode_subgroup", decode_kernel=name) for name in names] + \
+        [AttentionBenchCase(config, 1, context, "sdpa_flash_subgroup")]
+
+
 def _prefill_sweep(config: ModelConfig) -> list[AttentionBenchCase]:
     """Every subgroup prefill variant of the head_dim (shipped and sweep) at S 512 and 2048."""
     names = [name for name in kernel_names() if name.startswith("sdpa_prefill_sg_")
@@ -80,7 +90,12 @@ def _prefill_sweep(config: ModelConfig) -> list[AttentionBenchCase]:
 ATTENTION_PRESETS = {
     "attention_decode": [AttentionBenchCase(m, 1, ctx, route) for m in _MODELS
                          for ctx in (128, 512, 1024, 2048, 4096, 8192)
-                         for route in ("sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_materialized")],
+                         for route in ("sdpa_decode_subgroup", "sdpa_flash_subgroup", "sdpa_flash_decode",
+                                       "sdpa_materialized")],
+    # Every one-pass decode variant (f32 output) against FlashDecoding on subgroups, short to long: where
+    # the one pass stops paying is its reach (the tuning tables).
+    "attention_decode_sweep": [case for m in _MODELS for ctx in (128, 256, 512, 1024, 2048)
+                               for case in _one_pass_sweep(m, ctx)],
     "attention_prefill": [AttentionBenchCase(m, s, s, route)
                           for m, one_pass in ((LLAMA_3_2_1B, ("sdpa_prefill_subgroup", "sdpa_k16")),
                                               (QWEN3_0_6B, ("sdpa_prefill_subgroup", "sdpa_q16", "sdpa_q32")))
@@ -91,7 +106,8 @@ ATTENTION_PRESETS = {
     "attention_gqa3": [AttentionBenchCase(GQA3, 1, ctx, route) for ctx in (128, 1024, 4096)
                        for route in ("sdpa_flash_subgroup", "sdpa_flash_decode")],
     # Toy sizes for CPU adapters and tests.
-    "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_subgroup"),
+    "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_decode_subgroup"),
+                       AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_subgroup"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_materialized"),
                        AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_materialized"),
@@ -131,7 +147,7 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
         try:
             op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
                       force=case.route, q32=case.route == "sdpa_q32", flash_split=case.flash_split,
-                      prefill_kernel=case.prefill_kernel)
+                      prefill_kernel=case.prefill_kernel, decode_kernel=case.decode_kernel)
         except RouteUnavailable as unavailable:     # at the first layer: e.g. the subgroup route without subgroups
             for tensor in owned:
                 tensors.release(tensor.name)

@@ -62,12 +62,14 @@ async def run_model_check(runtime: Runtime, options: ModelRunOptions, sink=None,
         progress("model", 1, stages)
         steps, logits = [], []
         execution = await decoder.prefill(prompt)
-        steps.append({"tokens": len(prompt), "pos": 0, "routes": list(execution.routes)})
+        steps.append({"tokens": len(prompt), "pos": 0, "routes": list(execution.routes),
+                      "attention_conflicts": execution.attention_conflicts})
         logits.append(await decoder.read_logits())
         for index in range(options.decode):
             pos = decoder.position
             execution = await decoder.step(wait=True)
-            steps.append({"tokens": 1, "pos": pos, "routes": list(execution.routes)})
+            steps.append({"tokens": 1, "pos": pos, "routes": list(execution.routes),
+                          "attention_conflicts": execution.attention_conflicts})
             logits.append(await decoder.read_logits())
             progress("model", 2 + index, stages)
         checked = (await decoder.tokens())[len(prompt):]
@@ -94,6 +96,7 @@ async def run_model_check(runtime: Runtime, options: ModelRunOptions, sink=None,
         "tokens": checked,                  # one per logits artifact: the greedy token each step chose
         "free_tokens": free["ids"],
         "steps": steps,
+        "position_on_gpu": decoder.position_on_gpu,
         "decisions": decisions,
         "dispatches": dispatches,
         "logits_artifacts": [f"logits_{i}.f32" for i in range(len(logits))],

@@ -63,9 +63,10 @@ import time
 from array import array
 from dataclasses import dataclass, replace
 
-from ..dispatch import IDLE, POS, TOKENS, Op, live_value
+from ..dispatch import CONTEXT, IDLE, POS, TOKENS, Op, live_value
 from ..ops.argmax import argmax, argmax_blocks_needed
-from ..ops.attention import FLASH_ROUTES, AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa
+from ..ops.attention import (FLASH_ROUTES, AttentionScratch, KVCache, context_band, kv_cache_write,
+                             rope_kv_cache_write, sdpa)
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.norm import rms_norm
 from ..ops.q4 import q4_embedding
@@ -258,7 +259,7 @@ class Decoder:
             # where the subgroup-matrix GEMM's grid is small, its K splits (one linear runs at a time)
             partials = await t("gemm_partials", (split_k_room(),)) if rows > 1 else None
 
-        self.plan = Plan(self.runtime, f"{c.key}.decoder", live={TOKENS: rows, POS: 0})
+        self.plan = Plan(self.runtime, f"{c.key}.decoder", live={TOKENS: rows, POS: 0, CONTEXT: self.capacity})
         add = self._add
         await add(q4_embedding(ids=self.ids, weight=w["embed"], out=h, status=status))
 
@@ -393,7 +394,8 @@ class Decoder:
         self.runtime.device.write_buffer(self.ids.buffer, words)
         self.runtime.device.write_buffer(self.history.buffer, words)
         self.runtime.device.write_buffer(self.offset.buffer, bytes(4))      # a new sequence starts at 0
-        self.plan.resize(tokens=s, pos=0)
+        # (the band of the first decode step's keys: the steps after it re-size only where they cross one)
+        self.plan.resize(tokens=s, pos=0, context=context_band(s + 1, self.capacity))
         execution = await self.plan.replay(wait=wait or not self._prefilled, profile=profile)
         self._prefilled = True
         self.position = s
@@ -406,8 +408,10 @@ class Decoder:
         self._check_step(1)
         if not self.position_on_gpu:
             self.plan.resize(tokens=1, pos=self.position)
-        elif self.plan.live[TOKENS] != 1:       # the first step after a prefill; later ones re-size nothing
-            self.plan.resize(tokens=1)
+        else:       # the first step after a prefill, and a step into a new context band; others re-size nothing
+            band = context_band(self.position + 1, self.capacity)
+            if self.plan.live[TOKENS] != 1 or self.plan.live[CONTEXT] != band:
+                self.plan.resize(tokens=1, context=band)
         execution = await self.plan.replay(wait=wait, profile=profile)
         self.position += 1
         return execution

@@ -7,7 +7,14 @@ head h reads KV head h // (Hq / Hkv). Token t of a step sits at position pos + t
 then every decode step; positions past the cache are refused before anything is dispatched.
 
 Routes (DECODE_ROUTES, PREFILL_ROUTES: the first whose guard passes; every one attested):
-  decode (live tokens == 1)  sdpa_flash_subgroup FlashDecoding on subgroups: four invocations per key,
+  decode (live tokens == 1)  sdpa_decode_subgroup one pass on subgroups, a workgroup per query head walking
+                                                 every key (no partials, no reduce pass), any G. Needs
+                                                 'subgroups' and a variant for D (a multiple of 8, at most
+                                                 128). Serves contexts up to its reach (the tuning table's);
+                                                 beyond it the next route's dispatches run in its place,
+                                                 chosen per step by the context bound (CONTEXT, or the
+                                                 position) without re-recording
+                             sdpa_flash_subgroup FlashDecoding on subgroups: four invocations per key,
                                                  each with its K and V words and every query head's
                                                  dims in registers; no barrier in the key loop. Needs
                                                  'subgroups' and a variant for G (2 or 4) and D (a
@@ -36,9 +43,9 @@ Routes (DECODE_ROUTES, PREFILL_ROUTES: the first whose guard passes; every one a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..dispatch import IDLE, POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
+from ..dispatch import CONTEXT, IDLE, POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
 from ..kernels import kernel, kernel_names
 from ..models.config import LAYOUTS, LLAMA_3_2_1B, QWEN3_0_6B
 from ..routing import Route, choose
@@ -47,7 +54,8 @@ from .tuning import tuning_table
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
            "TILED_ROUTES", "FLASH_ROUTES", "flash_splits", "max_flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys",
-           "subgroup_prefill_kernel", "subgroup_prefill_rows", "subgroup_prefill_tokens", "tiled_workgroup_bytes"]
+           "subgroup_prefill_kernel", "subgroup_prefill_rows", "subgroup_prefill_tokens", "tiled_workgroup_bytes",
+           "one_pass_decode", "context_band", "ONE_PASS_SLOTS"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
@@ -57,6 +65,7 @@ _TARGET_WORKGROUPS = 2048       # split-pass workgroups wanted: latency-bound, t
 _WORKGROUP_TILE = 32            # sdpa_flash_decode.wgsl TILE: keys the workgroup-memory split pass stages at once
 _LANES_PER_KEY = 4              # sdpa_flash_subgroup.wgsl LANES: WebGPU's narrowest subgroup
 LOG2_E = 1.0 / math.log(2.0)    # both split passes keep the softmax in base 2: scores carry scale * log2(e)
+_CONTEXT_BAND_MIN = 64          # context_band's smallest band
 
 
 @dataclass(frozen=True)
@@ -216,6 +225,7 @@ class _Attention:
     gpu_position: bool = False
     int8: object = None             # Int8Activations of out's row, written by the decode's reduce pass
     prefill_kernel: str | None = None   # an sdpa_prefill_sg variant in place of the tuning table's (sweeps)
+    one_pass: tuple[str, int | None] | None = None  # the one-pass decode's kernel and reach (None: every context)
 
     @property
     def group(self) -> int:
@@ -342,7 +352,7 @@ def _flash(subgroup: bool):
                           max_splits=max_flash_splits(cache.kv_heads, workgroups), step_keys=step_keys,
                           scale=req.scale * LOG2_E)
             splits = longest if req.gpu_position else flash_splits(ctx, cache.kv_heads, step_keys, workgroups)[0]
-            return t == 1, splits, fields
+            return t == 1 and not _one_pass_serves(req, live, p), splits, fields
 
         def split(spec, live):
             active, splits, fields = plan(live)
@@ -373,6 +383,82 @@ def _flash(subgroup: bool):
                        kernel="sdpa_flash_reduce_i8x" if req.int8 is not None else "sdpa_flash_reduce", route=route,
                        tensors=reduce_tensors, sizing=reduce, phase="decode")]
     return build
+
+
+def one_pass_decode(head_dim: int, adapter_info: dict, int8: bool = False) -> tuple[str, int] | None:
+    """The sdpa_decode_sg variant for head_dim (its i8x twin where the o-proj reads int8) and its reach,
+    from the adapter's tuning table: the fewest words per lane covering the row; None where none fits."""
+    if head_dim % 8:
+        return None
+    prefix = "sdpa_decode_sg_i8x_" if int8 else "sdpa_decode_sg_"
+    widths = sorted({kernel(n).template_values["W"] for n in kernel_names("shipped") if n.startswith(prefix)
+                     and 32 * kernel(n).template_values["W"] >= head_dim})
+    if not widths:
+        return None
+    table = tuning_table(adapter_info)
+    suffix, reach = table.decode_attention(widths[0])
+    name = prefix + suffix
+    if name not in kernel_names("shipped"):
+        raise ValueError(f"tuning table {table.name!r} picks {name!r} for head_dim {head_dim}, which is not a shipped kernel")
+    return name, reach
+
+
+def context_band(ctx: int, capacity: int) -> int:
+    """The CONTEXT live size for a step attending `ctx` keys: the smallest power of two holding them (at
+    least 64), at most the cache's capacity. A plan re-sizes only when a step crosses a band."""
+    return min(capacity, max(_CONTEXT_BAND_MIN, 1 << (ctx - 1).bit_length()))
+
+
+ONE_PASS_SLOTS = 4             # sdpa_decode_subgroup.wgsl LANES: a slot per 4 invocations
+
+
+def _one_pass_serves(req: _Attention, live, p: int) -> bool:
+    """Whether the one-pass decode runs at these live sizes: a bound on the step's keys (the position + 1
+    where the host knows it, else CONTEXT, else the whole cache) within its reach."""
+    if req.one_pass is None:
+        return False
+    reach = req.one_pass[1]
+    if reach is None:
+        return True
+    if req.gpu_position:
+        bound = live.get(CONTEXT)
+        bound = req.cache.capacity if bound is None else bound
+    else:
+        bound = p + 1
+    return bound <= reach
+
+
+def _one_pass_build(req: _Attention) -> list[OpCall]:
+    cache, dim = req.cache, req.cache.head_dim
+    name = req.one_pass[0]
+
+    def sizing(spec, live):
+        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
+        active = t == 1 and _one_pass_serves(req, live, p)
+        fields = dict(heads=req.heads, kv_heads=cache.kv_heads, head_dim=dim, ctx=p + 1, scale=req.scale * LOG2_E)
+        if req.int8 is not None:
+            fields.update(row=req.heads * dim, group_size=req.int8.group_size)
+        counted = active and not req.gpu_position
+        kv_bytes = 2 * (p + 1) * cache.kv_heads * dim * 2
+        return Sizing(workgroups=(req.heads, 1, 1) if active else IDLE, params=spec.pack_params(**fields),
+                      bytes_moved=kv_bytes + 8 * req.heads * dim if counted else 0,
+                      flops=4 * (p + 1) * req.heads * dim if counted else 0)
+
+    tensors = {"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "out": req.out, "offset": cache.offset}
+    if req.int8 is not None:
+        tensors.update(act_words=req.int8.words, act_stats=req.int8.stats)
+    return [OpCall(label=f"{req.label}.decode_one_pass", kernel=name, route="sdpa_decode_subgroup", tensors=tensors,
+                   sizing=sizing, phase="decode")]
+
+
+def _one_pass_guard(req: _Attention) -> str | None:
+    if "subgroups" not in req.adapter.device_features:
+        return "needs the 'subgroups' feature"
+    if req.flash_split is not None:
+        return "a FlashDecoding split pass was asked for (flash_split)"
+    if one_pass_decode(req.cache.head_dim, req.adapter.info, req.int8 is not None) is None:
+        return f"no variant for head_dim {req.cache.head_dim} (a multiple of 8 up to 128)"
+    return None
 
 
 # The one-pass tiled routes' exact geometries, from the seed's guards (the scale must be 1/sqrt(head_dim)
@@ -523,11 +609,12 @@ def _subgroup_flash_guard(req: _Attention) -> str | None:
 
 
 DECODE_ROUTES = (
+    Route(name="sdpa_decode_subgroup", guard=_one_pass_guard, build=_one_pass_build),
     Route(name="sdpa_flash_subgroup", guard=_subgroup_flash_guard, build=_flash(subgroup=True)),
     Route(name="sdpa_flash_decode", guard=_flash_guard, build=_flash(subgroup=False)),
     Route(name="sdpa_materialized", build=lambda req: _materialized(req, "any")),
 )
-FLASH_ROUTES = ("sdpa_flash_subgroup", "sdpa_flash_decode")
+FLASH_ROUTES = ("sdpa_decode_subgroup", "sdpa_flash_subgroup", "sdpa_flash_decode")   # read the GPU position
 _TILED = {route: Route(name=route, guard=_tiled_guard(route), build=_tiled(route)) for route, *_ in TILED_ROUTES}
 PREFILL_ROUTES = (_TILED["sdpa_q32"],
                   Route(name="sdpa_prefill_subgroup", guard=_subgroup_prefill_guard, build=_subgroup_prefill),
@@ -538,7 +625,8 @@ PREFILL_ROUTES = (_TILED["sdpa_q32"],
 def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int, adapter,
          scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
          q32: bool = False, flash_split: tuple[str, int] | None = None, gpu_position: bool = False,
-         int8=None, prefill_kernel: str | None = None, prefill_route: str | None = None) -> Op:
+         int8=None, prefill_kernel: str | None = None, prefill_route: str | None = None,
+         decode_kernel: str | None = None) -> Op:
     """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
     (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
     scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
@@ -550,8 +638,15 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
     choice). `gpu_position`: decode steps add the cache's offset to `pos`, which the GPU advances
     between steps (KVCache), so the FlashDecoding passes are sized once for any context; the
     materialized decode route, sized by the context, refuses it. `int8` (Int8Activations of out's rows
-    as [tokens, heads * D]) makes a decode's FlashDecoding reduce also write its row quantized for an
-    int8x linear, in place of quantize_activations (heads of whole groups; a prefill still needs one)."""
+    as [tokens, heads * D]) makes a decode's FlashDecoding reduce (or the one pass) also write its row
+    quantized for an int8x linear, in place of quantize_activations (heads of whole groups; a prefill
+    still needs one). `decode_kernel` (an sdpa_decode_sg variant covering head_dim) replaces the table's
+    pick where force="sdpa_decode_subgroup" (sweeps)."""
+    if decode_kernel is not None and (force != "sdpa_decode_subgroup" or not decode_kernel.startswith("sdpa_decode_sg_")
+                                      or 32 * kernel(decode_kernel).template_values["W"] < cache.head_dim
+                                      or kernel(decode_kernel).template_values["QUANT"] != (int8 is not None)):
+        raise ValueError(f"sdpa: decode_kernel {decode_kernel} needs force='sdpa_decode_subgroup' and an sdpa_decode_sg "
+                         f"variant covering head_dim {cache.head_dim} ({'with' if int8 is not None else 'without'} i8x)")
     if flash_split is not None:
         values = kernel(flash_split[0]).template_values
         if (values["G"], 32 * values["W"] >= cache.head_dim) != (heads // cache.kv_heads, True):
@@ -585,13 +680,31 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         if (gpu_position or int8 is not None) and route.name not in FLASH_ROUTES:
             raise ValueError(f"{label}: {route.name} reads the position from its params alone and writes f32 "
                              f"only; gpu_position and int8 need a FlashDecoding route ({', '.join(FLASH_ROUTES)})")
+        if route.name == "sdpa_decode_subgroup":        # forced: every context, however long
+            req = replace(req, one_pass=(decode_kernel or one_pass_decode(dim, adapter.info, int8 is not None)[0], None))
         return Op(label, tuple(_materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)),
                   (decision,))
     decode, decode_why = choose(DECODE_ROUTES, req, op=label, slot="decode")
-    if (gpu_position or int8 is not None) and decode.name == "sdpa_materialized":
+    decisions = [decode_why]
+    if decode.name == "sdpa_decode_subgroup":
+        # The one pass serves contexts up to its reach; past it the next FlashDecoding route's dispatches
+        # run (both recorded: the live context bound picks one per step). Where only the materialized
+        # passes would remain, the one pass serves every context.
+        kernel_name, reach = one_pass_decode(dim, adapter.info, int8 is not None)
+        long_route, long_why = choose(DECODE_ROUTES[1:], req, op=label, slot="decode beyond the one pass's reach")
+        if long_route.name == "sdpa_materialized":
+            req = replace(req, one_pass=(kernel_name, None))
+            decode_ops = decode.build(req)
+        else:
+            req = replace(req, one_pass=(kernel_name, reach))
+            decisions.append(long_why)
+            decode_ops = decode.build(req) + long_route.build(req)
+    elif (gpu_position or int8 is not None) and decode.name == "sdpa_materialized":
         raise ValueError(f"{label}: the decode route here is sdpa_materialized ({decode_why}), whose passes are "
                          f"sized by the context on the host and write f32 only: neither gpu_position nor int8")
-    if decode.name == "sdpa_materialized":
+    elif decode.name == "sdpa_materialized":
         return Op(label, tuple(decode.build(req)), (decode_why,))
+    else:
+        decode_ops = decode.build(req)
     prefill, prefill_why = choose(PREFILL_ROUTES, req, op=label, slot="prefill", force=prefill_route)
-    return Op(label, tuple(decode.build(req) + prefill.build(req)), (decode_why, prefill_why))
+    return Op(label, tuple(decode_ops + prefill.build(req)), (*decisions, prefill_why))

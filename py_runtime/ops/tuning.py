@@ -30,6 +30,8 @@ class Tuning:
                                                             # workgroups wanted before splits take more steps
     prefill_attention: Callable[[int, int], str]            # (head_dim, smallest subgroup) -> sdpa_prefill_sg
                                                             # variant suffix
+    decode_attention: Callable[[int], tuple[str, int]]      # W -> sdpa_decode_sg variant suffix, its reach:
+                                                            # the longest context it serves (FlashDecoding beyond)
 
 
 def _h200_gemv_f32(k: int, n: int) -> str:
@@ -106,6 +108,17 @@ def _h200_prefill_attention(head_dim: int, narrowest: int) -> str:
     return f"d{head_dim}s4w{head_dim // 32}u2pk4"
 
 
+def _h200_decode_attention(words: int) -> tuple[str, int]:
+    """Not yet measured on the H200: the portable picks."""
+    return _portable_decode_attention(words)
+
+
+def _portable_decode_attention(words: int) -> tuple[str, int]:
+    """A workgroup of 256 invocations per query head, two keys per slot and step (one for heads of 128
+    dims: half the registers), up to 512 keys (two steps of the slots)."""
+    return ("w2u2p" if words <= 2 else "w4u1p"), 512
+
+
 def _is_h200(info: dict) -> bool:
     # Chromium reports the name as the description, wgpu-native as the device.
     return "h200" in f"{info.get('description', '')} {info.get('device', '')}".lower()
@@ -128,7 +141,7 @@ H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) 
               matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
               gemv_int8x_glu_q8=lambda k, n, rows_copy: "r4u1w16",
               gemv_int8x_qkv_rope=_rope_rows_for, flash_split=_h200_flash_split,
-              prefill_attention=_h200_prefill_attention)
+              prefill_attention=_h200_prefill_attention, decode_attention=_h200_decode_attention)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
@@ -137,7 +150,7 @@ PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per fam
                   gemv_int8x_glu_q8=lambda k, n, rows_copy: "r8u1w8",
                   gemv_int8x_qkv_rope=_rope_rows_for,
                   flash_split=lambda group, words: ("u2h1", 32),
-                  prefill_attention=_portable_prefill_attention)
+                  prefill_attention=_portable_prefill_attention, decode_attention=_portable_decode_attention)
 TABLES = (H200, PORTABLE)       # the first whose `matches` accepts the adapter's info
 
 

@@ -218,56 +218,10 @@ $else:
   $if QUANT:
     @group(0) @binding(5) var<storage, read_write> act_words: array<u32>;
     @group(0) @binding(6) var<storage, read_write> act_stats: array<vec2<f32>>;
-    const TOO_LARGE: f32 = 1.0e38;
     var<workgroup> head_out: array<vec4<f32>, MAXHALF / 2u>;
     var<workgroup> chunk_sums: array<i32, RWG>;
 
-    fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
-      return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
-    }
-
-    // Head h's output (head_out) to int8: invocation o < D / 8 takes octet o, whose place in the row is
-    // octet h D / 8 + o; int8_activations.wgsl's quantize_octet for a row's one pass (held bit-equal
-    // by a test). Called in uniform control flow.
-    fn quantize_head(h: u32, tid: u32) {
-      let octets = params.head_dim / 8u;
-      let live = tid < octets;
-      let o = min(tid, octets - 1u);
-      let a = head_out[2u * o];
-      let b = head_out[2u * o + 1u];
-      // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
-      let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
-      let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
-                     max(max(abs(b.x), abs(b.y)), max(abs(b.z), abs(b.w))));
-      partial[tid] = select(0.0, select(TOO_LARGE, peak, finite), live);
-      workgroupBarrier();
-      let per_group = params.group_size / 8u;
-      let first = tid - tid % per_group;
-      var largest = 0.0;
-      for (var i = 0u; i < per_group; i++) {
-        largest = max(largest, partial[first + i]);
-      }
-      let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
-      let qa = quantized(a, inverse);
-      let qb = quantized(b, inverse);
-      let at = h * octets + o;
-      let chunk = at / 4u;
-      let j = at % 4u;
-      let word = select(0u, params.row / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
-      if (live) {
-        act_words[word] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-        act_words[word + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
-      }
-      let total = qa + qb;
-      chunk_sums[tid] = total.x + total.y + total.z + total.w;
-      workgroupBarrier();
-      if (live && j == 0u) {
-        let nan = bitcast<f32>(0x7FC00000u | (tid & 0u));     // built at run time: a constant NaN is an error
-        let scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
-        let chunk_sum = chunk_sums[tid] + chunk_sums[tid + 1u] + chunk_sums[tid + 2u] + chunk_sums[tid + 3u];
-        act_stats[chunk] = vec2<f32>(scale, 8.0 * f32(chunk_sum));
-      }
-    }
+    $include int8_head_quant.wgsli
 
   const RWG: u32 = 128u;                        // the reduce's invocations
   const MAXSPLITS: u32 = 256u;                  // ops/attention.py MAX_SPLITS: two per invocation

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels import kernel
-from ...ops.attention import flash_splits, subgroup_flash_split, subgroup_flash_step_keys, subgroup_prefill_kernel
+from ...ops.attention import (ONE_PASS_SLOTS, flash_splits, one_pass_decode, subgroup_flash_split,
+                              subgroup_flash_step_keys, subgroup_prefill_kernel)
 from .elementwise import f16_allowed
 from .synth import synth_values_np
 
@@ -31,11 +32,13 @@ def _gamma(n: int) -> float:
     return n * U / (1 - n * U)
 
 
-def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
+def expected_attention_route(case: dict, tokens: int, adapter: dict, pos: int = 0) -> str:
     """Prefill: Q32 where asked for and it fits; the one-pass subgroup route where the device has
     subgroups, D is 64 or 128 (four invocations per query row: every subgroup holds them) and G is at
     most its 32 rows; then the K16 and Q16 routes at exactly Llama's and Qwen3's geometries (the checks
-    use the default scale 1/sqrt(D)), the materialized route elsewhere. Decode: FlashDecoding on subgroups
+    use the default scale 1/sqrt(D)), the materialized route elsewhere. Decode at `pos` (the step's
+    position): the one pass on subgroups where the device has them, D is a multiple of 8 up to 128 and the
+    context (pos + 1) is within the tuning table's reach; beyond it FlashDecoding on subgroups
     where the device has them and a variant fits (G 4 or 3 with D <= 64, G 2 with D <= 128; D a multiple of
     8), else FlashDecoding in workgroup memory where a KV head's query heads fit it (G <= 8, D <= 128
     and a multiple of 8, G * D <= 512); the materialized route otherwise, and when forced."""
@@ -57,7 +60,12 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
             return "sdpa_prefill_subgroup"
         return {(32, 8, 64): "sdpa_k16", (16, 8, 128): "sdpa_q16"}.get(geometry, "sdpa_materialized")
     group = case["heads"] // case["kv_heads"]
-    subgroup_fits = "subgroups" in adapter["device_features"] and case["head_dim"] % 8 == 0 and \
+    subgroups = "subgroups" in adapter["device_features"]
+    # the one pass up to its reach (the context here: position + 1 of the decode step), any G
+    if tokens == 1 and subgroups and case["head_dim"] % 8 == 0 and case["head_dim"] <= 128 and \
+            pos + 1 <= one_pass_decode(case["head_dim"], adapter["info"])[1] and not case["force"]:
+        return "sdpa_decode_subgroup"
+    subgroup_fits = subgroups and case["head_dim"] % 8 == 0 and \
         case["head_dim"] <= {4: 64, 3: 64, 2: 128}.get(group, 0)
     if tokens == 1 and subgroup_fits:
         return "sdpa_flash_subgroup"
@@ -67,10 +75,10 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict) -> str:
 
 def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, scale: float, route: str,
                         adapter_info: dict, flash_split: tuple[str, int] | None = None,
-                        prefill_kernel: str | None = None):
+                        prefill_kernel: str | None = None, decode_kernel: str | None = None):
     """float64 attention of q [T, H, D] over k, v [>= pos + T, Hkv, D] (causal from pos), and its bound;
-    `flash_split` and `prefill_kernel` as sdpa() took them (a subgroup split pass and its workgroups, a
-    subgroup prefill variant, instead of the table's)."""
+    `flash_split`, `prefill_kernel` and `decode_kernel` as sdpa() took them (a subgroup split pass and its
+    workgroups, a subgroup prefill variant, a one-pass decode variant, instead of the table's)."""
     tokens, heads, dim = q.shape
     kv_heads = k.shape[1]
     group = heads // kv_heads
@@ -89,7 +97,12 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         exact[t] = np.einsum("hj,jhd->hd", weights, values)
         # (the split and step counts only set how many terms the bound counts: taken from the op, not judged)
         spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|
-        if route == "sdpa_flash_subgroup":
+        if route == "sdpa_decode_subgroup":                               # one rescale per step of every slot
+            variant = kernel(decode_kernel or one_pass_decode(dim, adapter_info)[0])
+            slots = variant.invocations // ONE_PASS_SLOTS
+            steps = -(-ctx // (slots * variant.template_values["U"]))
+            splits, n_exp, spread = slots, steps + 2, spread / np.log(2)      # the slots' sums meet at the end
+        elif route == "sdpa_flash_subgroup":
             name, workgroups = flash_split or subgroup_flash_split(group, dim, adapter_info)
             splits, _, steps = flash_splits(ctx, kv_heads, subgroup_flash_step_keys(kernel(name)), workgroups)
             n_exp, spread = steps + 2, spread / np.log(2)
@@ -186,7 +199,7 @@ def verify_attention_report(report: dict, read) -> dict:
         write_route = "rope_kv_cache_write" if case.get("rope") else "kv_cache_write"
         ratios = []
         for step, q in steps:
-            route = expected_attention_route(case, step["tokens"], report["adapter"])
+            route = expected_attention_route(case, step["tokens"], report["adapter"], step["pos"])
             assert step["routes"] == [write_route, route], (f"{name} at {step['tokens']} tokens from "
                                                             f"{step['pos']}: ran {step['routes']}, expected {route}")
             assert step["attention_conflicts"] == 0, f"{name}: conflicting attention routes {step['routes']}"

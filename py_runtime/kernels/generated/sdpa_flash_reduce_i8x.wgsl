@@ -47,17 +47,21 @@ fn split_layout() -> vec3<u32> {
 @group(0) @binding(4) var<uniform> params: Params;
 @group(0) @binding(5) var<storage, read_write> act_words: array<u32>;
 @group(0) @binding(6) var<storage, read_write> act_stats: array<vec2<f32>>;
-const TOO_LARGE: f32 = 1.0e38;
 var<workgroup> head_out: array<vec4<f32>, MAXHALF / 2u>;
 var<workgroup> chunk_sums: array<i32, RWG>;
+
+// One attention head's output (head_out, vec4 of f32) quantized to int8 for the int8x o-proj: invocation
+// o < D / 8 takes octet o, whose place in the row is octet h D / 8 + o; int8_activations.wgsl's
+// quantize_octet for a row's one pass (held bit-equal by a test), groups of group_size within the head.
+// The includer declares head_out, `partial` (f32, >= D / 8) and chunk_sums (i32, >= D / 8 + 3) in
+// workgroup memory, act_words and act_stats, and params.head_dim, row and group_size. Called in uniform
+// control flow (it has barriers).
+const TOO_LARGE: f32 = 1.0e38;
 
 fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
   return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
 }
 
-// Head h's output (head_out) to int8: invocation o < D / 8 takes octet o, whose place in the row is
-// octet h D / 8 + o; int8_activations.wgsl's quantize_octet for a row's one pass (held bit-equal
-// by a test). Called in uniform control flow.
 fn quantize_head(h: u32, tid: u32) {
   let octets = params.head_dim / 8u;
   let live = tid < octets;
