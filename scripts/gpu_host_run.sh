@@ -117,6 +117,8 @@ for s in $steps; do
     browser-attn-flash)  step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --only flash --timeout 140 ;;
     # every subgroup split-pass variant at several workgroup targets, context 4096
     browser-flash-sweep) step "$s" 290 bench kernels --backend browser --driver plain --preset attention_flash_sweep --trials 3 --timeout 280 ;;
+    # the one-pass decode's variants against FlashDecoding on subgroups, contexts 128..2048 (its reach)
+    browser-onepass-sweep) step "$s" 290 bench kernels --backend browser --driver plain --preset attention_decode_sweep --trials 3 --timeout 280 ;;
     browser-attn-gqa3)   step "$s" 120 bench kernels --backend browser --driver plain --preset attention_gqa3 --timeout 110 ;;
     native-attn-prefill)  step "$s" 120 bench kernels --backend native --preset attention_prefill ;;
     browser-attn-prefill) step "$s" 120 bench kernels --backend browser --driver plain --preset attention_prefill --timeout 110 ;;
@@ -147,6 +149,11 @@ for s in $steps; do
                        step "$s-$m${f:+-off}" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --timeout 140 $f
                      done; done ;;
+    # the one-pass decode against FlashDecoding at every context, alternating (ROUNDS="1 2": two rounds)
+    browser-model-onepass) for r in ${ROUNDS:-1}; do for m in llama qwen3; do for a in flash auto; do
+                       step "$s-$m-$a-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --attention "$a" --timeout 140
+                     done; done; done ;;
     native-model-int8x) for m in llama qwen3; do for p in 128 512; do
                        step "$s-$m-$p" 150 bench model --backend native --model "$m" --policy int8x --prompt "$p" --decode 128
                      done; done ;;

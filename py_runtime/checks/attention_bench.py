@@ -72,9 +72,11 @@ def _flash_sweep(config: ModelConfig, context: int) -> list[AttentionBenchCase]:
 
 
 def _one_pass_sweep(config: ModelConfig, context: int) -> list[AttentionBenchCase]:
-    """Every one-pass decode variant covering the head_dim (shipped and sweep, f32 output), then the split pass."""
+    """Every one-pass decode variant of the fewest words per lane covering the head_dim (shipped and sweep,
+    f32 output), then the split pass."""
+    words = -(-config.head_dim // 32)
     names = [name for name in kernel_names() if name.startswith("sdpa_decode_sg_") and "_i8x_" not in name
-             and 32 * kernel(name).template_values["W"] >= config.head_dim]
+             and kernel(name).template_values["W"] == words]
     return [AttentionBenchCase(config, 1, context, "sdpa_decode_subgroup", decode_kernel=name) for name in names] + \
         [AttentionBenchCase(config, 1, context, "sdpa_flash_subgroup")]
 

@@ -61,7 +61,7 @@ def kernel_rows(execution, phase: str) -> list[dict]:
 async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int | None = None, prompt: int = 128,
                           decode: int = 64, policy: str = "f32", seed: int = 7, batch: int = 16,
                           profile: bool = True, context: int = 0, position: str = "auto", fuse_norm: bool = True,
-                          progress=no_progress) -> dict:
+                          attention: str = "auto", progress=no_progress) -> dict:
     config = model_config(model, layers)
     if position not in POSITIONS:
         raise ValueError(f"position {position!r}: one of {list(POSITIONS)}")
@@ -72,7 +72,8 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
     progress("model bench", 0, 4)
     started = time.perf_counter()
     decoder = await Decoder.create(runtime, config, seed=seed, max_prompt=prompt, capacity=prompt + fill + decode,
-                                   policy=policy, gpu_position=POSITIONS[position], fuse_norm=fuse_norm)
+                                   policy=policy, gpu_position=POSITIONS[position], fuse_norm=fuse_norm,
+                                   attention=attention)
     try:
         build_s = time.perf_counter() - started
         progress("model bench", 1, 4)
@@ -134,7 +135,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         "config": config.to_json(),
         "options": {"model": model, "layers": config.layers, "prompt": prompt, "decode": decode, "policy": policy,
                     "seed": seed, "batch": batch, "context": prompt + fill + decode, "position": position,
-                    "fuse_norm": fuse_norm},
+                    "fuse_norm": fuse_norm, "attention": attention},
         "position_on_gpu": position_on_gpu,
         "build_s": round(build_s, 3),
         "prefill_tok_s": prompt / prefill_s,

@@ -367,7 +367,7 @@ def _bench(args) -> int:
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
                           "decode", "policy", "batch", "profile", "context", "position", "peer", "flavour",
-                          "peer_device", "seed", "checked", "fuse_norm"))
+                          "peer_device", "seed", "checked", "fuse_norm", "attention"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -552,6 +552,9 @@ def main(argv: list[str] | None = None) -> int:
                             "the plan allows)")
     bench.add_argument("--no-fuse-norm", dest="fuse_norm", action="store_false", default=None,
                        help="model: each decode RMSNorm its own dispatch (default: inside the GEMV that reads it)")
+    bench.add_argument("--attention", choices=_choices(benches, "attention"),
+                       help="model: attention routes (default auto: the one-pass decode up to its reach, "
+                            "FlashDecoding past it; flash: FlashDecoding at every decode context)")
     bench.add_argument("--peer", choices=_choices(benches, "peer"), help="compare: the peer engine (default ort-web)")
     bench.add_argument("--flavour", choices=_choices(benches, "flavour"),
                        help="compare: ORT-web's wasm build (default jspi)")

@@ -40,7 +40,8 @@ Activation policies (POLICIES):
          step, but only the prefill reads it (its quantize_activations) where the fused GLU quantizes.
 
 Route choices beside the policy (for comparing routes; the defaults are the fastest measured):
-  attention  "auto" (the route tables' choice: FlashDecoding, the tiled prefill routes) or "materialized"
+  attention  "auto" (the route tables' choice: the one-pass decode up to its reach and FlashDecoding past it,
+             the tiled prefill routes), "flash" (the same without the one pass) or "materialized"
              (sdpa_materialized at every token count; its passes are sized on the host, so the position
              stays there)
   fused      True (the fused QKV GEMM/GEMV and, int8x, the fused gate/up + SwiGLU GEMV where they apply) or
@@ -84,7 +85,8 @@ from .weights import GROUP_SIZE, ModelWeights
 __all__ = ["POLICIES", "ATTENTION", "Decoder", "DecodeRun", "ContextFull"]
 
 POLICIES = ("f32", "int8x", "f16")
-ATTENTION = ("auto", "materialized")    # the attention routes' choice: the guards', or the materialized one
+ATTENTION = ("auto", "flash", "materialized")    # the attention routes' choice: the guards', FlashDecoding at
+                                                # every decode context (the one pass off), or the materialized one
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -241,8 +243,9 @@ class Decoder:
                                                   max_tokens=rows, capacity=self.capacity)
         self._owned += [scratch.scores, scratch.part_ml, scratch.part_o]
         forced = "sdpa_materialized" if self.attention == "materialized" else None
+        one_pass = self.attention != "flash"
         decode_route = sdpa(q=q_rot, cache=caches[0], out=attn, scratch=scratch, heads=c.heads,
-                            adapter=adapter, force=forced).calls[0].route
+                            adapter=adapter, force=forced, one_pass=one_pass).calls[0].route
         possible = hd % 4 == 0 and decode_route in FLASH_ROUTES
         if self.gpu_position and not possible:
             raise ValueError(f"{c.name}: the position cannot live on the GPU here (head_dim {hd}"
@@ -321,7 +324,8 @@ class Decoder:
                 await add(rope(src=k_src, dst=k_rot, table=table, heads=c.kv_heads, head_dim=hd, layout=c.rope_layout))
                 await add(kv_cache_write(k=k_rot, v=v, cache=caches[i]))
             await add(sdpa(q=q_rot, cache=caches[i], out=attn, scratch=scratch, heads=c.heads, adapter=adapter,
-                           pos=pos, gpu_position=gpu, int8=attn_q if reduce_quantizes else None, force=forced))
+                           pos=pos, gpu_position=gpu, int8=attn_q if reduce_quantizes else None, force=forced,
+                           one_pass=one_pass))
             if int8x:           # (a decode's FlashDecoding reduce writes it where reduce_quantizes)
                 quantize = quantize_activations(attn_q)
                 await add(_prefill_only(quantize) if reduce_quantizes else quantize)

@@ -626,7 +626,7 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
          scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
          q32: bool = False, flash_split: tuple[str, int] | None = None, gpu_position: bool = False,
          int8=None, prefill_kernel: str | None = None, prefill_route: str | None = None,
-         decode_kernel: str | None = None) -> Op:
+         decode_kernel: str | None = None, one_pass: bool = True) -> Op:
     """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
     (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
     scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
@@ -641,7 +641,8 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
     as [tokens, heads * D]) makes a decode's FlashDecoding reduce (or the one pass) also write its row
     quantized for an int8x linear, in place of quantize_activations (heads of whole groups; a prefill
     still needs one). `decode_kernel` (an sdpa_decode_sg variant covering head_dim) replaces the table's
-    pick where force="sdpa_decode_subgroup" (sweeps)."""
+    pick where force="sdpa_decode_subgroup" (sweeps); one_pass=False leaves the one pass out of the
+    decode's choice (FlashDecoding at every context)."""
     if decode_kernel is not None and (force != "sdpa_decode_subgroup" or not decode_kernel.startswith("sdpa_decode_sg_")
                                       or 32 * kernel(decode_kernel).template_values["W"] < cache.head_dim
                                       or kernel(decode_kernel).template_values["QUANT"] != (int8 is not None)):
@@ -684,7 +685,7 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
             req = replace(req, one_pass=(decode_kernel or one_pass_decode(dim, adapter.info, int8 is not None)[0], None))
         return Op(label, tuple(_materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)),
                   (decision,))
-    decode, decode_why = choose(DECODE_ROUTES, req, op=label, slot="decode")
+    decode, decode_why = choose(DECODE_ROUTES if one_pass else DECODE_ROUTES[1:], req, op=label, slot="decode")
     decisions = [decode_why]
     if decode.name == "sdpa_decode_subgroup":
         # The one pass serves contexts up to its reach; past it the next FlashDecoding route's dispatches
