@@ -109,8 +109,12 @@ def _h200_prefill_attention(head_dim: int, narrowest: int) -> str:
 
 
 def _h200_decode_attention(words: int) -> tuple[str, int]:
-    """Not yet measured on the H200: the portable picks."""
-    return _portable_decode_attention(words)
+    """From `bench kernels --preset attention_decode_sweep` in Chromium (docs/bench/h200-2026-12-02-s14/
+    onepass/), us per layer in the chain against FlashDecoding on subgroups: Llama's D 64 two keys per slot
+    4.5-5.0 at context 128 (FlashDecoding 9.5), 7.1 at 512 (10.2), 10.9 at 1024 (11.5), 16.6 at 2048
+    (12.7: past the reach); Qwen3's D 128 two keys per slot 6.4 at 128 (10.8), 10.6 at 512 (12.3), 15.0
+    at 1024 (13.5: past it)."""
+    return ("w2u2p", 1024) if words <= 2 else ("w4u2p", 512)
 
 
 def _portable_decode_attention(words: int) -> tuple[str, int]:
