@@ -11,7 +11,8 @@ The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (it
               q4_gemv_int8x_qkv_rope runs) | sdpa | h += o-proj(attn) |
               rms_norm(h -> xn) | gate, up, swiglu | h += down(act)
               (the residual adds are folded into the o-proj and down linears: q4_linear(accumulate=True))
-  head:       last_row(h) | final rms_norm | lm_head (the tied embedding) | argmax or sample -> ids[0] |
+  head:       last_row(h) (a prefill's; a decode step's one row is read in place) | final rms_norm |
+              lm_head (the tied embedding) | argmax or sample -> ids[0] |
               token_history(ids[0] -> history[pos + tokens])
 
 argmax (sampling None) or sample (a Sampling: seeded temperature / top-k / top-p, ops/sample.py) writes the
@@ -116,15 +117,24 @@ def _view(tensor: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 def _prefill_only(op: Op) -> Op:
     """The op's dispatches idle at one live token (a decode step's fused int8x ops take their place)."""
+    return _gated(op, "prefill")
+
+
+def _decode_only(op: Op) -> Op:
+    """The op's dispatches idle at more than one live token."""
+    return _gated(op, "decode")
+
+
+def _gated(op: Op, phase: str) -> Op:
     def gated(sizing):
         def size(spec, live):
             result = sizing(spec, live)
-            if live_value(TOKENS, live, op.name) > 1:
+            if (live_value(TOKENS, live, op.name) > 1) == (phase == "prefill"):
                 return result
             return replace(result, workgroups=IDLE, bytes_moved=0, flops=0)
         return size
 
-    return Op(op.name, tuple(replace(call, sizing=gated(call.sizing), phase="prefill") for call in op.calls),
+    return Op(op.name, tuple(replace(call, sizing=gated(call.sizing), phase=phase) for call in op.calls),
               op.decisions)
 
 
@@ -356,11 +366,14 @@ class Decoder:
         self._layer_op = None
         # The head reads one row at every step: its sizes are fixed, not the live TOKENS.
         progress("pipelines", c.layers, c.layers + 1)
-        await add(last_row(x=h, out=last))
-        if int8x:
-            await add(rms_norm_int8x(x=last, weight=w["final_norm"], act=last_q, eps=c.norm_eps, tokens=1))
-        else:
-            await add(rms_norm(x=last, weight=w["final_norm"], out=last_n, eps=c.norm_eps, adapter=adapter, tokens=1))
+        # (a decode step's one row is its last: the final norm reads it in place, last_row idles)
+        await add(_prefill_only(last_row(x=h, out=last)))
+        for row, gate in ((last, _prefill_only), (h, _decode_only)):
+            if int8x:
+                await add(gate(rms_norm_int8x(x=row, weight=w["final_norm"], act=last_q, eps=c.norm_eps, tokens=1)))
+            else:
+                await add(gate(rms_norm(x=row, weight=w["final_norm"], out=last_n, eps=c.norm_eps, adapter=adapter,
+                                        tokens=1)))
         await add(q4_linear(x=last_n, weight=w.lm_head, out=self.logits, adapter=adapter, tokens=1,
                             int8=last_q if int8x else False))
         if self.sampling is None:
