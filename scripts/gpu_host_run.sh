@@ -117,6 +117,9 @@ for s in $steps; do
     browser-attn-flash)  step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --only flash --timeout 140 ;;
     # every subgroup split-pass variant at several workgroup targets, context 4096
     browser-flash-sweep) step "$s" 290 bench kernels --backend browser --driver plain --preset attention_flash_sweep --trials 3 --timeout 280 ;;
+    # the decode routes on subgroups (the one pass, FlashDecoding) against the stream, contexts 128..8192
+    browser-attn-decode) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode \
+                           --only decode_subgroup flash_subgroup --timeout 140 ;;
     # the one-pass decode's variants against FlashDecoding on subgroups, contexts 128..2048 (its reach)
     browser-onepass-sweep) step "$s" 290 bench kernels --backend browser --driver plain --preset attention_decode_sweep --trials 3 --timeout 280 ;;
     browser-attn-gqa3)   step "$s" 120 bench kernels --backend browser --driver plain --preset attention_gqa3 --timeout 110 ;;
@@ -160,6 +163,11 @@ for s in $steps; do
     browser-model512) for m in llama qwen3; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 512 --decode 128 --timeout 140
+                     done ;;
+    # int8x with Chromium's f16 flag (issue 13's second setup; the int8 GEMMs still the fastest there)
+    browser-model512-f16flag) for m in llama qwen3; do
+                       step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 512 --decode 128 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
                      done ;;
     # Whole models on the f16 subgroup-matrix prefill (policy f16, Chromium's f16 flag)
     browser-model512-f16) for m in llama qwen3; do
