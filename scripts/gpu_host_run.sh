@@ -152,6 +152,11 @@ for s in $steps; do
                        step "$s-$m${f:+-off}" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --timeout 140 $f
                      done; done ;;
+    # the ids read once at the end (every 128 steps) against browser-model-int8x's every 16: what the reads cost
+    browser-model-batch128) for m in llama qwen3; do
+                       step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --batch 128 --timeout 140
+                     done ;;
     # the one-pass decode against FlashDecoding at every context, alternating (ROUNDS="1 2": two rounds)
     browser-model-onepass) for r in ${ROUNDS:-1}; do for m in llama qwen3; do for a in flash auto; do
                        step "$s-$m-$a-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \

@@ -35,7 +35,8 @@ BIG = {"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupStorageSiz
 ADAPTERS = {
     "h200-chromium": AdapterReport(backend="browser", info={"description": "NVIDIA H200", "subgroupMaxSize": 32},
                                    features=(), limits=BIG, device_features=("subgroups",)),
-    "h200-native": AdapterReport(backend="native", info={"device": "NVIDIA H200", "subgroupMaxSize": 128},
+    "h200-native": AdapterReport(backend="native", info={"device": "NVIDIA H200", "subgroupMaxSize": 128,
+                                                          "backend_type": "Vulkan"},
                                  features=(), limits=BIG, device_features=("subgroups",)),
     # a browser that does not expose subgroups (the lab's launcher flags do): the H200's picks, workgroup forms
     # Chromium with --enable-unsafe-webgpu: the int8 subgroup-matrix configs listed, the probe compiled
@@ -151,10 +152,10 @@ def test_the_ci_check_pins_every_shipped_gemv_and_dp4a_gemm_variant():
 
 def test_the_tuning_table_follows_the_adapter_and_can_be_named():
     assert tuning_for(ADAPTERS["h200-chromium"]).name == "h200"
-    assert tuning_for(ADAPTERS["h200-native"]).name == "h200"
+    assert tuning_for(ADAPTERS["h200-native"]).name == "h200-native"     # (wgpu-native names its backend)
     assert tuning_for(ADAPTERS["other-sg32"]).name == "portable"
     assert tuning_for(ADAPTERS["other-sg32"], "h200").name == "h200"
-    with pytest.raises(ValueError, match="unknown tuning table 'a100'; known: \\['h200', 'portable'\\]"):
+    with pytest.raises(ValueError, match="unknown tuning table 'a100'; known: \\['h200-native', 'h200', 'portable'\\]"):
         tuning_for(ADAPTERS["other-sg32"], "a100")
 
 
@@ -396,3 +397,41 @@ def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_p
     }.items():
         routes, explained = prefill(adapter, half=True)
         assert routes == ["q4_gemm_bk64"] and why in explained, (why, explained)
+
+
+@pytest.mark.parametrize("adapter, dim, expected", [
+    ("h200-chromium", 64, ("sdpa_decode_subgroup", 1024)), ("h200-chromium", 128, ("sdpa_decode_subgroup", 512)),
+    ("h200-native", 64, ("sdpa_decode_subgroup", 1024)), ("h200-native", 128, ("sdpa_flash_subgroup", None)),
+    ("other-sg32", 128, ("sdpa_decode_subgroup", 512)), ("h200-no-subgroups", 64, ("sdpa_flash_decode", None))])
+def test_the_decode_attention_follows_the_tuning_table_and_records_flash_decoding_past_its_reach(adapter, dim, expected):
+    """The one pass where the adapter's table runs it (not natively for heads of 128 on the H200, where Naga's
+    code lost), recorded beside FlashDecoding on subgroups; which runs follows the context bound (CONTEXT
+    where the position is on the GPU)."""
+    from py_runtime.dispatch import CONTEXT, TOKENS
+    from py_runtime.ops.attention import AttentionScratch, one_pass_decode, sdpa
+    from py_runtime.tensors import Tensor
+
+    heads, kv_heads, capacity = 2 * 8, 8, 4096
+    f32 = lambda name, *shape: Tensor(name, shape, "f32", 0)                 # noqa: E731
+    u32 = lambda name, *shape: Tensor(name, shape, "u32", 0)                 # noqa: E731
+    cache = KVCache(u32("k", capacity, kv_heads, dim // 2), u32("v", capacity, kv_heads, dim // 2), u32("offset", 1),
+                    capacity, kv_heads, dim)
+    scratch = AttentionScratch(f32("s", heads, capacity), f32("ml", heads * 256, 2), f32("o", heads * 256, dim), 1,
+                               capacity)
+    op = sdpa(q=f32("q", 1, heads, dim), cache=cache, out=f32("out", 1, heads, dim), scratch=scratch, heads=heads,
+              adapter=ADAPTERS[adapter], pos=0, gpu_position=True)
+    route, reach = expected
+    decode = {call.route for call in op.calls if call.phase == "decode"}
+    one = one_pass_decode(dim, ADAPTERS[adapter].info)
+    if "subgroups" in ADAPTERS[adapter].device_features:       # (the table's pick; the route's guard wants subgroups)
+        assert (one[1] if one else None) == reach
+    if reach is None:
+        assert decode == {route}
+        return
+    assert decode == {"sdpa_decode_subgroup", "sdpa_flash_subgroup"}
+
+    def running(band):
+        live = {TOKENS: 1, "pos": 0, CONTEXT: band, "max_workgroups_per_dim": 65535}
+        return {call.route for call in op.calls if call.sizing(kernel(call.kernel), live).workgroups != (0, 0, 0)}
+    assert running(reach) == {"sdpa_decode_subgroup"} and running(2 * reach) == {"sdpa_flash_subgroup"}
+    assert running(64) == {"sdpa_decode_subgroup"}

@@ -61,6 +61,7 @@ ids outside the vocabulary, a step past the KV cache (the context is full), an u
 
 from __future__ import annotations
 
+import asyncio
 import time
 from array import array
 from dataclasses import dataclass, replace
@@ -466,16 +467,33 @@ class Decoder:
     async def decode(self, steps: int, *, batch: int = 16, on_batch=None) -> "DecodeRun":
         """`steps` decode steps of the current sequence, submitted back to back; the ids they choose
         are read after every `batch` steps and after the last (the only host round trips), and
-        `on_batch(done, ids)` hears each read (the steps done, every id read so far)."""
+        `on_batch(done, ids)` hears each read (the steps done, every id read so far). A batch's read is
+        awaited only once the next batch is submitted (the last one's at the end), so the GPU never
+        idles through a read's round trip: on_batch hears a batch one batch late."""
         ids, host_ns, execution = [], 0, None
+        pending = None                      # (the read in flight, the steps it covers)
+
+        async def take(read) -> None:
+            nonlocal ids
+            ids += await read[0]
+            if on_batch is not None:
+                on_batch(read[1], ids)
+
+        first = self.position + 1           # history index of the first step's token
+        read_from = first
         for done in range(1, steps + 1):
             began = time.perf_counter_ns()
             execution = await self.step()
             host_ns += time.perf_counter_ns() - began
             if done % batch == 0 or done == steps:
-                ids += await self.tokens(self.position + 1 - (done - len(ids)), self.position + 1)
-                if on_batch is not None:
-                    on_batch(done, ids)
+                read = (asyncio.ensure_future(self.tokens(read_from, first + done)), done)
+                read_from = first + done
+                await asyncio.sleep(0)      # the read's task starts: its copy follows this batch's steps
+                if pending is not None:
+                    await take(pending)
+                pending = read
+        if pending is not None:
+            await take(pending)
         return DecodeRun(ids, host_ns, execution)
 
     def release(self) -> None:

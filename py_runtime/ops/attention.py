@@ -387,7 +387,8 @@ def _flash(subgroup: bool):
 
 def one_pass_decode(head_dim: int, adapter_info: dict, int8: bool = False) -> tuple[str, int] | None:
     """The sdpa_decode_sg variant for head_dim (its i8x twin where the o-proj reads int8) and its reach,
-    from the adapter's tuning table: the fewest words per lane covering the row; None where none fits."""
+    from the adapter's tuning table: the fewest words per lane covering the row; None where none fits or
+    the table runs FlashDecoding at every context there."""
     if head_dim % 8:
         return None
     prefix = "sdpa_decode_sg_i8x_" if int8 else "sdpa_decode_sg_"
@@ -396,7 +397,10 @@ def one_pass_decode(head_dim: int, adapter_info: dict, int8: bool = False) -> tu
     if not widths:
         return None
     table = tuning_table(adapter_info)
-    suffix, reach = table.decode_attention(widths[0])
+    picked = table.decode_attention(widths[0])
+    if picked is None:
+        return None
+    suffix, reach = picked
     name = prefix + suffix
     if name not in kernel_names("shipped"):
         raise ValueError(f"tuning table {table.name!r} picks {name!r} for head_dim {head_dim}, which is not a shipped kernel")
@@ -457,7 +461,8 @@ def _one_pass_guard(req: _Attention) -> str | None:
     if req.flash_split is not None:
         return "a FlashDecoding split pass was asked for (flash_split)"
     if one_pass_decode(req.cache.head_dim, req.adapter.info, req.int8 is not None) is None:
-        return f"no variant for head_dim {req.cache.head_dim} (a multiple of 8 up to 128)"
+        return (f"no variant for head_dim {req.cache.head_dim} (a multiple of 8 up to 128), or the tuning table "
+                f"{tuning_table(req.adapter.info).name!r} runs FlashDecoding at every context there")
     return None
 
 

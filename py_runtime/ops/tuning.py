@@ -10,10 +10,10 @@ particular GPU (tune a new adapter by sweeping with `webgpu-llm-lab bench kernel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
-__all__ = ["Tuning", "H200", "PORTABLE", "TABLES", "tuning_for", "tuning_table"]
+__all__ = ["Tuning", "H200", "H200_NATIVE", "PORTABLE", "TABLES", "tuning_for", "tuning_table"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,8 +30,9 @@ class Tuning:
                                                             # workgroups wanted before splits take more steps
     prefill_attention: Callable[[int, int], str]            # (head_dim, smallest subgroup) -> sdpa_prefill_sg
                                                             # variant suffix
-    decode_attention: Callable[[int], tuple[str, int]]      # W -> sdpa_decode_sg variant suffix, its reach:
-                                                            # the longest context it serves (FlashDecoding beyond)
+    decode_attention: Callable[[int], tuple[str, int] | None]   # W -> sdpa_decode_sg variant suffix, its reach:
+                                                            # the longest context it serves (FlashDecoding beyond);
+                                                            # None: FlashDecoding at every context
 
 
 def _h200_gemv_f32(k: int, n: int) -> str:
@@ -117,10 +118,22 @@ def _h200_decode_attention(words: int) -> tuple[str, int]:
     return ("w2u2p", 1024) if words <= 2 else ("w4u2p", 512)
 
 
+def _h200_native_decode_attention(words: int) -> tuple[str, int] | None:
+    """wgpu-native on the H200 (Naga's SPIR-V, `native-model-int8x`, docs/bench/h200-2026-12-02-s14/reads/):
+    profiled per layer in a decode step at context 128-256, Llama's one pass 18.0 us against FlashDecoding's
+    34.4 (23.3 + 11.1), but Qwen3's heads of 128 49.6 against 41.8 (31.9 + 9.9): the one pass for D 64 only."""
+    return _h200_decode_attention(words) if words <= 2 else None
+
+
 def _portable_decode_attention(words: int) -> tuple[str, int]:
     """A workgroup of 256 invocations per query head, two keys per slot and step (one for heads of 128
     dims: half the registers), up to 512 keys (two steps of the slots)."""
     return ("w2u2p" if words <= 2 else "w4u1p"), 512
+
+
+def _is_native(info: dict) -> bool:
+    # wgpu-native names its graphics backend; a browser's GPUAdapterInfo has no such field.
+    return "backend_type" in info
 
 
 def _is_h200(info: dict) -> bool:
@@ -155,7 +168,11 @@ PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per fam
                   gemv_int8x_qkv_rope=_rope_rows_for,
                   flash_split=lambda group, words: ("u2h1", 32),
                   prefill_attention=_portable_prefill_attention, decode_attention=_portable_decode_attention)
-TABLES = (H200, PORTABLE)       # the first whose `matches` accepts the adapter's info
+# The same picks natively but where Naga's code for a kernel measured otherwise.
+H200_NATIVE = replace(H200, name="h200-native", measured_on="NVIDIA H200, wgpu-native 0.32, driver 580",
+                      matches=lambda info: _is_h200(info) and _is_native(info),
+                      decode_attention=_h200_native_decode_attention)
+TABLES = (H200_NATIVE, H200, PORTABLE)      # the first whose `matches` accepts the adapter's info
 
 
 def tuning_for(adapter, name: str | None = None) -> Tuning:

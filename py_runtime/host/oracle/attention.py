@@ -62,8 +62,8 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict, pos: int = 
     group = case["heads"] // case["kv_heads"]
     subgroups = "subgroups" in adapter["device_features"]
     # the one pass up to its reach (the context here: position + 1 of the decode step), any G
-    if tokens == 1 and subgroups and case["head_dim"] % 8 == 0 and case["head_dim"] <= 128 and \
-            pos + 1 <= one_pass_decode(case["head_dim"], adapter["info"])[1] and not case["force"]:
+    one_pass = one_pass_decode(case["head_dim"], adapter["info"])     # (None: no variant, or not on this adapter)
+    if tokens == 1 and subgroups and one_pass and pos + 1 <= one_pass[1]:
         return "sdpa_decode_subgroup"
     subgroup_fits = subgroups and case["head_dim"] % 8 == 0 and \
         case["head_dim"] <= {4: 64, 3: 64, 2: 128}.get(group, 0)
