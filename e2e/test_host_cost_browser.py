@@ -14,7 +14,7 @@ def test_replay_matches_naive_encoding_bit_for_bit_in_the_browser(lab):
     assert report["bit_identical"] is True
     assert report["adapter"]["backend"] == "browser"
     path = report["replay_path"]
-    assert path["checks"] == {"waited": True, "step": True, "shrink": True, "grow_heap": True}, path
+    assert path["checks"] == {"waited": True, "step": True, "shrink": True, "grow_heap": True, "long": True}, path
     assert path["idle_dispatches"] > 0
     # The ballast did grow the heap (else the check proves nothing), and the step re-acquired its view.
     assert path["heap_view_renewed"] is True, path["param_views"]

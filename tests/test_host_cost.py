@@ -23,6 +23,6 @@ def test_replay_matches_naive_encoding_bit_for_bit_natively():
 
 def test_replay_path_survives_resizes_and_skips_idle_dispatches_natively():
     path = asyncio.run(run("native", {"suite": "host_cost", "dispatches": 4, "steps": 1}))["replay_path"]
-    assert path["checks"] == {"waited": True, "step": True, "shrink": True, "grow_heap": True}, path
+    assert path["checks"] == {"waited": True, "step": True, "shrink": True, "grow_heap": True, "long": True}, path
     assert path["idle_dispatches"] > 0 and path["passed"] is True
     assert path["heap_view_renewed"] is None        # no wasm heap natively

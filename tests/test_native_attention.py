@@ -153,6 +153,21 @@ def test_q32_is_opt_in_and_falls_back_to_q16_without_its_workgroup_memory():
     assert "not sdpa_q32: needs 22976 bytes of workgroup memory and 256 invocations; the device allows 16384" in why
 
 
+async def _decode_setup(k_host, v_host, q_host):
+    """A native runtime, a KV cache holding k_host and v_host (f32 [capacity, Hkv, D], written as f16) and
+    the decode's q (q_host, [1, H, D]) and out, with their scratch."""
+    (capacity, kv_heads, dim), heads = k_host.shape, q_host.shape[1]
+    runtime = await Runtime.create("native")
+    cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
+    scratch = await AttentionScratch.allocate(runtime, "s", heads=heads, head_dim=dim, max_tokens=1, capacity=capacity)
+    k, v = [await tensor(runtime, role, (capacity, kv_heads, dim)) for role in ("k", "v")]
+    q, out = [await tensor(runtime, role, (1, heads, dim)) for role in ("q", "o")]
+    for target, host in ((k, k_host), (v, v_host), (q, q_host)):
+        runtime.device.write_buffer(target.buffer, host.tobytes())
+    await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=capacity, pos=0))
+    return runtime, cache, scratch, q, out
+
+
 @pytest.mark.parametrize("name", [n for n in kernel_names() if n.startswith("sdpa_flash_split_sg_")])
 def test_every_subgroup_split_variant_matches_the_oracle(name):
     """Shipped and sweep variants alike (the sweep's figures only count if its kernels are right), at a
@@ -166,15 +181,7 @@ def test_every_subgroup_split_variant_matches_the_oracle(name):
     runs = ((5, 2), (capacity, 2), (capacity, 64))          # (context, workgroups wanted)
 
     async def main():
-        runtime = await Runtime.create("native")
-        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
-        scratch = await AttentionScratch.allocate(runtime, "s", heads=heads, head_dim=dim, max_tokens=1,
-                                                  capacity=capacity)
-        k, v = [await tensor(runtime, role, (capacity, kv_heads, dim)) for role in ("k", "v")]
-        q, out = [await tensor(runtime, role, (1, heads, dim)) for role in ("q", "o")]
-        for target, host in ((k, k_host), (v, v_host), (q, q_host)):
-            runtime.device.write_buffer(target.buffer, host.tobytes())
-        await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=capacity, pos=0))
+        runtime, cache, scratch, q, out = await _decode_setup(k_host, v_host, q_host)
         outputs = []
         for ctx, workgroups in runs:
             plan = Plan(runtime, "attn", live={"tokens": 1, "pos": ctx - 1})
@@ -211,15 +218,7 @@ def test_every_one_pass_decode_variant_matches_the_oracle(name):
         rng = np.random.default_rng(group * dim)
         k_host, v_host = (rng.uniform(-1, 1, (capacity, kv_heads, dim)).astype(np.float32) for _ in range(2))
         q_host = rng.uniform(-1, 1, (1, heads, dim)).astype(np.float32)
-        runtime = await Runtime.create("native")
-        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
-        scratch = await AttentionScratch.allocate(runtime, "s", heads=heads, head_dim=dim, max_tokens=1,
-                                                  capacity=capacity)
-        k, v = [await tensor(runtime, role, (capacity, kv_heads, dim)) for role in ("k", "v")]
-        q, out = [await tensor(runtime, role, (1, heads, dim)) for role in ("q", "o")]
-        for target, host in ((k, k_host), (v, v_host), (q, q_host)):
-            runtime.device.write_buffer(target.buffer, host.tobytes())
-        await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache, tokens=capacity, pos=0))
+        runtime, cache, scratch, q, out = await _decode_setup(k_host, v_host, q_host)
         plan = Plan(runtime, "attn", live={"tokens": 1, "pos": 0})
         await plan.add(sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
                             force="sdpa_decode_subgroup", decode_kernel=name))

@@ -14,6 +14,8 @@ dispatch encoded from Python, idle ones included) or against what must be left u
               params, n = all, would write the first workgroup's 256 elements)
   grow_heap   resize back to all elements, grow the host heap, then a step == naive (stale counts
               would cover one workgroup, stale params one element)
+  long        a chain of more dispatches than the browser submits as one command buffer (a prefill's
+              length: browser_bridge.js submitCuts splits it), stepped == naive (one buffer)
 
 Runs identically on both backends (the heap growth only matters in Pyodide); host_cost includes it.
 """
@@ -34,6 +36,9 @@ _LENGTH = 4096              # 16 workgroups of 256 at full length, one at length
 _OPS = ("tanh", "neg", "neg", "sigmoid", "abs", "abs", "silu", "sin", "hardswish", "round", "tanh")
 _RANGE = UniformRange(scale_log2=-22, offset=-2.0)
 _POISON = b"\xff" * (4 * _LENGTH)          # NaN bit patterns no op of the chain produces
+# More running dispatches than browser_bridge.js SUBMIT_ABOVE (200): three command buffers in the browser.
+_LONG = 241
+_LONG_OPS = ("sin", "neg", "tanh", "neg")
 # Enough to grow the wasm heap past any size it reached before (growth detaches old views).
 _HEAP_BALLAST_BYTES = 512 << 20
 
@@ -101,6 +106,21 @@ async def run_replay_path_checks(runtime: Runtime) -> dict:
     del ballast
     await device.on_submitted_work_done()
     checks["grow_heap"] = await device.read_buffer(last.buffer) == naive
+
+    long = Plan(runtime, "replay_path.long", live={"n": _LENGTH})
+    for i in range(_LONG):
+        src, dst = (a, b) if i % 2 == 0 else (b, a)
+        await long.add(unary(_LONG_OPS[i % len(_LONG_OPS)], src=src, dst=dst, length="n").call)
+    long.record()
+    long_last = b if _LONG % 2 else a
+    await fresh_inputs()
+    await device.submit(long.dispatches())
+    naive_long = await device.read_buffer(long_last.buffer)
+    await fresh_inputs()
+    await long.replay(wait=False)
+    await device.on_submitted_work_done()
+    checks["long"] = await device.read_buffer(long_last.buffer) == naive_long
+    long.release()
 
     dispatches = len(chain)
     idle = sum(1 for i in range(dispatches) if not any(chain.workgroups[3 * i:3 * i + 3]))

@@ -82,7 +82,7 @@ function destroyTimestampSet(set) {
 // Encodes pairs [[pipeline, bindGroup], ...] with counts[3i..3i+2] into `encoder`: one pass, or one
 // pass per dispatch writing timestamps 2i and 2i+1 into `stamps` when given, or (span) the one pass
 // between timestamps 0 and 1.
-function encodeInto(encoder, pairs, counts, stamps, span = false) {
+function encodeInto(encoder, pairs, counts, stamps, span = false, begin = 0, end = pairs.length) {
   if (stamps && !span) {
     for (let i = 0; i < pairs.length; i++) {
       const pass = encoder.beginComputePass({
@@ -103,7 +103,7 @@ function encodeInto(encoder, pairs, counts, stamps, span = false) {
     timestampWrites: { querySet: stamps.querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 },
   } : undefined);
   let pipeline = null, bindGroup = null;
-  for (let i = 0; i < pairs.length; i++) {
+  for (let i = begin; i < end; i++) {
     const x = counts[3 * i], y = counts[3 * i + 1], z = counts[3 * i + 2];
     if (x * y * z === 0) continue;
     if (pairs[i][0] !== pipeline) pass.setPipeline((pipeline = pairs[i][0]));
@@ -115,6 +115,28 @@ function encodeInto(encoder, pairs, counts, stamps, span = false) {
     encoder.resolveQuerySet(stamps.querySet, 0, 2, stamps.resolved, 0);
     encoder.copyBufferToBuffer(stamps.resolved, 0, stamps.staging, 0, 16);
   }
+}
+
+// Where a long step (a prefill) splits into command buffers, as pair indices [0, ..., pairs]: Chromium's
+// GPU process takes in a whole command buffer before the GPU starts on it, so a short first one lets
+// the GPU start while the rest is still being taken in. A step of at most SUBMIT_ABOVE running
+// dispatches (a decode step) stays one command buffer: the previous step's GPU work hides its intake.
+const SUBMIT_ABOVE = 200, SUBMIT_FIRST = 48, SUBMIT_REST = 160;
+function submitCuts(counts) {
+  const n = counts.length / 3;
+  let active = 0;
+  for (let i = 0; i < n; i++) if (counts[3 * i] * counts[3 * i + 1] * counts[3 * i + 2]) active += 1;
+  const cuts = [0];
+  if (active > SUBMIT_ABOVE) {
+    let running = 0, limit = SUBMIT_FIRST;
+    for (let i = 0; i < n; i++) {
+      if (!(counts[3 * i] * counts[3 * i + 1] * counts[3 * i + 2])) continue;
+      if (running === limit) { cuts.push(i); running = 0; limit = SUBMIT_REST; }
+      running += 1;
+    }
+  }
+  cuts.push(n);
+  return cuts;
 }
 
 function encode(device, pairs, counts, stamps, span = false) {
@@ -341,11 +363,13 @@ return {
     const plan = {
       pairs,
       counts: new Uint32Array(3 * pairs.length),
+      cuts: [0, pairs.length],           // command buffers of a step (submitCuts, at every setCounts)
       stamps: withTimestamps && pairs.length ? createTimestampSet(device, 2 * pairs.length) : null,
       step: null,
     };
     const queue = device.queue;
-    // Upload params bytes [lo, hi) when hi > lo, encode every dispatch into one pass, submit. No
+    // Upload params bytes [lo, hi) when hi > lo, encode every dispatch into one pass (a long step: a
+    // few, submitCuts), submit. No
     // error scope (its pop is a round trip to the GPU process, longer than encoding 230 dispatches):
     // errors arrive as uncaptured errors. Returns state.problems; nonzero makes Python raise, and
     // a step that finds it nonzero does nothing (Python hands its upload range back to the arena).
@@ -354,17 +378,19 @@ return {
       const t0 = performance.now();
       if (hi > lo) uploadParams(device, state, lo, hi);
       const t1 = performance.now();
-      const encoder = device.createCommandEncoder();
-      encodeInto(encoder, plan.pairs, plan.counts, null);
-      const t2 = performance.now();
-      const commands = encoder.finish();
-      const t3 = performance.now();
-      queue.submit([commands]);
-      const t4 = performance.now();
+      for (let c = 0; c + 1 < plan.cuts.length; c++) {     // (one command buffer unless the step is long)
+        const a = performance.now();
+        const encoder = device.createCommandEncoder();
+        encodeInto(encoder, plan.pairs, plan.counts, null, false, plan.cuts[c], plan.cuts[c + 1]);
+        const b = performance.now();
+        const commands = encoder.finish();
+        const d = performance.now();
+        queue.submit([commands]);
+        encodeMs += b - a;
+        finishMs += d - b;
+        submitMs += performance.now() - d;
+      }
       uploadMs += t1 - t0;
-      encodeMs += t2 - t1;
-      finishMs += t3 - t2;
-      submitMs += t4 - t3;
       steps += 1;
       return state.problems;
     };
@@ -375,6 +401,7 @@ return {
   // done at record and when a resize changed them, so no step reads Python memory for them.
   setCounts(plan, countsPy) {
     withPyBuffer(countsPy, (counts) => plan.counts.set(counts), "u32");
+    plan.cuts = submitCuts(plan.counts);
   },
 
   release(plan) {
