@@ -471,29 +471,35 @@ class Decoder:
         awaited only once the next batch is submitted (the last one's at the end), so the GPU never
         idles through a read's round trip: on_batch hears a batch one batch late."""
         ids, host_ns, execution = [], 0, None
-        pending = None                      # (the read in flight, the steps it covers)
+        reads = []                          # (a read in flight, the steps done when it started), oldest first
 
-        async def take(read) -> None:
+        async def take() -> None:
             nonlocal ids
-            ids += await read[0]
+            task, done = reads[0]
+            ids += await task
+            reads.pop(0)
             if on_batch is not None:
-                on_batch(read[1], ids)
+                on_batch(done, ids)
 
         first = self.position + 1           # history index of the first step's token
         read_from = first
-        for done in range(1, steps + 1):
-            began = time.perf_counter_ns()
-            execution = await self.step()
-            host_ns += time.perf_counter_ns() - began
-            if done % batch == 0 or done == steps:
-                read = (asyncio.ensure_future(self.tokens(read_from, first + done)), done)
-                read_from = first + done
-                await asyncio.sleep(0)      # the read's task starts: its copy follows this batch's steps
-                if pending is not None:
-                    await take(pending)
-                pending = read
-        if pending is not None:
-            await take(pending)
+        try:
+            for done in range(1, steps + 1):
+                began = time.perf_counter_ns()
+                execution = await self.step()
+                host_ns += time.perf_counter_ns() - began
+                if done % batch == 0 or done == steps:
+                    reads.append((asyncio.ensure_future(self.tokens(read_from, first + done)), done))
+                    read_from = first + done
+                    await asyncio.sleep(0)      # the read's task starts: its copy follows this batch's steps
+                    if len(reads) > 1:
+                        await take()
+            while reads:
+                await take()
+        except BaseException:
+            for task, _ in reads:           # (nothing left in flight unawaited)
+                task.cancel()
+            raise
         return DecodeRun(ids, host_ns, execution)
 
     def release(self) -> None:
