@@ -18,6 +18,7 @@ from dataclasses import replace
 import pytest
 
 from py_runtime.checks.q4_linear import NORM_RANGE
+from py_runtime.kernels import kernel
 from py_runtime.models.config import QWEN3_0_6B
 from py_runtime.oneshot import run_op, tensor
 from py_runtime.ops.attention import KVCache, rope_kv_cache_write
@@ -42,9 +43,12 @@ def _heads_view(t: Tensor, dim: int) -> Tensor:
 
 
 def _whole_head_shapes(dim: int) -> list[str]:
-    """The shipped RoPE shapes whose workgroup rows (64 for r8u1w8, 128 for r16u1w8) hold whole heads."""
-    rows = {"r8u1w8": 64, "r16u1w8": 128}
-    shapes = [shape for shape in gemv_shapes("int8x_qkv_rope_half_qknorm", "shipped") if rows[shape] % dim == 0]
+    """The shipped RoPE shapes whose workgroup rows (RG x R: 64 for r8u1w8, 128 for r16u1w8) hold whole heads."""
+    def rows(shape: str) -> int:
+        values = kernel(f"q4gsw_gemv_i8x_qkv_rope_half_qknorm_sg_{shape}").template_values
+        return values["RG"] * values["R"]
+
+    shapes = [shape for shape in gemv_shapes("int8x_qkv_rope_half_qknorm", "shipped") if rows(shape) % dim == 0]
     assert shapes, f"no shipped shape holds heads of {dim}"
     return shapes
 

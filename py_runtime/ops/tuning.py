@@ -154,10 +154,16 @@ def _rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
     return "r8u1w8" if 64 % head_dim == 0 else "r16u1w8"
 
 
+def _h200_rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
+    """The same whole heads per workgroup as _rope_rows_for in twice the warps (512 invocations, as the
+    H200's _glu_q8 pick): half the rows per lane, twice the loads in flight."""
+    return "r4u1w16" if 64 % head_dim == 0 else "r8u1w16"
+
+
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
               matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
               gemv_int8x_glu_q8=lambda k, n, rows_copy: "r4u1w16",
-              gemv_int8x_qkv_rope=_rope_rows_for, flash_split=_h200_flash_split,
+              gemv_int8x_qkv_rope=_h200_rope_rows_for, flash_split=_h200_flash_split,
               prefill_attention=_h200_prefill_attention, decode_attention=_h200_decode_attention)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
