@@ -156,7 +156,9 @@ def _rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
 
 def _h200_rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
     """The same whole heads per workgroup as _rope_rows_for in twice the warps (512 invocations, as the
-    H200's _glu_q8 pick): half the rows per lane, twice the loads in flight."""
+    H200's _glu_q8 pick): half the rows per lane. In Chromium (docs/bench/h200-2026-12-02-s14/rope/, against
+    submit/: the same build but these) a decode step's GPU pass 1,168 -> 1,158 us (Qwen3, its QKV 17.9 ->
+    16.2 us profiled) and 782-787 -> 778-779 (Llama, 17.6 -> 16.7)."""
     return "r4u1w16" if 64 % head_dim == 0 else "r8u1w16"
 
 
