@@ -325,3 +325,39 @@ def test_a_decode_crossing_the_one_pass_reach_switches_to_flash_decoding_and_mat
                 for i in range(1, len(attention) + 1)]
     assert attention == expected and ["sdpa_flash_subgroup"] in attention and ["sdpa_decode_subgroup"] in attention
     assert all(step["attention_conflicts"] == 0 for step in report["steps"])
+
+
+def test_decode_reads_each_batch_once_the_next_is_submitted_and_hears_every_id_in_order():
+    """Decoder.decode awaits a batch's read only after submitting the next batch: on_batch hears each batch
+    (the steps done at its end, every id so far) one batch late but in order, the last at the end, and the
+    ids are the history the GPU kept (read again at the end), whatever the batch."""
+    async def main():
+        runtime = await Runtime.create("native")
+        decoder = await Decoder.create(runtime, TINY, seed=3, max_prompt=4, capacity=40, policy="int8x")
+        runs = {}
+        for batch in (1, 3, 32):
+            heard = []
+            submitted = []                      # steps submitted when each batch was heard
+            step = decoder.step
+
+            async def counting_step(**options):
+                submitted.append(None)
+                return await step(**options)
+            decoder.step = counting_step
+            await decoder.prefill([5, 9, 2])
+            run = await decoder.decode(10, batch=batch, on_batch=lambda done, ids: heard.append(
+                (done, list(ids), len(submitted))))
+            del decoder.step
+            runs[batch] = (run.ids, heard, await decoder.tokens(4, 14))
+        decoder.release()
+        return runs
+
+    runs = asyncio.run(main())
+    assert runs[1][0] == runs[3][0] == runs[32][0]
+    for batch, (ids, heard, history) in runs.items():
+        assert ids == history and len(ids) == 10
+        ends = [min(10, end) for end in range(batch, 10 + batch, batch)]
+        assert [done for done, _, _ in heard] == ends
+        assert all(seen == ids[:done] for done, seen, _ in heard)
+        # each batch but the last was heard after the next batch's steps were submitted
+        assert all(steps == min(10, done + batch) for done, _, steps in heard[:-1]) and heard[-1][2] == 10
