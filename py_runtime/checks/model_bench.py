@@ -1,5 +1,6 @@
 """A whole model's speed: prefill and greedy decode of one Decoder (models/decoder.py), timed unprofiled,
-then one profiled prefill and one profiled decode step for each kernel's share of the step.
+then one profiled decode step (where the measured steps ended: their context) and one profiled prefill for
+each kernel's share of the step.
 
   prefill_tok_s   prompt tokens / the prefill's wall time (submit to GPU done, waited), median of 3
   ttft_ms         the prefill submitted, then the readback of the first generated id (one round trip),
@@ -11,7 +12,8 @@ then one profiled prefill and one profiled decode step for each kernel's share o
                   its writes, re-sizing and submit), "submit" (its encoding and submitting), "resize" (the
                   plan from the decode step to the prompt's length, seen before: remembered), and
                   "resize_new_length" (to a length it has not seen: one layer's prefill dispatches sized)
-  decode_span_us  GPU time of one decode step's single pass (two timestamps around it; median of 5),
+  decode_span_us  GPU time of one decode step's single pass (two timestamps around it; median of 5, at the
+                  context the measured steps reached),
                   where the adapter has timestamp queries: the step's GPU cost without the submits
   prefill_span_us the same for the prefill (median of 3): prefill_tok_s's wall time less this is the host's
                   and the round trips' share
@@ -38,6 +40,7 @@ __all__ = ["run_model_bench", "kernel_rows", "POSITIONS"]
 
 POSITIONS = {"auto": None, "gpu": True, "host": False}
 PREFILL_TRIALS = 3
+PROFILED_STEPS = 6          # one profiled decode step, then five timed as single passes (decode_span_us)
 
 
 def kernel_rows(execution, phase: str) -> list[dict]:
@@ -71,7 +74,9 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
     ids = prompt_ids(config.vocab, seed, prompt)
     progress("model bench", 0, 4)
     started = time.perf_counter()
-    decoder = await Decoder.create(runtime, config, seed=seed, max_prompt=prompt, capacity=prompt + fill + decode,
+    # (PROFILED_STEPS more positions: the profiled decode steps run where the measured ones ended)
+    decoder = await Decoder.create(runtime, config, seed=seed, max_prompt=prompt,
+                                   capacity=prompt + fill + decode + PROFILED_STEPS,
                                    policy=policy, gpu_position=POSITIONS[position], fuse_norm=fuse_norm,
                                    attention=attention)
     try:
@@ -115,15 +120,14 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
 
         kernels, quantized, decode_span_us, prefill_span_us = [], None, None, None
         if profile and "timestamp-query" in runtime.device.adapter.device_features:
+            # the decode first, at the context the measured steps reached
+            profiled_step = await decoder.step(profile=True)
+            spans = sorted([(await decoder.step(profile="span")).span_ns for _ in range(PROFILED_STEPS - 1)])
+            decode_span_us = spans[len(spans) // 2] / 1e3
             spans = sorted([(await decoder.prefill(ids, profile="span")).span_ns for _ in range(PREFILL_TRIALS)])
             prefill_span_us = spans[PREFILL_TRIALS // 2] / 1e3
             profiled = await decoder.prefill(ids, profile=True)
-            kernels += kernel_rows(profiled, "prefill")
-            profiled_step = await decoder.step(profile=True)
-            kernels += kernel_rows(profiled_step, "decode")
-            room = min(5, fill + decode - 1)             # the steps the cache has left after the profiled one
-            spans = sorted([(await decoder.step(profile="span")).span_ns for _ in range(room)])
-            decode_span_us = spans[len(spans) // 2] / 1e3 if spans else None
+            kernels += kernel_rows(profiled, "prefill") + kernel_rows(profiled_step, "decode")
             quantized = bool(profiled.quantized or profiled_step.quantized)
         progress("model bench", 4, 4)
         recorded, position_on_gpu = len(decoder.plan), decoder.position_on_gpu
