@@ -15,6 +15,7 @@ enable subgroups;
 const WG: u32 = ${WG}u;
 const LANES: u32 = 4u;                  // invocations per slot
 const SLOTS: u32 = WG / LANES;          // keys per step, U each
+const KEYS: u32 = SLOTS;                // (kv_step_words.wgsli's name)
 const W: u32 = ${W}u;                   // words per lane: lane part p holds row words p, p + 4, ...
 const U: u32 = ${U}u;
 const ROW: u32 = 8u * LANES * W;        // dims a row may have
@@ -43,7 +44,7 @@ $if QUANT:
   @group(0) @binding(6) var<storage, read_write> act_words: array<u32>;
   @group(0) @binding(7) var<storage, read_write> act_stats: array<vec2<f32>>;
 
-var<workgroup> tickets: atomic<u32>;                     // WGSL has no subgroup index: subgroups take one
+$include subgroup_order.wgsli
 var<workgroup> subgroup_max: array<f32, MAX_SUBGROUPS>;
 var<workgroup> sums: array<f32, ROWS * ROW>;             // [subgroup % ROWS, dim]
 var<workgroup> sums_l: array<f32, ROWS>;
@@ -56,26 +57,7 @@ $if QUANT:
 
 $include f16_words.wgsli
 
-struct Words {
-  k: array<vec4<u32>, U * W>,
-  v: array<vec4<u32>, U * W>,
-}
-
-// This lane's words of the step's keys (a key past the context reads the last; it is masked).
-fn load_step(step: u32, slot: u32, part: u32, ctx: u32, kv: u32) -> Words {
-  let words = params.head_dim / 8u;
-  var loaded: Words;
-  for (var u = 0u; u < U; u++) {
-    let key = (step * U + u) * SLOTS + slot;
-    let row = min(key, ctx - 1u) * params.kv_heads * words + kv * words;
-    for (var i = 0u; i < W; i++) {
-      let word = min(part + LANES * i, words - 1u);
-      loaded.k[u * W + i] = k_cache[row + word];
-      loaded.v[u * W + i] = v_cache[row + word];
-    }
-  }
-  return loaded;
-}
+$include kv_step_words.wgsli
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -86,19 +68,11 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   let steps = (ctx + SLOTS * U - 1u) / (SLOTS * U);
   let words = params.head_dim / 8u;
   let part = lane % LANES;
-  if (index == 0u) {            // set here, not trusted to start zeroed
-    atomicStore(&tickets, 0u);
-  }
-  workgroupBarrier();
-  var ticket = 0u;
-  if (lane == 0u) {             // every subgroup is full (WG is a multiple of its width)
-    ticket = atomicAdd(&tickets, 1u);
-  }
-  let order = subgroupBroadcastFirst(ticket);
+  let order = subgroup_order(index, lane);
   let slot = order * (width / LANES) + lane / LANES;
 
   $if PF:
-    var next = load_step(0u, slot, part, ctx, kv);
+    var next = load_step(0u, slot, part, 0u, ctx, kv);
   // qs[2 i + half]: the query's dims of word part + LANES * i (zero past the row, so the clamped load
   // there adds nothing)
   var qs: array<vec4<f32>, 2u * W>;
@@ -116,9 +90,9 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   for (var step = 0u; step < steps; step++) {
     $if PF:
       let now = next;
-      next = load_step(min(step + 1u, steps - 1u), slot, part, ctx, kv);
+      next = load_step(min(step + 1u, steps - 1u), slot, part, 0u, ctx, kv);
     $else:
-      let now = load_step(step, slot, part, ctx, kv);
+      let now = load_step(step, slot, part, 0u, ctx, kv);
     var scores: array<f32, U>;
     var m_new = m;
     for (var u = 0u; u < U; u++) {

@@ -68,26 +68,7 @@ fn head(values: Heads, c: u32) -> f32 {
 
 $include f16_words.wgsli
 
-struct Words {
-  k: array<vec4<u32>, U * W>,
-  v: array<vec4<u32>, U * W>,
-}
-
-// This lane's words of the step's keys (a key past the split reads the split's last; it is masked).
-fn load_step(step: u32, key_slot: u32, part: u32, first: u32, end: u32, kv: u32) -> Words {
-  let words = params.head_dim / 8u;
-  var loaded: Words;
-  for (var u = 0u; u < U; u++) {
-    let key = first + (step * U + u) * KEYS + key_slot;
-    let row = min(key, end - 1u) * params.kv_heads * words + kv * words;
-    for (var i = 0u; i < W; i++) {
-      let word = min(part + LANES * i, words - 1u);
-      loaded.k[u * W + i] = k_cache[row + word];
-      loaded.v[u * W + i] = v_cache[row + word];
-    }
-  }
-  return loaded;
-}
+$include kv_step_words.wgsli
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,

@@ -16,6 +16,7 @@ enable subgroups;
 const WG: u32 = 256u;
 const LANES: u32 = 4u;                  // invocations per slot
 const SLOTS: u32 = WG / LANES;          // keys per step, U each
+const KEYS: u32 = SLOTS;                // (kv_step_words.wgsli's name)
 const W: u32 = 4u;                   // words per lane: lane part p holds row words p, p + 4, ...
 const U: u32 = 1u;
 const ROW: u32 = 8u * LANES * W;        // dims a row may have
@@ -42,7 +43,22 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> act_words: array<u32>;
 @group(0) @binding(7) var<storage, read_write> act_stats: array<vec2<f32>>;
 
-var<workgroup> tickets: atomic<u32>;                     // WGSL has no subgroup index: subgroups take one
+// WGSL has no subgroup index: each subgroup takes a ticket, its place among the workgroup's subgroups.
+// Every subgroup is full (the workgroup is a multiple of its width). Called in uniform control flow
+// (it has a barrier), with the workgroup's local_invocation_index and the lane's subgroup_invocation_id.
+var<workgroup> tickets: atomic<u32>;
+
+fn subgroup_order(index: u32, lane: u32) -> u32 {
+  if (index == 0u) {            // set here, not trusted to start zeroed (lavapipe reuses one workgroup's memory)
+    atomicStore(&tickets, 0u);
+  }
+  workgroupBarrier();
+  var ticket = 0u;
+  if (lane == 0u) {
+    ticket = atomicAdd(&tickets, 1u);
+  }
+  return subgroupBroadcastFirst(ticket);
+}
 var<workgroup> subgroup_max: array<f32, MAX_SUBGROUPS>;
 var<workgroup> sums: array<f32, ROWS * ROW>;             // [subgroup % ROWS, dim]
 var<workgroup> sums_l: array<f32, ROWS>;
@@ -111,18 +127,22 @@ fn high_half(word: vec4<u32>) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.z), unpack2x16float(word.w));
 }
 
+// A lane's K and V words for U keys of a walk over the cache: keys first + (step U + u) KEYS + key_slot,
+// u < U (a key at or past `end` reads the one before `end`: its products are masked by the caller), W
+// vec4 words each (8 f16 values), words part, part + LANES, ... of the row. The includer defines U, W,
+// LANES and KEYS (keys its workgroup covers per unrolled key), and binds k_cache, v_cache and params
+// (head_dim, kv_heads).
 struct Words {
   k: array<vec4<u32>, U * W>,
   v: array<vec4<u32>, U * W>,
 }
 
-// This lane's words of the step's keys (a key past the context reads the last; it is masked).
-fn load_step(step: u32, slot: u32, part: u32, ctx: u32, kv: u32) -> Words {
+fn load_step(step: u32, key_slot: u32, part: u32, first: u32, end: u32, kv: u32) -> Words {
   let words = params.head_dim / 8u;
   var loaded: Words;
   for (var u = 0u; u < U; u++) {
-    let key = (step * U + u) * SLOTS + slot;
-    let row = min(key, ctx - 1u) * params.kv_heads * words + kv * words;
+    let key = first + (step * U + u) * KEYS + key_slot;
+    let row = min(key, end - 1u) * params.kv_heads * words + kv * words;
     for (var i = 0u; i < W; i++) {
       let word = min(part + LANES * i, words - 1u);
       loaded.k[u * W + i] = k_cache[row + word];
@@ -141,18 +161,10 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   let steps = (ctx + SLOTS * U - 1u) / (SLOTS * U);
   let words = params.head_dim / 8u;
   let part = lane % LANES;
-  if (index == 0u) {            // set here, not trusted to start zeroed
-    atomicStore(&tickets, 0u);
-  }
-  workgroupBarrier();
-  var ticket = 0u;
-  if (lane == 0u) {             // every subgroup is full (WG is a multiple of its width)
-    ticket = atomicAdd(&tickets, 1u);
-  }
-  let order = subgroupBroadcastFirst(ticket);
+  let order = subgroup_order(index, lane);
   let slot = order * (width / LANES) + lane / LANES;
 
-  var next = load_step(0u, slot, part, ctx, kv);
+  var next = load_step(0u, slot, part, 0u, ctx, kv);
   // qs[2 i + half]: the query's dims of word part + LANES * i (zero past the row, so the clamped load
   // there adds nothing)
   var qs: array<vec4<f32>, 2u * W>;
@@ -169,7 +181,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   var acc: array<vec4<f32>, 2u * W>;
   for (var step = 0u; step < steps; step++) {
     let now = next;
-    next = load_step(min(step + 1u, steps - 1u), slot, part, ctx, kv);
+    next = load_step(min(step + 1u, steps - 1u), slot, part, 0u, ctx, kv);
     var scores: array<f32, U>;
     var m_new = m;
     for (var u = 0u; u < U; u++) {

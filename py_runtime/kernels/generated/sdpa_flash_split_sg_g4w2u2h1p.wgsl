@@ -73,12 +73,16 @@ fn high_half(word: vec4<u32>) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.z), unpack2x16float(word.w));
 }
 
+// A lane's K and V words for U keys of a walk over the cache: keys first + (step U + u) KEYS + key_slot,
+// u < U (a key at or past `end` reads the one before `end`: its products are masked by the caller), W
+// vec4 words each (8 f16 values), words part, part + LANES, ... of the row. The includer defines U, W,
+// LANES and KEYS (keys its workgroup covers per unrolled key), and binds k_cache, v_cache and params
+// (head_dim, kv_heads).
 struct Words {
   k: array<vec4<u32>, U * W>,
   v: array<vec4<u32>, U * W>,
 }
 
-// This lane's words of the step's keys (a key past the split reads the split's last; it is masked).
 fn load_step(step: u32, key_slot: u32, part: u32, first: u32, end: u32, kv: u32) -> Words {
   let words = params.head_dim / 8u;
   var loaded: Words;

@@ -39,7 +39,22 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(4) var<uniform> params: Params;
 
-var<workgroup> tickets: atomic<u32>;    // WGSL has no subgroup index: subgroups take one
+// WGSL has no subgroup index: each subgroup takes a ticket, its place among the workgroup's subgroups.
+// Every subgroup is full (the workgroup is a multiple of its width). Called in uniform control flow
+// (it has a barrier), with the workgroup's local_invocation_index and the lane's subgroup_invocation_id.
+var<workgroup> tickets: atomic<u32>;
+
+fn subgroup_order(index: u32, lane: u32) -> u32 {
+  if (index == 0u) {            // set here, not trusted to start zeroed (lavapipe reuses one workgroup's memory)
+    atomicStore(&tickets, 0u);
+  }
+  workgroupBarrier();
+  var ticket = 0u;
+  if (lane == 0u) {
+    ticket = atomicAdd(&tickets, 1u);
+  }
+  return subgroupBroadcastFirst(ticket);
+}
 // A KV cache word (four f16 pairs, pack2x16float's order) as its low and high four dims.
 fn low_half(word: vec4<u32>) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y));
@@ -82,16 +97,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   let g = params.heads / params.kv_heads;
   let per_tile = ROWS / g;                          // tokens per workgroup
   let t0 = (grid.x - 1u - wid.x) * per_tile;        // the last token tile first
-  // Set here, not trusted to start zeroed (lavapipe reuses one workgroup's memory for the next).
-  if (index == 0u) {
-    atomicStore(&tickets, 0u);
-  }
-  workgroupBarrier();
-  var ticket = 0u;
-  if (lane == 0u) {                                 // every subgroup is full (WG is a multiple of its width)
-    ticket = atomicAdd(&tickets, 1u);
-  }
-  let order = subgroupBroadcastFirst(ticket);
+  let order = subgroup_order(index, lane);
   let slot = order * (width / SUB) + lane / SUB;
   let split = slot % KS;                            // this slot's share of the steps
   let row = slot / KS;
