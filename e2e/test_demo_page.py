@@ -62,7 +62,7 @@ def test_the_default_page_runs_a_model_and_a_person_can_rerun_refuse_stop_and_do
             assert line in progress, progress
         assert "tok/s" in progress.split("decode: 32/32")[1].splitlines()[0]
         routes = page.inner_text("#cases")
-        assert "q4_gemv_int8x_glu_q8" in routes and "q4_gemm_dp4a" in routes and "sdpa_decode_subgroup" in routes
+        assert "q4_gemv_int8x_glu_q8" in routes and "q4_gemm_dp4a" in routes and "sdpa_flash_subgroup" in routes
         assert page.locator("#timings tbody tr").count() >= 15
         decode_rows = [row for row in page.locator("#timings tbody tr").all_inner_texts() if row.split()[0] == "decode"]
         assert page.locator("#chart svg rect").count() == len(decode_rows) >= 6     # a bar per decode kernel

@@ -35,6 +35,10 @@ BIG = {"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupStorageSiz
 ADAPTERS = {
     "h200-chromium": AdapterReport(backend="browser", info={"description": "NVIDIA H200", "subgroupMaxSize": 32},
                                    features=(), limits=BIG, device_features=("subgroups",)),
+    # Chromium's CPU adapter: its own table (the one-pass decode off)
+    "swiftshader": AdapterReport(backend="browser", info={"architecture": "swiftshader", "subgroupMaxSize": 4,
+                                                          "description": "SwiftShader Device (Subzero)"},
+                                 features=(), limits=BIG, device_features=("subgroups",)),
     "h200-native": AdapterReport(backend="native", info={"device": "NVIDIA H200", "subgroupMaxSize": 128,
                                                           "backend_type": "Vulkan"},
                                  features=(), limits=BIG, device_features=("subgroups",)),
@@ -155,7 +159,7 @@ def test_the_tuning_table_follows_the_adapter_and_can_be_named():
     assert tuning_for(ADAPTERS["h200-native"]).name == "h200-native"     # (wgpu-native names its backend)
     assert tuning_for(ADAPTERS["other-sg32"]).name == "portable"
     assert tuning_for(ADAPTERS["other-sg32"], "h200").name == "h200"
-    with pytest.raises(ValueError, match="unknown tuning table 'a100'; known: \\['h200-native', 'h200', 'portable'\\]"):
+    with pytest.raises(ValueError, match="unknown tuning table 'a100'; known: \\['h200-native', 'h200', 'swiftshader', 'portable'\\]"):
         tuning_for(ADAPTERS["other-sg32"], "a100")
 
 
@@ -402,7 +406,8 @@ def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_p
 @pytest.mark.parametrize("adapter, dim, expected", [
     ("h200-chromium", 64, ("sdpa_decode_subgroup", 1024)), ("h200-chromium", 128, ("sdpa_decode_subgroup", 512)),
     ("h200-native", 64, ("sdpa_decode_subgroup", 1024)), ("h200-native", 128, ("sdpa_flash_subgroup", None)),
-    ("other-sg32", 128, ("sdpa_decode_subgroup", 512)), ("h200-no-subgroups", 64, ("sdpa_flash_decode", None))])
+    ("other-sg32", 128, ("sdpa_decode_subgroup", 512)), ("h200-no-subgroups", 64, ("sdpa_flash_decode", None)),
+    ("swiftshader", 64, ("sdpa_flash_subgroup", None))])
 def test_the_decode_attention_follows_the_tuning_table_and_records_flash_decoding_past_its_reach(adapter, dim, expected):
     """The one pass where the adapter's table runs it (not natively for heads of 128 on the H200, where Naga's
     code lost), recorded beside FlashDecoding on subgroups; which runs follows the context bound (CONTEXT
@@ -435,3 +440,24 @@ def test_the_decode_attention_follows_the_tuning_table_and_records_flash_decodin
         return {call.route for call in op.calls if call.sizing(kernel(call.kernel), live).workgroups != (0, 0, 0)}
     assert running(reach) == {"sdpa_decode_subgroup"} and running(2 * reach) == {"sdpa_flash_subgroup"}
     assert running(64) == {"sdpa_decode_subgroup"}
+
+
+def test_a_forced_one_pass_runs_where_the_tuning_table_keeps_flash_decoding():
+    """SwiftShader's table keeps FlashDecoding (the one pass measured slower there), but the route is still a
+    correct choice to force (checks, benchmarks): the portable table's variant runs."""
+    from py_runtime.ops.attention import AttentionScratch, sdpa
+    from py_runtime.tensors import Tensor
+
+    f32 = lambda name, *shape: Tensor(name, shape, "f32", 0)                 # noqa: E731
+    u32 = lambda name, *shape: Tensor(name, shape, "u32", 0)                 # noqa: E731
+    cache = KVCache(u32("k", 64, 2, 32), u32("v", 64, 2, 32), u32("offset", 1), 64, 2, 64)
+    scratch = AttentionScratch(f32("s", 4, 64), f32("ml", 4 * 256, 2), f32("o", 4 * 256, 64), 1, 64)
+    q, out = f32("q", 1, 4, 64), f32("out", 1, 4, 64)
+    auto = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=4, adapter=ADAPTERS["swiftshader"])
+    assert "the tuning table 'swiftshader' runs FlashDecoding at every context here" in auto.explain()
+    forced = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=4, adapter=ADAPTERS["swiftshader"],
+                  force="sdpa_decode_subgroup")
+    assert [call.kernel for call in forced.calls] == ["sdpa_decode_sg_w2u2p"]
+    with pytest.raises(RouteUnavailable, match="needs the 'subgroups' feature"):
+        sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=4, adapter=ADAPTERS["h200-no-subgroups"],
+             force="sdpa_decode_subgroup")

@@ -48,14 +48,14 @@ from dataclasses import dataclass, replace
 from ..dispatch import CONTEXT, IDLE, POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
 from ..kernels import kernel, kernel_names
 from ..models.config import LAYOUTS, LLAMA_3_2_1B, QWEN3_0_6B
-from ..routing import Route, choose
+from ..routing import Decision, Route, RouteUnavailable, choose
 from ..tensors import Tensor
-from .tuning import tuning_table
+from .tuning import PORTABLE, tuning_table
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
            "TILED_ROUTES", "FLASH_ROUTES", "flash_splits", "max_flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys",
            "subgroup_prefill_kernel", "subgroup_prefill_rows", "subgroup_prefill_tokens", "tiled_workgroup_bytes",
-           "one_pass_decode", "context_band", "ONE_PASS_SLOTS"]
+           "one_pass_decode", "one_pass_kernel", "context_band", "ONE_PASS_SLOTS"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
@@ -407,6 +407,17 @@ def one_pass_decode(head_dim: int, adapter_info: dict, int8: bool = False) -> tu
     return name, reach
 
 
+def one_pass_kernel(head_dim: int, adapter_info: dict, int8: bool) -> str:
+    """The one-pass variant for head_dim (its i8x twin where int8) that a forced route runs: the tuning
+    table's, or where the table keeps FlashDecoding the portable table's (for a head_dim _one_pass_fits
+    accepts)."""
+    picked = one_pass_decode(head_dim, adapter_info, int8)
+    if picked is not None:
+        return picked[0]
+    prefix = "sdpa_decode_sg_i8x_" if int8 else "sdpa_decode_sg_"
+    return prefix + PORTABLE.decode_attention(-(-head_dim // 32))[0]
+
+
 def context_band(ctx: int, capacity: int) -> int:
     """The CONTEXT live size for a step attending `ctx` keys: the smallest power of two holding them (at
     least 64), at most the cache's capacity. A plan re-sizes only when a step crosses a band."""
@@ -455,15 +466,23 @@ def _one_pass_build(req: _Attention) -> list[OpCall]:
                    sizing=sizing, phase="decode")]
 
 
-def _one_pass_guard(req: _Attention) -> str | None:
+def _one_pass_fits(req: _Attention) -> str | None:
+    """Whether the one pass can run here at all (a forced route needs no more)."""
     if "subgroups" not in req.adapter.device_features:
         return "needs the 'subgroups' feature"
     if req.flash_split is not None:
         return "a FlashDecoding split pass was asked for (flash_split)"
-    if one_pass_decode(req.cache.head_dim, req.adapter.info, req.int8 is not None) is None:
-        return (f"no variant for head_dim {req.cache.head_dim} (a multiple of 8 up to 128), or the tuning table "
-                f"{tuning_table(req.adapter.info).name!r} runs FlashDecoding at every context there")
+    if req.cache.head_dim % 8 or req.cache.head_dim > 128:
+        return f"no variant for head_dim {req.cache.head_dim} (a multiple of 8 up to 128)"
     return None
+
+
+def _one_pass_guard(req: _Attention) -> str | None:
+    """The route table's: it fits, and the adapter's tuning table runs it (a speed choice)."""
+    why = _one_pass_fits(req)
+    if why is None and one_pass_decode(req.cache.head_dim, req.adapter.info, req.int8 is not None) is None:
+        why = f"the tuning table {tuning_table(req.adapter.info).name!r} runs FlashDecoding at every context here"
+    return why
 
 
 # The one-pass tiled routes' exact geometries, from the seed's guards (the scale must be 1/sqrt(head_dim)
@@ -679,6 +698,12 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
     label = f"sdpa({out.name})"
     req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label,
                      adapter, q32, flash_split, gpu_position, int8, prefill_kernel)
+    if force == "sdpa_decode_subgroup":                # every context, however long; whatever the tuning table says
+        why = _one_pass_fits(req)
+        if why is not None:
+            raise RouteUnavailable(f"{label} [decode]: route {force!r} cannot run here: {why}")
+        req = replace(req, one_pass=(decode_kernel or one_pass_kernel(dim, adapter.info, int8 is not None), None))
+        return Op(label, tuple(_one_pass_build(req)), (Decision(label, "decode", force, (), forced=True),))
     if force is not None:
         slot, routes = ("decode", DECODE_ROUTES) if force in {r.name for r in DECODE_ROUTES} else ("prefill",
                                                                                                    PREFILL_ROUTES)
@@ -686,8 +711,6 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         if (gpu_position or int8 is not None) and route.name not in FLASH_ROUTES:
             raise ValueError(f"{label}: {route.name} reads the position from its params alone and writes f32 "
                              f"only; gpu_position and int8 need a FlashDecoding route ({', '.join(FLASH_ROUTES)})")
-        if route.name == "sdpa_decode_subgroup":        # forced: every context, however long
-            req = replace(req, one_pass=(decode_kernel or one_pass_decode(dim, adapter.info, int8 is not None)[0], None))
         return Op(label, tuple(_materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)),
                   (decision,))
     decode, decode_why = choose(DECODE_ROUTES if one_pass else DECODE_ROUTES[1:], req, op=label, slot="decode")

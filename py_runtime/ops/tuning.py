@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-__all__ = ["Tuning", "H200", "H200_NATIVE", "PORTABLE", "TABLES", "tuning_for", "tuning_table"]
+__all__ = ["Tuning", "H200", "H200_NATIVE", "SWIFTSHADER", "PORTABLE", "TABLES", "tuning_for", "tuning_table"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,7 +180,13 @@ PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per fam
 H200_NATIVE = replace(H200, name="h200-native", measured_on="NVIDIA H200, wgpu-native 0.32, driver 580",
                       matches=lambda info: _is_h200(info) and _is_native(info),
                       decode_attention=_h200_native_decode_attention)
-TABLES = (H200_NATIVE, H200, PORTABLE)      # the first whose `matches` accepts the adapter's info
+# SwiftShader (Chromium's CPU adapter: 4-wide subgroups, no L2 to share a KV head's rows through): the one-pass
+# decode took 29.2 ms a layer against FlashDecoding's 13.4 at context 64 (docs/bench/swiftshader-2026-12-02-s14/,
+# `attention_tiny`; lavapipe 1.32 against 1.61 ms keeps the portable pick).
+SWIFTSHADER = replace(PORTABLE, name="swiftshader", measured_on="SwiftShader in Chromium 156 (the one-pass decode only)",
+                      matches=lambda info: "swiftshader" in f"{info.get('architecture', '')} {info.get('description', '')}".lower(),
+                      decode_attention=lambda words: None)
+TABLES = (H200_NATIVE, H200, SWIFTSHADER, PORTABLE)     # the first whose `matches` accepts the adapter's info
 
 
 def tuning_for(adapter, name: str | None = None) -> Tuning:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels import kernel
-from ...ops.attention import (ONE_PASS_SLOTS, flash_splits, one_pass_decode, subgroup_flash_split,
+from ...ops.attention import (ONE_PASS_SLOTS, flash_splits, one_pass_decode, one_pass_kernel, subgroup_flash_split,
                               subgroup_flash_step_keys, subgroup_prefill_kernel)
 from .elementwise import f16_allowed
 from .synth import synth_values_np
@@ -98,7 +98,7 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         # (the split and step counts only set how many terms the bound counts: taken from the op, not judged)
         spread = -x.min(axis=1) + 2 * delta                                  # the largest |exp argument|
         if route == "sdpa_decode_subgroup":                               # one rescale per step of every slot
-            variant = kernel(decode_kernel or one_pass_decode(dim, adapter_info)[0])
+            variant = kernel(decode_kernel or one_pass_kernel(dim, adapter_info, False))
             slots = variant.invocations // ONE_PASS_SLOTS
             steps = -(-ctx // (slots * variant.template_values["U"]))
             splits, n_exp, spread = slots, steps + 2, spread / np.log(2)      # the slots' sums meet at the end
