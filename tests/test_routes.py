@@ -159,7 +159,8 @@ def test_the_tuning_table_follows_the_adapter_and_can_be_named():
     assert tuning_for(ADAPTERS["h200-native"]).name == "h200-native"     # (wgpu-native names its backend)
     assert tuning_for(ADAPTERS["other-sg32"]).name == "portable"
     assert tuning_for(ADAPTERS["other-sg32"], "h200").name == "h200"
-    with pytest.raises(ValueError, match="unknown tuning table 'a100'; known: \\['h200-native', 'h200', 'swiftshader', 'portable'\\]"):
+    known = "\\['h200-native', 'h200', 'swiftshader', 'portable'\\]"
+    with pytest.raises(ValueError, match=f"unknown tuning table 'a100'; known: {known}"):
         tuning_for(ADAPTERS["other-sg32"], "a100")
 
 
@@ -403,6 +404,20 @@ def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_p
         assert routes == ["q4_gemm_bk64"] and why in explained, (why, explained)
 
 
+def _attention_stubs(heads: int, kv_heads: int, dim: int, capacity: int):
+    """Tensors (never allocated) for sdpa's route choice: q, out, a KV cache and its scratch."""
+    from py_runtime.ops.attention import AttentionScratch
+    from py_runtime.tensors import Tensor
+
+    f32 = lambda name, *shape: Tensor(name, shape, "f32", 0)                 # noqa: E731
+    u32 = lambda name, *shape: Tensor(name, shape, "u32", 0)                 # noqa: E731
+    cache = KVCache(u32("k", capacity, kv_heads, dim // 2), u32("v", capacity, kv_heads, dim // 2), u32("offset", 1),
+                    capacity, kv_heads, dim)
+    scratch = AttentionScratch(f32("s", heads, capacity), f32("ml", heads * 256, 2), f32("o", heads * 256, dim), 1,
+                               capacity)
+    return f32("q", 1, heads, dim), f32("out", 1, heads, dim), cache, scratch
+
+
 @pytest.mark.parametrize("adapter, dim, expected", [
     ("h200-chromium", 64, ("sdpa_decode_subgroup", 1024)), ("h200-chromium", 128, ("sdpa_decode_subgroup", 512)),
     ("h200-native", 64, ("sdpa_decode_subgroup", 1024)), ("h200-native", 128, ("sdpa_flash_subgroup", None)),
@@ -413,18 +428,12 @@ def test_the_decode_attention_follows_the_tuning_table_and_records_flash_decodin
     code lost), recorded beside FlashDecoding on subgroups; which runs follows the context bound (CONTEXT
     where the position is on the GPU)."""
     from py_runtime.dispatch import CONTEXT, TOKENS
-    from py_runtime.ops.attention import AttentionScratch, one_pass_decode, sdpa
-    from py_runtime.tensors import Tensor
+    from py_runtime.ops.attention import one_pass_decode, sdpa
 
-    heads, kv_heads, capacity = 2 * 8, 8, 4096
-    f32 = lambda name, *shape: Tensor(name, shape, "f32", 0)                 # noqa: E731
-    u32 = lambda name, *shape: Tensor(name, shape, "u32", 0)                 # noqa: E731
-    cache = KVCache(u32("k", capacity, kv_heads, dim // 2), u32("v", capacity, kv_heads, dim // 2), u32("offset", 1),
-                    capacity, kv_heads, dim)
-    scratch = AttentionScratch(f32("s", heads, capacity), f32("ml", heads * 256, 2), f32("o", heads * 256, dim), 1,
-                               capacity)
-    op = sdpa(q=f32("q", 1, heads, dim), cache=cache, out=f32("out", 1, heads, dim), scratch=scratch, heads=heads,
-              adapter=ADAPTERS[adapter], pos=0, gpu_position=True)
+    heads = 2 * 8
+    q, out, cache, scratch = _attention_stubs(heads, 8, dim, 4096)
+    op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=ADAPTERS[adapter], pos=0,
+              gpu_position=True)
     route, reach = expected
     decode = {call.route for call in op.calls if call.phase == "decode"}
     one = one_pass_decode(dim, ADAPTERS[adapter].info)
@@ -445,14 +454,9 @@ def test_the_decode_attention_follows_the_tuning_table_and_records_flash_decodin
 def test_a_forced_one_pass_runs_where_the_tuning_table_keeps_flash_decoding():
     """SwiftShader's table keeps FlashDecoding (the one pass measured slower there), but the route is still a
     correct choice to force (checks, benchmarks): the portable table's variant runs."""
-    from py_runtime.ops.attention import AttentionScratch, sdpa
-    from py_runtime.tensors import Tensor
+    from py_runtime.ops.attention import sdpa
 
-    f32 = lambda name, *shape: Tensor(name, shape, "f32", 0)                 # noqa: E731
-    u32 = lambda name, *shape: Tensor(name, shape, "u32", 0)                 # noqa: E731
-    cache = KVCache(u32("k", 64, 2, 32), u32("v", 64, 2, 32), u32("offset", 1), 64, 2, 64)
-    scratch = AttentionScratch(f32("s", 4, 64), f32("ml", 4 * 256, 2), f32("o", 4 * 256, 64), 1, 64)
-    q, out = f32("q", 1, 4, 64), f32("out", 1, 4, 64)
+    q, out, cache, scratch = _attention_stubs(4, 2, 64, 64)
     auto = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=4, adapter=ADAPTERS["swiftshader"])
     assert "the tuning table 'swiftshader' runs FlashDecoding at every context here" in auto.explain()
     forced = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=4, adapter=ADAPTERS["swiftshader"],

@@ -65,7 +65,8 @@ def _matrix(lengths, positions, geometries=tuple(GEOMETRIES)) -> list[AttentionC
 
 PRESETS = {
     # CI: every geometry at a decode, a short and an odd prefill, from the start, one in and deep in the
-    # context; a decode past the one pass's reach (FlashDecoding) and the one pass forced there; the materialized route forced at Llama's geometry for a decode and for a prefill, and the
+    # context; a decode past the one pass's reach (FlashDecoding) and the one pass forced there; the
+    # materialized route forced at Llama's geometry for a decode and for a prefill, and the
     # workgroup-memory FlashDecoding for a decode (where subgroups are, only the awkward geometry takes it);
     # Qwen3's opt-in 32-row prefill (Q16 where the device lacks its workgroup memory); the K16 and Q16
     # prefills forced where the subgroup prefill would run; RoPE fused into the cache write in both pair

@@ -123,17 +123,11 @@ function encodeInto(encoder, pairs, counts, stamps, span = false, begin = 0, end
 // dispatches (a decode step) stays one command buffer: the previous step's GPU work hides its intake.
 const SUBMIT_ABOVE = 200, SUBMIT_FIRST = 48, SUBMIT_REST = 160;
 function submitCuts(counts) {
-  const n = counts.length / 3;
-  let active = 0;
-  for (let i = 0; i < n; i++) if (counts[3 * i] * counts[3 * i + 1] * counts[3 * i + 2]) active += 1;
+  const n = counts.length / 3, running = [];
+  for (let i = 0; i < n; i++) if (counts[3 * i] * counts[3 * i + 1] * counts[3 * i + 2]) running.push(i);
   const cuts = [0];
-  if (active > SUBMIT_ABOVE) {
-    let running = 0, limit = SUBMIT_FIRST;
-    for (let i = 0; i < n; i++) {
-      if (!(counts[3 * i] * counts[3 * i + 1] * counts[3 * i + 2])) continue;
-      if (running === limit) { cuts.push(i); running = 0; limit = SUBMIT_REST; }
-      running += 1;
-    }
+  if (running.length > SUBMIT_ABOVE) {
+    for (let k = SUBMIT_FIRST; k < running.length; k += SUBMIT_REST) cuts.push(running[k]);
   }
   cuts.push(n);
   return cuts;

@@ -50,7 +50,7 @@ from ..kernels import kernel, kernel_names
 from ..models.config import LAYOUTS, LLAMA_3_2_1B, QWEN3_0_6B
 from ..routing import Decision, Route, RouteUnavailable, choose
 from ..tensors import Tensor
-from .tuning import PORTABLE, tuning_table
+from .tuning import PORTABLE, Tuning, tuning_table
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
            "TILED_ROUTES", "FLASH_ROUTES", "flash_splits", "max_flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys",
@@ -385,37 +385,41 @@ def _flash(subgroup: bool):
     return build
 
 
-def one_pass_decode(head_dim: int, adapter_info: dict, int8: bool = False) -> tuple[str, int] | None:
-    """The sdpa_decode_sg variant for head_dim (its i8x twin where the o-proj reads int8) and its reach,
-    from the adapter's tuning table: the fewest words per lane covering the row; None where none fits or
-    the table runs FlashDecoding at every context there."""
+def _one_pass_prefix(int8: bool) -> str:
+    return "sdpa_decode_sg_i8x_" if int8 else "sdpa_decode_sg_"
+
+
+def _one_pass_words(head_dim: int, int8: bool) -> int | None:
+    """The fewest words per lane (W) of a shipped sdpa_decode_sg variant covering head_dim (a multiple of
+    8: rows load as vec4 of f16 pairs); None where none does."""
     if head_dim % 8:
         return None
-    prefix = "sdpa_decode_sg_i8x_" if int8 else "sdpa_decode_sg_"
-    widths = sorted({kernel(n).template_values["W"] for n in kernel_names("shipped") if n.startswith(prefix)
-                     and 32 * kernel(n).template_values["W"] >= head_dim})
-    if not widths:
-        return None
-    table = tuning_table(adapter_info)
-    picked = table.decode_attention(widths[0])
+    prefix = _one_pass_prefix(int8)
+    widths = [kernel(n).template_values["W"] for n in kernel_names("shipped") if n.startswith(prefix)]
+    return min((w for w in widths if 32 * w >= head_dim), default=None)
+
+
+def one_pass_decode(head_dim: int, adapter_info: dict, int8: bool = False,
+                    table: Tuning | None = None) -> tuple[str, int] | None:
+    """The sdpa_decode_sg variant for head_dim (its i8x twin where the o-proj reads int8) and its reach,
+    from the adapter's tuning table (or `table`): the fewest words per lane covering the row; None where
+    none fits or the table runs FlashDecoding at every context there."""
+    words = _one_pass_words(head_dim, int8)
+    table = table or tuning_table(adapter_info)
+    picked = None if words is None else table.decode_attention(words)
     if picked is None:
         return None
-    suffix, reach = picked
-    name = prefix + suffix
+    name = _one_pass_prefix(int8) + picked[0]
     if name not in kernel_names("shipped"):
         raise ValueError(f"tuning table {table.name!r} picks {name!r} for head_dim {head_dim}, which is not a shipped kernel")
-    return name, reach
+    return name, picked[1]
 
 
 def one_pass_kernel(head_dim: int, adapter_info: dict, int8: bool) -> str:
     """The one-pass variant for head_dim (its i8x twin where int8) that a forced route runs: the tuning
     table's, or where the table keeps FlashDecoding the portable table's (for a head_dim _one_pass_fits
     accepts)."""
-    picked = one_pass_decode(head_dim, adapter_info, int8)
-    if picked is not None:
-        return picked[0]
-    prefix = "sdpa_decode_sg_i8x_" if int8 else "sdpa_decode_sg_"
-    return prefix + PORTABLE.decode_attention(-(-head_dim // 32))[0]
+    return (one_pass_decode(head_dim, adapter_info, int8) or one_pass_decode(head_dim, adapter_info, int8, PORTABLE))[0]
 
 
 def context_band(ctx: int, capacity: int) -> int:
@@ -472,8 +476,10 @@ def _one_pass_fits(req: _Attention) -> str | None:
         return "needs the 'subgroups' feature"
     if req.flash_split is not None:
         return "a FlashDecoding split pass was asked for (flash_split)"
-    if req.cache.head_dim % 8 or req.cache.head_dim > 128:
-        return f"no variant for head_dim {req.cache.head_dim} (a multiple of 8 up to 128)"
+    if _one_pass_words(req.cache.head_dim, req.int8 is not None) is None:
+        covered = max(32 * kernel(n).template_values["W"] for n in kernel_names("shipped")
+                      if n.startswith(_one_pass_prefix(req.int8 is not None)))
+        return f"no variant for head_dim {req.cache.head_dim} (a multiple of 8 up to {covered})"
     return None
 
 

@@ -136,6 +136,10 @@ def _is_native(info: dict) -> bool:
     return "backend_type" in info
 
 
+def _is_swiftshader(info: dict) -> bool:
+    return "swiftshader" in f"{info.get('architecture', '')} {info.get('description', '')}".lower()
+
+
 def _is_h200(info: dict) -> bool:
     # Chromium reports the name as the description, wgpu-native as the device.
     return "h200" in f"{info.get('description', '')} {info.get('device', '')}".lower()
@@ -184,8 +188,7 @@ H200_NATIVE = replace(H200, name="h200-native", measured_on="NVIDIA H200, wgpu-n
 # decode took 29.2 ms a layer against FlashDecoding's 13.4 at context 64 (docs/bench/swiftshader-2026-12-02-s14/,
 # `attention_tiny`; lavapipe 1.32 against 1.61 ms keeps the portable pick).
 SWIFTSHADER = replace(PORTABLE, name="swiftshader", measured_on="SwiftShader in Chromium 156 (the one-pass decode only)",
-                      matches=lambda info: "swiftshader" in f"{info.get('architecture', '')} {info.get('description', '')}".lower(),
-                      decode_attention=lambda words: None)
+                      matches=_is_swiftshader, decode_attention=lambda words: None)
 TABLES = (H200_NATIVE, H200, SWIFTSHADER, PORTABLE)     # the first whose `matches` accepts the adapter's info
 
 

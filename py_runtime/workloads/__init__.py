@@ -179,6 +179,8 @@ async def _model(runtime, options, sink, progress):
 
 
 _MODEL = ModelRunOptions()
+_ATTENTION_HELP = "attention routes: the route tables' choice, FlashDecoding at every decode context, or materialized " \
+                  "at every step"
 MODEL = Workload(
     name="model", title="A whole model's prefill and greedy decode (logits judged by the transformers oracle)",
     kind="check",
@@ -192,8 +194,7 @@ MODEL = Workload(
              Option(name="batch", type="int", default=_MODEL.batch, minimum=1,
                     help="decode steps between readbacks of the generated ids"),
              Option(name="attention", type="str", default=_MODEL.attention, allowed=ATTENTION_CHOICES,
-                    help="attention routes: the route tables' choice, FlashDecoding at every decode context, or "
-                         "materialized at every step"),
+                    help=_ATTENTION_HELP),
              Option(name="fused", type="bool", default=_MODEL.fused, help="the fused QKV and gate/up + SwiGLU routes"),
              Option(name="fuse_norm", type="bool", default=_MODEL.fuse_norm,
                     help="int8x: each decode RMSNorm inside the GEMV that reads it (its _norm route)"),
@@ -249,8 +250,7 @@ MODEL_BENCH = Workload(
              Option(name="fuse_norm", type="bool", default=_MODEL_BENCH["fuse_norm"],
                     help="int8x: each decode RMSNorm inside the GEMV that reads it (its _norm route)"),
              Option(name="attention", type="str", default=_MODEL_BENCH["attention"], allowed=ATTENTION_CHOICES,
-                    help="attention routes: the route tables' choice, FlashDecoding at every decode context, or "
-                         "materialized at every step")),
+                    help=_ATTENTION_HELP)),
     runner=_model_bench, renderer="model_bench", aliases=("model",))
 
 
@@ -345,8 +345,7 @@ GENERATE = Workload(
                     help="where the sequence's position lives between decode steps (auto: the GPU where the "
                          "plan allows)"),
              Option(name="attention", type="str", default="auto", allowed=ATTENTION_CHOICES,
-                    help="attention routes: the route tables' choice, FlashDecoding at every decode context, or "
-                         "materialized at every step"),
+                    help=_ATTENTION_HELP),
              Option(name="fused", type="bool", default=True, help="the fused QKV and gate/up + SwiGLU routes"),
              *_VIEW_TAIL),
     runner=run_generate, renderer="generate")
