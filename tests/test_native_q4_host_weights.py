@@ -13,7 +13,7 @@ from py_runtime.host.oracle.q4 import q4_levels_np, q4_pack_np
 from py_runtime.oneshot import run_op, tensor
 from py_runtime.ops.q4 import Q4Weight, q4_weight_from_host
 from py_runtime.ops.int8_activations import Int8Activations, quantize_activations
-from py_runtime.ops.q4_linear import q4_linear
+from py_runtime.ops.q4_linear import gemv_shapes, q4_linear
 from py_runtime.runtime import Runtime
 from py_runtime.tensors import Tensor
 
@@ -95,8 +95,10 @@ def test_accumulate_adds_the_product_to_what_out_holds_on_every_route():
     levels, scale, packed = _weights(rng)
     x = rng.uniform(-1, 1, (5, K)).astype(np.float32)
     residual = rng.uniform(-4, 4, (5, N)).astype(np.float32)
-    routes = {"q4_gemv_workgroup": 1, "q4_gemm_tiled": 5, "q4_linear_generic": 3, "q4_gemv_int8x": 1,
-              "q4_gemm_dp4a": 5}
+    # (route, tokens, pinned variant): every int8x GEMV shape, whose store paths differ (a warp per row,
+    # K split over warps, a workgroup tree) and read the residual early
+    routes = [("q4_gemv_workgroup", 1, None), ("q4_gemm_tiled", 5, None), ("q4_linear_generic", 3, None),
+              ("q4_gemm_dp4a", 5, None)] + [("q4_gemv_int8x", 1, shape) for shape in gemv_shapes("int8x")]
 
     async def main():
         runtime = await Runtime.create("native")
@@ -107,17 +109,17 @@ def test_accumulate_adds_the_product_to_what_out_holds_on_every_route():
         act = await Int8Activations.allocate(runtime, xs, GS, rows=5)
         out = await tensor(runtime, "out", (5, N))
         results = {}
-        for route, tokens in routes.items():
+        for route, tokens, shape in routes:
             int8 = act if route in ("q4_gemv_int8x", "q4_gemm_dp4a") else False
             producer = [quantize_activations(act)] if int8 else []
             runs = []
             for accumulate in (False, True):
                 runtime.device.write_buffer(out.buffer, residual.tobytes())
                 op = q4_linear(x=xs, weight=weight, out=out, adapter=adapter, int8=int8, force=route,
-                               accumulate=accumulate)
+                               accumulate=accumulate, gemv_shape=shape)
                 got = await run_op(runtime, *producer, op, read=[out], tokens=tokens)
                 runs.append(np.frombuffer(got["out"], np.float32).reshape(5, N)[:tokens])
-            results[route] = runs
+            results[route, shape] = runs
         with pytest.raises(ValueError, match="needs out and x in different buffers"):
             q4_linear(x=out, weight=await q4_weight_from_host(runtime, "sq", k=N, n=N, group_size=32,
                                                               packed=bytes(N * N // 2), scales=bytes(4 * N * 3),
