@@ -74,6 +74,9 @@ for s in $steps; do
     # the fused gate/up + SwiGLU GEMV, plain and writing down's int8 input (glu_q8), every variant
     browser-glu-q8)  per_shape "$s" gemv_int8x "llama.%s" gate_up_glu ;;
     browser-glu-q8-qwen) per_shape "$s" gemv_int8x_qwen "qwen.%s" gate_up_glu ;;
+    # the same writing down's int8 input, with and without the RMSNorm prologue (_norm), every shape
+    browser-glu-q8-norm) per_shape "$s-llama" gemv_int8x "llama.%s" gate_up_glu_q8
+                     per_shape "$s-qwen" gemv_int8x_qwen "qwen.%s" gate_up_glu_q8 ;;
     # the row-major copy's variants (the latency shapes included)
     browser-split)   per_shape "$s" gemv_int8x "llama.%s.int8x.rows" q_o kv qkv_as_one gate_up gate_up_glu down ;;
     # the same with the reference scale layout, at the latency-bound shapes

@@ -27,9 +27,8 @@ from ..ops.int8_activations import Int8Activations, quantize_activations, rms_no
 from ..ops.norm import rms_norm
 from ..ops.probe import arith_probe, PROBE_KINDS
 from ..ops.q4 import Q4Weight, q4_quantize, q4_scales_rows, q4_weight_bytes, stream_read
-from ..ops.q4_linear import (gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_int8_max_k, gemv_shapes,
-                              split_k_room,
-                             q4_linear, q4_linear_glu, q4_linear_qkv)
+from ..ops.q4_linear import (NormPrologue, gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_int8_max_k,
+                             gemv_shapes, split_k_room, q4_linear, q4_linear_glu, q4_linear_qkv)
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, TINY, ModelConfig
@@ -62,6 +61,7 @@ class BenchCase:
     int8x: bool = False                 # pre-quantized int8 activations (q4_gemv_int8x; quantized once, untimed)
     glu: bool = False                   # int8x: the fused gate/up + SwiGLU over a [2N, K] weight
     glu_q8: bool = False                # glu: writing its output quantized too (q4_gemv_int8x_glu_q8)
+    norm: bool = False                  # glu_q8: making its activations too, the RMSNorm as a prologue (_norm)
     scales_rows: bool = False           # int8x: the weight carries a row-major scale copy (the _sr variants)
     dp4a: bool = False                  # int8 activations of every row (quantized once, timed apart): an int8 GEMM
     gemm_shape: str | None = None       # dp4a: pin the int8 GEMM's tile (None: the route's choice)
@@ -125,6 +125,9 @@ BENCH_PRESETS = {
                                 scales_rows=True) for g in gemv_shapes("int8x_glu_sr")]
                    + [BenchCase("llama.gate_up_glu_q8.int8x.rows", *_LLAMA_GATE_UP, 1, gemv_shape=g, int8x=True, glu=True,
                                 glu_q8=True, scales_rows=True) for g in gemv_shapes("int8x_glu_q8_sr")]
+                   + [BenchCase("llama.gate_up_glu_q8_norm.int8x.rows", *_LLAMA_GATE_UP, 1, gemv_shape=g, int8x=True,
+                                glu=True, glu_q8=True, norm=True, scales_rows=True)
+                      for g in gemv_shapes("int8x_glu_q8_norm_sr")]
                    + _decode("llama", _LLAMA, int8=True)),
     # The latency-bound Qwen3 shapes (K 1024 to 3072) and its fused gate/up under the row-major copy's variants.
     "gemv_int8x_qwen": (_decode("qwen", [s for s in _QWEN if s[0] in ("q", "kv", "o", "down")],
@@ -132,7 +135,10 @@ BENCH_PRESETS = {
                         + [BenchCase("qwen.gate_up_glu.int8x.rows", *_QWEN_GATE_UP, 1, gemv_shape=g, int8x=True, glu=True,
                                      scales_rows=True) for g in gemv_shapes("int8x_glu_sr")]
                         + [BenchCase("qwen.gate_up_glu_q8.int8x.rows", *_QWEN_GATE_UP, 1, gemv_shape=g, int8x=True,
-                                     glu=True, glu_q8=True, scales_rows=True) for g in gemv_shapes("int8x_glu_q8_sr")]),
+                                     glu=True, glu_q8=True, scales_rows=True) for g in gemv_shapes("int8x_glu_q8_sr")]
+                        + [BenchCase("qwen.gate_up_glu_q8_norm.int8x.rows", *_QWEN_GATE_UP, 1, gemv_shape=g, int8x=True,
+                                     glu=True, glu_q8=True, norm=True, scales_rows=True)
+                           for g in gemv_shapes("int8x_glu_q8_norm_sr")]),
     "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=gemv_shapes("f32"))
                       + _decode("qwen", _QWEN, gemv_shapes=gemv_shapes("f32"))),
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in
@@ -159,10 +165,11 @@ BENCH_PRESETS = {
 }
 
 
-def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8, int8_out=None, partials=None):
+def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8, int8_out=None, partials=None,
+            norm: NormPrologue | None = None):
     if case.glu:
         return q4_linear_glu(act=int8, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
-                             int8_out=int8_out)
+                             int8_out=int8_out, norm=norm)
     return q4_linear(x=x, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
                      gemm_shape=case.gemm_shape, force=case.route, int8=int8, half=case.half, partials=partials)
 
@@ -343,11 +350,17 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         await _run_once(runtime, "bench.setup", setup)
         out_q8 = await Int8Activations.allocate(runtime, out, case.group_size) if case.glu_q8 else None
         partials = await tensors.allocate("bench.partials", (split_k_room(),)) if case.split_k else None
+        norm_weight = await tensors.allocate("bench.norm_weight", (case.k,)) if case.norm else None
+        norm = None
+        if norm_weight is not None:     # x is then the residual row the prologue normalizes
+            await _run_once(runtime, "bench.setup", [fill_uniform(target=norm_weight, value_range=NORM_RANGE, seed=seed,
+                                                                  stream=2000 + index)])
+            norm = NormPrologue(x=x, weight=norm_weight, eps=NORM_EPS)
         owned = (x, out, *(int8.tensors if case.int8x or case.dp4a else ()), *(out_q8.tensors if out_q8 else ()),
-                 *((partials,) if partials else ()))
+                 *((partials,) if partials else ()), *((norm_weight,) if norm_weight else ()))
         try:
             op = _linear(case, x, weight.rows(0, case.weight_rows), out, device.adapter, case.rows, int8, out_q8,
-                         partials)
+                         partials, norm)
         except RouteUnavailable as error:       # a forced route this adapter lacks: said, not measured
             rows.append({"case": _label(case), "route": case.route, "k": case.k, "n": case.n, "rows": case.rows,
                          "skipped": str(error)})
@@ -375,8 +388,8 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
                "stream_gbps_same_bytes": stream_same, "ratio_same_bytes": gbps / stream_same,
                "ratio_big_stream": gbps / stream_big}
         if case.rows == 1 and chain_bytes > 0:
-            row.update(await _chain_row(runtime, case, weight, x, out, (int8, out_q8), count, trials, sink_tensor,
-                                        pool, moved.bytes_moved, stream_big))
+            row.update(await _chain_row(runtime, case, weight, x, out, (int8, out_q8, None, norm), count, trials,
+                                        sink_tensor, pool, moved.bytes_moved, stream_big))
         if case.dp4a:
             row["quantize_ns"] = await _measure_op(runtime, quantize_activations(int8, tokens=case.rows), repeats, trials)
         rows.append(row)
@@ -428,8 +441,8 @@ async def _probes(runtime: Runtime, sink_tensor, repeats: int, trials: int) -> d
 
 async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_tensor, pool, moved, stream_big) -> dict:
     """The decode-like figures: the linear over each weight copy in turn, one pass; the same for a
-    streaming read of the same bytes (consecutive regions of the pool). `int8`: (the activations, the
-    output's int8 form or None)."""
+    streaming read of the same bytes (consecutive regions of the pool). `int8`: _linear's arguments
+    after `rows` (the activations, the output's int8 form or None, partials, the norm prologue)."""
     device = runtime.device
     plan = Plan(runtime, f"bench.chain.{case.name}")
     for copy in range(copies):
