@@ -46,7 +46,7 @@ GEMV_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.w
 # (GEMM_SGMAT_SHAPE); FlashDecoding's subgroup split pass the 5
 # variants its tuning picks of 15; the subgroup prefill the 5 variants its tuning picks of 12; the one-pass
 # decode the 3 its tables pick of 7, each also with the i8x epilogue.
-COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (204, 130),
+COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (204, 90),
           "shaders/quant/q4gsw_gemm_dp4a.wgsl": (2, 16), "shaders/quant/q4gsw_gemm_sgmat.wgsl": (2, 18),
           "shaders/quant/q4gsw_gemm_sgmat_f16.wgsl": (1, 3),
           "shaders/attention/sdpa_flash_subgroup.wgsl": (6, 10),

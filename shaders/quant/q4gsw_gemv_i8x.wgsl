@@ -142,15 +142,6 @@ $if SUBGROUP and KS > 1:
 $if not SUBGROUP:
   var<workgroup> partial: array<f32, ${32 * KS * RG * R * (2 if GLU else 1)}>;
 
-$if not SV4:
-  // The scale of group g of weight row `row`, in either layout.
-  fn row_scale(row: u32, g: u32) -> f32 {
-    $if SROWS:
-      return scales[row * (params.k / params.group_size) + g];
-    $else:
-      return scales[g * params.n_total + row];
-  }
-
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
 fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
@@ -173,13 +164,14 @@ $if GLU:
     }
   }
 
-$elif QKV:
+$else:
   fn store(row: u32, total: f32) {
     if (row < params.n) {
       $if ROPE:
         rows_out[row % ROWS] = total;
       $else:
         let value = total + select(0.0, bias[row], params.has_bias != 0u);
+      $if QKV and not ROPE:
         if (row < params.n_q) {
           out[row] = value;
         } else if (row < params.n_q + params.n_kv) {
@@ -187,24 +179,9 @@ $elif QKV:
         } else {
           out_v[row - params.n_q - params.n_kv] = value;
         }
+      $elif not ROPE:
+        out[row] = value + select(0.0, out[row], params.accumulate != 0u);
     }
-  }
-
-$else:
-  // `prior`: what out held at the row, where the product is added to it (prior_of's).
-  fn store(row: u32, total: f32, prior: f32) {
-    if (row < params.n) {
-      out[row] = total + select(0.0, bias[row], params.has_bias != 0u) + prior;
-    }
-  }
-
-  // Read before the weights' loads return, not after the row's sum: one dependent L2 round trip
-  // fewer at the end of a latency-bound GEMV (the residual adds of o and down).
-  fn prior_of(row: u32) -> f32 {
-    if (params.accumulate == 0u) {
-      return 0.0;
-    }
-    return out[min(row, params.n - 1u)];
   }
 
 $if Q8 or NORM:
@@ -424,6 +401,8 @@ $if ROPE:
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32" if SUBGROUP else ""}) {
+  $if NORM:
+    normalize_row(index);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
@@ -450,22 +429,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     let steps = (chunks + span * U - 1u) / (span * U);
   $else:
     let steps = (chunks + width * U - 1u) / (width * U);
-  $if NORM:
-    // Turn 0's first step of weights and scales is loaded before the prologue: nothing in the norm
-    // reads them, so their DRAM latency runs under the norm's instead of after it (its barriers keep
-    // every later load behind it). The NORM shapes have KS 1 and no vec4 scales.
-    let first_row0 = (block * RG + min(index / width, RG - 1u)) * R;
-    $for u in range(U):
-      let c0_${u} = min(${u}u * width + lane, chunks - 1u);
-      $for h in (["", "u"] if GLU else [""]):
-        $for r in range(R):
-          let row0_${h}${u}_${r} = min(first_row0 + ${r}u, last_row) + params.n_offset${" + params.n" if h else ""};
-          let pw${h}${u}_${r} = weights[row0_${h}${u}_${r} * chunks + c0_${u}];
-          let ps${h}${u}_${r} = row_scale(row0_${h}${u}_${r}, c0_${u} * 32u / params.group_size);
-    normalize_row(index);
-  $if SUBGROUP and KS > 1 and not QKV and not GLU:
-    // (for the invocations that store a row, index < RG R; the others read one of the block's too)
-    let prior = prior_of(block * RG * R + min(index, RG * R - 1u));
   for (var turn = 0u; turn < passes; turn++) {
     $if KS > 1 and SUBGROUP:
       let warp = index / width + turn * (WG / width);
@@ -479,8 +442,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let row${r} = min(first_row + ${r}u, last_row) + params.n_offset;
       $for h in (["", "u"] if GLU else [""]):
         var acc${h}${r} = 0.0;
-      $if SUBGROUP and KS == 1 and not QKV and not GLU:
-        let prior${r} = prior_of(first_row + ${r}u);
     for (var step = 0u; step < steps; step++) {
       // Every load of the step first: weights, scales, activations.
       $for u in range(U):
@@ -490,29 +451,19 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
           let at${u} = (step * U + ${u}u) * width + lane;
         let c${u} = min(at${u}, chunks - 1u);
         let g${u} = c${u} * 32u / params.group_size;
-        $if NORM:
-          $for h in (["", "u"] if GLU else [""]):
+        $for h in (["", "u"] if GLU else [""]):
+          $for r in range(R):
+            let w${h}${u}_${r} = weights[(row${r}${" + params.n" if h else ""}) * chunks + c${u}];
+            $if SROWS:
+              let s${h}${u}_${r} = scales[(row${r}${" + params.n" if h else ""}) * (params.k / params.group_size) + g${u}];
+            $elif not SV4:
+              let s${h}${u}_${r} = scales[g${u} * params.n_total + row${r}${" + params.n" if h else ""}];
+          $if SV4:
+            // row0 is a multiple of 4 (clamped rows stay in its vec4: n_total is a multiple of 4 too).
+            $for q in range(R // 4):
+              let sv${h}${u}_${q} = scales[(g${u} * params.n_total + row${4 * q}${" + params.n" if h else ""}) / 4u];
             $for r in range(R):
-              var w${h}${u}_${r} = pw${h}${u}_${r};
-              var s${h}${u}_${r} = ps${h}${u}_${r};
-          if (turn != 0u || step != 0u) {       // (turn 0's first step came before the prologue)
-            $for h in (["", "u"] if GLU else [""]):
-              $for r in range(R):
-                w${h}${u}_${r} = weights[(row${r}${" + params.n" if h else ""}) * chunks + c${u}];
-                s${h}${u}_${r} = row_scale(row${r}${" + params.n" if h else ""}, g${u});
-          }
-        $else:
-          $for h in (["", "u"] if GLU else [""]):
-            $for r in range(R):
-              let w${h}${u}_${r} = weights[(row${r}${" + params.n" if h else ""}) * chunks + c${u}];
-              $if not SV4:
-                let s${h}${u}_${r} = row_scale(row${r}${" + params.n" if h else ""}, g${u});
-            $if SV4:
-              // row0 is a multiple of 4 (clamped rows stay in its vec4: n_total is a multiple of 4 too).
-              $for q in range(R // 4):
-                let sv${h}${u}_${q} = scales[(g${u} * params.n_total + row${4 * q}${" + params.n" if h else ""}) / 4u];
-              $for r in range(R):
-                let s${h}${u}_${r} = sv${h}${u}_${r // 4}[${r % 4}];
+              let s${h}${u}_${r} = sv${h}${u}_${r // 4}[${r % 4}];
         let a${u} = xq[c${u}];
         let b${u} = xq[chunks + c${u}];
         // A discarded (clamped) chunk gets zero stats, so its products vanish.
@@ -540,7 +491,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
           $if GLU:
             store_glu(first_row + ${r}u, total${r}, totalu${r});
           $else:
-            store(first_row + ${r}u, total${r}${"" if QKV else ", prior%d" % r});
+            store(first_row + ${r}u, total${r});
         }
     $else:
       // partial: [half][row group][row][lane]
@@ -563,7 +514,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
           $if GLU:
             store_glu(first_row + r, total, partial[(RG * R + group * R + r) * ${32 * KS}u]);
           $else:
-            store(first_row + r, total${"" if QKV else ", prior_of(first_row + r)"});
+            store(first_row + r, total);
         }
       }
   }
@@ -582,7 +533,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       $if GLU:
         store_glu(block * RG * R + index, total, totalu);
       $else:
-        store(block * RG * R + index, total${"" if QKV else ", prior"});
+        store(block * RG * R + index, total);
     }
   $if Q8:
     quantize_rows(block, index);

@@ -68,11 +68,6 @@ const ROWS: u32 = 64u;                 // the workgroup's output rows: whole gro
 const OCTETS: u32 = ROWS / 8u;
 const TOO_LARGE: f32 = 1.0e38;
 var<workgroup> rows_out: array<f32, ROWS>;
-// The scale of group g of weight row `row`, in either layout.
-fn row_scale(row: u32, g: u32) -> f32 {
-  return scales[g * params.n_total + row];
-}
-
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
 fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
@@ -214,6 +209,7 @@ fn quantize_rows(block: u32, index: u32) {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32) {
+  normalize_row(index);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
@@ -225,37 +221,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   let width = subgroup_size;
   let passes = (RG + WG / width - 1u) / (WG / width);
   let steps = (chunks + width * U - 1u) / (width * U);
-  // Turn 0's first step of weights and scales is loaded before the prologue: nothing in the norm
-  // reads them, so their DRAM latency runs under the norm's instead of after it (its barriers keep
-  // every later load behind it). The NORM shapes have KS 1 and no vec4 scales.
-  let first_row0 = (block * RG + min(index / width, RG - 1u)) * R;
-  let c0_0 = min(0u * width + lane, chunks - 1u);
-  let row0_0_0 = min(first_row0 + 0u, last_row) + params.n_offset;
-  let pw0_0 = weights[row0_0_0 * chunks + c0_0];
-  let ps0_0 = row_scale(row0_0_0, c0_0 * 32u / params.group_size);
-  let row0_0_1 = min(first_row0 + 1u, last_row) + params.n_offset;
-  let pw0_1 = weights[row0_0_1 * chunks + c0_0];
-  let ps0_1 = row_scale(row0_0_1, c0_0 * 32u / params.group_size);
-  let row0_u0_0 = min(first_row0 + 0u, last_row) + params.n_offset + params.n;
-  let pwu0_0 = weights[row0_u0_0 * chunks + c0_0];
-  let psu0_0 = row_scale(row0_u0_0, c0_0 * 32u / params.group_size);
-  let row0_u0_1 = min(first_row0 + 1u, last_row) + params.n_offset + params.n;
-  let pwu0_1 = weights[row0_u0_1 * chunks + c0_0];
-  let psu0_1 = row_scale(row0_u0_1, c0_0 * 32u / params.group_size);
-  let c0_1 = min(1u * width + lane, chunks - 1u);
-  let row0_1_0 = min(first_row0 + 0u, last_row) + params.n_offset;
-  let pw1_0 = weights[row0_1_0 * chunks + c0_1];
-  let ps1_0 = row_scale(row0_1_0, c0_1 * 32u / params.group_size);
-  let row0_1_1 = min(first_row0 + 1u, last_row) + params.n_offset;
-  let pw1_1 = weights[row0_1_1 * chunks + c0_1];
-  let ps1_1 = row_scale(row0_1_1, c0_1 * 32u / params.group_size);
-  let row0_u1_0 = min(first_row0 + 0u, last_row) + params.n_offset + params.n;
-  let pwu1_0 = weights[row0_u1_0 * chunks + c0_1];
-  let psu1_0 = row_scale(row0_u1_0, c0_1 * 32u / params.group_size);
-  let row0_u1_1 = min(first_row0 + 1u, last_row) + params.n_offset + params.n;
-  let pwu1_1 = weights[row0_u1_1 * chunks + c0_1];
-  let psu1_1 = row_scale(row0_u1_1, c0_1 * 32u / params.group_size);
-  normalize_row(index);
   for (var turn = 0u; turn < passes; turn++) {
     let group = index / width + turn * (WG / width);      // this warp's row group
     let first_row = (block * RG + min(group, RG - 1u)) * R;
@@ -271,24 +236,14 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let at0 = (step * U + 0u) * width + lane;
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
-      var w0_0 = pw0_0;
-      var s0_0 = ps0_0;
-      var w0_1 = pw0_1;
-      var s0_1 = ps0_1;
-      var wu0_0 = pwu0_0;
-      var su0_0 = psu0_0;
-      var wu0_1 = pwu0_1;
-      var su0_1 = psu0_1;
-      if (turn != 0u || step != 0u) {       // (turn 0's first step came before the prologue)
-        w0_0 = weights[(row0) * chunks + c0];
-        s0_0 = row_scale(row0, g0);
-        w0_1 = weights[(row1) * chunks + c0];
-        s0_1 = row_scale(row1, g0);
-        wu0_0 = weights[(row0 + params.n) * chunks + c0];
-        su0_0 = row_scale(row0 + params.n, g0);
-        wu0_1 = weights[(row1 + params.n) * chunks + c0];
-        su0_1 = row_scale(row1 + params.n, g0);
-      }
+      let w0_0 = weights[(row0) * chunks + c0];
+      let s0_0 = scales[g0 * params.n_total + row0];
+      let w0_1 = weights[(row1) * chunks + c0];
+      let s0_1 = scales[g0 * params.n_total + row1];
+      let wu0_0 = weights[(row0 + params.n) * chunks + c0];
+      let su0_0 = scales[g0 * params.n_total + row0 + params.n];
+      let wu0_1 = weights[(row1 + params.n) * chunks + c0];
+      let su0_1 = scales[g0 * params.n_total + row1 + params.n];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.
@@ -296,24 +251,14 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let at1 = (step * U + 1u) * width + lane;
       let c1 = min(at1, chunks - 1u);
       let g1 = c1 * 32u / params.group_size;
-      var w1_0 = pw1_0;
-      var s1_0 = ps1_0;
-      var w1_1 = pw1_1;
-      var s1_1 = ps1_1;
-      var wu1_0 = pwu1_0;
-      var su1_0 = psu1_0;
-      var wu1_1 = pwu1_1;
-      var su1_1 = psu1_1;
-      if (turn != 0u || step != 0u) {       // (turn 0's first step came before the prologue)
-        w1_0 = weights[(row0) * chunks + c1];
-        s1_0 = row_scale(row0, g1);
-        w1_1 = weights[(row1) * chunks + c1];
-        s1_1 = row_scale(row1, g1);
-        wu1_0 = weights[(row0 + params.n) * chunks + c1];
-        su1_0 = row_scale(row0 + params.n, g1);
-        wu1_1 = weights[(row1 + params.n) * chunks + c1];
-        su1_1 = row_scale(row1 + params.n, g1);
-      }
+      let w1_0 = weights[(row0) * chunks + c1];
+      let s1_0 = scales[g1 * params.n_total + row0];
+      let w1_1 = weights[(row1) * chunks + c1];
+      let s1_1 = scales[g1 * params.n_total + row1];
+      let wu1_0 = weights[(row0 + params.n) * chunks + c1];
+      let su1_0 = scales[g1 * params.n_total + row0 + params.n];
+      let wu1_1 = weights[(row1 + params.n) * chunks + c1];
+      let su1_1 = scales[g1 * params.n_total + row1 + params.n];
       let a1 = xq[c1];
       let b1 = xq[chunks + c1];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.

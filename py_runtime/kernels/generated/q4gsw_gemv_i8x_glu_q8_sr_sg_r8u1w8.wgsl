@@ -58,11 +58,6 @@ const ROWS: u32 = 64u;                 // the workgroup's output rows: whole gro
 const OCTETS: u32 = ROWS / 8u;
 const TOO_LARGE: f32 = 1.0e38;
 var<workgroup> rows_out: array<f32, ROWS>;
-// The scale of group g of weight row `row`, in either layout.
-fn row_scale(row: u32, g: u32) -> f32 {
-  return scales[row * (params.k / params.group_size) + g];
-}
-
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
 fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
@@ -181,37 +176,37 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
       let w0_0 = weights[(row0) * chunks + c0];
-      let s0_0 = row_scale(row0, g0);
+      let s0_0 = scales[(row0) * (params.k / params.group_size) + g0];
       let w0_1 = weights[(row1) * chunks + c0];
-      let s0_1 = row_scale(row1, g0);
+      let s0_1 = scales[(row1) * (params.k / params.group_size) + g0];
       let w0_2 = weights[(row2) * chunks + c0];
-      let s0_2 = row_scale(row2, g0);
+      let s0_2 = scales[(row2) * (params.k / params.group_size) + g0];
       let w0_3 = weights[(row3) * chunks + c0];
-      let s0_3 = row_scale(row3, g0);
+      let s0_3 = scales[(row3) * (params.k / params.group_size) + g0];
       let w0_4 = weights[(row4) * chunks + c0];
-      let s0_4 = row_scale(row4, g0);
+      let s0_4 = scales[(row4) * (params.k / params.group_size) + g0];
       let w0_5 = weights[(row5) * chunks + c0];
-      let s0_5 = row_scale(row5, g0);
+      let s0_5 = scales[(row5) * (params.k / params.group_size) + g0];
       let w0_6 = weights[(row6) * chunks + c0];
-      let s0_6 = row_scale(row6, g0);
+      let s0_6 = scales[(row6) * (params.k / params.group_size) + g0];
       let w0_7 = weights[(row7) * chunks + c0];
-      let s0_7 = row_scale(row7, g0);
+      let s0_7 = scales[(row7) * (params.k / params.group_size) + g0];
       let wu0_0 = weights[(row0 + params.n) * chunks + c0];
-      let su0_0 = row_scale(row0 + params.n, g0);
+      let su0_0 = scales[(row0 + params.n) * (params.k / params.group_size) + g0];
       let wu0_1 = weights[(row1 + params.n) * chunks + c0];
-      let su0_1 = row_scale(row1 + params.n, g0);
+      let su0_1 = scales[(row1 + params.n) * (params.k / params.group_size) + g0];
       let wu0_2 = weights[(row2 + params.n) * chunks + c0];
-      let su0_2 = row_scale(row2 + params.n, g0);
+      let su0_2 = scales[(row2 + params.n) * (params.k / params.group_size) + g0];
       let wu0_3 = weights[(row3 + params.n) * chunks + c0];
-      let su0_3 = row_scale(row3 + params.n, g0);
+      let su0_3 = scales[(row3 + params.n) * (params.k / params.group_size) + g0];
       let wu0_4 = weights[(row4 + params.n) * chunks + c0];
-      let su0_4 = row_scale(row4 + params.n, g0);
+      let su0_4 = scales[(row4 + params.n) * (params.k / params.group_size) + g0];
       let wu0_5 = weights[(row5 + params.n) * chunks + c0];
-      let su0_5 = row_scale(row5 + params.n, g0);
+      let su0_5 = scales[(row5 + params.n) * (params.k / params.group_size) + g0];
       let wu0_6 = weights[(row6 + params.n) * chunks + c0];
-      let su0_6 = row_scale(row6 + params.n, g0);
+      let su0_6 = scales[(row6 + params.n) * (params.k / params.group_size) + g0];
       let wu0_7 = weights[(row7 + params.n) * chunks + c0];
-      let su0_7 = row_scale(row7 + params.n, g0);
+      let su0_7 = scales[(row7 + params.n) * (params.k / params.group_size) + g0];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.

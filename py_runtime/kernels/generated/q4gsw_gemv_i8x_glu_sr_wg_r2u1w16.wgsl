@@ -44,11 +44,6 @@ struct Params {
 @group(0) @binding(6) var<uniform> params: Params;
 var<workgroup> partial: array<f32, 2048>;
 
-// The scale of group g of weight row `row`, in either layout.
-fn row_scale(row: u32, g: u32) -> f32 {
-  return scales[row * (params.k / params.group_size) + g];
-}
-
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
 fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
@@ -91,13 +86,13 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
       let w0_0 = weights[(row0) * chunks + c0];
-      let s0_0 = row_scale(row0, g0);
+      let s0_0 = scales[(row0) * (params.k / params.group_size) + g0];
       let w0_1 = weights[(row1) * chunks + c0];
-      let s0_1 = row_scale(row1, g0);
+      let s0_1 = scales[(row1) * (params.k / params.group_size) + g0];
       let wu0_0 = weights[(row0 + params.n) * chunks + c0];
-      let su0_0 = row_scale(row0 + params.n, g0);
+      let su0_0 = scales[(row0 + params.n) * (params.k / params.group_size) + g0];
       let wu0_1 = weights[(row1 + params.n) * chunks + c0];
-      let su0_1 = row_scale(row1 + params.n, g0);
+      let su0_1 = scales[(row1 + params.n) * (params.k / params.group_size) + g0];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.

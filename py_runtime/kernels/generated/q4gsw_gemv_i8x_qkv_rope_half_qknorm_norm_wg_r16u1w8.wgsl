@@ -80,11 +80,6 @@ const NORM_TREE: u32 = 32u;                   // rope_kv_cache_write_norm's work
 var<workgroup> head_squares: array<f32, NORM_TREE * ROWS / 4u>;   // per head (at least 4 rows) its lanes
 var<workgroup> partial: array<f32, 4096>;
 
-// The scale of group g of weight row `row`, in either layout.
-fn row_scale(row: u32, g: u32) -> f32 {
-  return scales[g * params.n_total + row];
-}
-
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
 fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
@@ -261,6 +256,7 @@ fn rope_rows(block: u32, index: u32) {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
+  normalize_row(index);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
@@ -268,60 +264,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   let width = 32u;
   let passes = 1u;
   let steps = (chunks + width * U - 1u) / (width * U);
-  // Turn 0's first step of weights and scales is loaded before the prologue: nothing in the norm
-  // reads them, so their DRAM latency runs under the norm's instead of after it (its barriers keep
-  // every later load behind it). The NORM shapes have KS 1 and no vec4 scales.
-  let first_row0 = (block * RG + min(index / width, RG - 1u)) * R;
-  let c0_0 = min(0u * width + lane, chunks - 1u);
-  let row0_0_0 = min(first_row0 + 0u, last_row) + params.n_offset;
-  let pw0_0 = weights[row0_0_0 * chunks + c0_0];
-  let ps0_0 = row_scale(row0_0_0, c0_0 * 32u / params.group_size);
-  let row0_0_1 = min(first_row0 + 1u, last_row) + params.n_offset;
-  let pw0_1 = weights[row0_0_1 * chunks + c0_0];
-  let ps0_1 = row_scale(row0_0_1, c0_0 * 32u / params.group_size);
-  let row0_0_2 = min(first_row0 + 2u, last_row) + params.n_offset;
-  let pw0_2 = weights[row0_0_2 * chunks + c0_0];
-  let ps0_2 = row_scale(row0_0_2, c0_0 * 32u / params.group_size);
-  let row0_0_3 = min(first_row0 + 3u, last_row) + params.n_offset;
-  let pw0_3 = weights[row0_0_3 * chunks + c0_0];
-  let ps0_3 = row_scale(row0_0_3, c0_0 * 32u / params.group_size);
-  let row0_0_4 = min(first_row0 + 4u, last_row) + params.n_offset;
-  let pw0_4 = weights[row0_0_4 * chunks + c0_0];
-  let ps0_4 = row_scale(row0_0_4, c0_0 * 32u / params.group_size);
-  let row0_0_5 = min(first_row0 + 5u, last_row) + params.n_offset;
-  let pw0_5 = weights[row0_0_5 * chunks + c0_0];
-  let ps0_5 = row_scale(row0_0_5, c0_0 * 32u / params.group_size);
-  let row0_0_6 = min(first_row0 + 6u, last_row) + params.n_offset;
-  let pw0_6 = weights[row0_0_6 * chunks + c0_0];
-  let ps0_6 = row_scale(row0_0_6, c0_0 * 32u / params.group_size);
-  let row0_0_7 = min(first_row0 + 7u, last_row) + params.n_offset;
-  let pw0_7 = weights[row0_0_7 * chunks + c0_0];
-  let ps0_7 = row_scale(row0_0_7, c0_0 * 32u / params.group_size);
-  let row0_0_8 = min(first_row0 + 8u, last_row) + params.n_offset;
-  let pw0_8 = weights[row0_0_8 * chunks + c0_0];
-  let ps0_8 = row_scale(row0_0_8, c0_0 * 32u / params.group_size);
-  let row0_0_9 = min(first_row0 + 9u, last_row) + params.n_offset;
-  let pw0_9 = weights[row0_0_9 * chunks + c0_0];
-  let ps0_9 = row_scale(row0_0_9, c0_0 * 32u / params.group_size);
-  let row0_0_10 = min(first_row0 + 10u, last_row) + params.n_offset;
-  let pw0_10 = weights[row0_0_10 * chunks + c0_0];
-  let ps0_10 = row_scale(row0_0_10, c0_0 * 32u / params.group_size);
-  let row0_0_11 = min(first_row0 + 11u, last_row) + params.n_offset;
-  let pw0_11 = weights[row0_0_11 * chunks + c0_0];
-  let ps0_11 = row_scale(row0_0_11, c0_0 * 32u / params.group_size);
-  let row0_0_12 = min(first_row0 + 12u, last_row) + params.n_offset;
-  let pw0_12 = weights[row0_0_12 * chunks + c0_0];
-  let ps0_12 = row_scale(row0_0_12, c0_0 * 32u / params.group_size);
-  let row0_0_13 = min(first_row0 + 13u, last_row) + params.n_offset;
-  let pw0_13 = weights[row0_0_13 * chunks + c0_0];
-  let ps0_13 = row_scale(row0_0_13, c0_0 * 32u / params.group_size);
-  let row0_0_14 = min(first_row0 + 14u, last_row) + params.n_offset;
-  let pw0_14 = weights[row0_0_14 * chunks + c0_0];
-  let ps0_14 = row_scale(row0_0_14, c0_0 * 32u / params.group_size);
-  let row0_0_15 = min(first_row0 + 15u, last_row) + params.n_offset;
-  let pw0_15 = weights[row0_0_15 * chunks + c0_0];
-  let ps0_15 = row_scale(row0_0_15, c0_0 * 32u / params.group_size);
-  normalize_row(index);
   for (var turn = 0u; turn < passes; turn++) {
     let group = index / width + turn * (WG / width);      // this warp's row group
     let first_row = (block * RG + min(group, RG - 1u)) * R;
@@ -363,72 +305,38 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let at0 = (step * U + 0u) * width + lane;
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
-      var w0_0 = pw0_0;
-      var s0_0 = ps0_0;
-      var w0_1 = pw0_1;
-      var s0_1 = ps0_1;
-      var w0_2 = pw0_2;
-      var s0_2 = ps0_2;
-      var w0_3 = pw0_3;
-      var s0_3 = ps0_3;
-      var w0_4 = pw0_4;
-      var s0_4 = ps0_4;
-      var w0_5 = pw0_5;
-      var s0_5 = ps0_5;
-      var w0_6 = pw0_6;
-      var s0_6 = ps0_6;
-      var w0_7 = pw0_7;
-      var s0_7 = ps0_7;
-      var w0_8 = pw0_8;
-      var s0_8 = ps0_8;
-      var w0_9 = pw0_9;
-      var s0_9 = ps0_9;
-      var w0_10 = pw0_10;
-      var s0_10 = ps0_10;
-      var w0_11 = pw0_11;
-      var s0_11 = ps0_11;
-      var w0_12 = pw0_12;
-      var s0_12 = ps0_12;
-      var w0_13 = pw0_13;
-      var s0_13 = ps0_13;
-      var w0_14 = pw0_14;
-      var s0_14 = ps0_14;
-      var w0_15 = pw0_15;
-      var s0_15 = ps0_15;
-      if (turn != 0u || step != 0u) {       // (turn 0's first step came before the prologue)
-        w0_0 = weights[(row0) * chunks + c0];
-        s0_0 = row_scale(row0, g0);
-        w0_1 = weights[(row1) * chunks + c0];
-        s0_1 = row_scale(row1, g0);
-        w0_2 = weights[(row2) * chunks + c0];
-        s0_2 = row_scale(row2, g0);
-        w0_3 = weights[(row3) * chunks + c0];
-        s0_3 = row_scale(row3, g0);
-        w0_4 = weights[(row4) * chunks + c0];
-        s0_4 = row_scale(row4, g0);
-        w0_5 = weights[(row5) * chunks + c0];
-        s0_5 = row_scale(row5, g0);
-        w0_6 = weights[(row6) * chunks + c0];
-        s0_6 = row_scale(row6, g0);
-        w0_7 = weights[(row7) * chunks + c0];
-        s0_7 = row_scale(row7, g0);
-        w0_8 = weights[(row8) * chunks + c0];
-        s0_8 = row_scale(row8, g0);
-        w0_9 = weights[(row9) * chunks + c0];
-        s0_9 = row_scale(row9, g0);
-        w0_10 = weights[(row10) * chunks + c0];
-        s0_10 = row_scale(row10, g0);
-        w0_11 = weights[(row11) * chunks + c0];
-        s0_11 = row_scale(row11, g0);
-        w0_12 = weights[(row12) * chunks + c0];
-        s0_12 = row_scale(row12, g0);
-        w0_13 = weights[(row13) * chunks + c0];
-        s0_13 = row_scale(row13, g0);
-        w0_14 = weights[(row14) * chunks + c0];
-        s0_14 = row_scale(row14, g0);
-        w0_15 = weights[(row15) * chunks + c0];
-        s0_15 = row_scale(row15, g0);
-      }
+      let w0_0 = weights[(row0) * chunks + c0];
+      let s0_0 = scales[g0 * params.n_total + row0];
+      let w0_1 = weights[(row1) * chunks + c0];
+      let s0_1 = scales[g0 * params.n_total + row1];
+      let w0_2 = weights[(row2) * chunks + c0];
+      let s0_2 = scales[g0 * params.n_total + row2];
+      let w0_3 = weights[(row3) * chunks + c0];
+      let s0_3 = scales[g0 * params.n_total + row3];
+      let w0_4 = weights[(row4) * chunks + c0];
+      let s0_4 = scales[g0 * params.n_total + row4];
+      let w0_5 = weights[(row5) * chunks + c0];
+      let s0_5 = scales[g0 * params.n_total + row5];
+      let w0_6 = weights[(row6) * chunks + c0];
+      let s0_6 = scales[g0 * params.n_total + row6];
+      let w0_7 = weights[(row7) * chunks + c0];
+      let s0_7 = scales[g0 * params.n_total + row7];
+      let w0_8 = weights[(row8) * chunks + c0];
+      let s0_8 = scales[g0 * params.n_total + row8];
+      let w0_9 = weights[(row9) * chunks + c0];
+      let s0_9 = scales[g0 * params.n_total + row9];
+      let w0_10 = weights[(row10) * chunks + c0];
+      let s0_10 = scales[g0 * params.n_total + row10];
+      let w0_11 = weights[(row11) * chunks + c0];
+      let s0_11 = scales[g0 * params.n_total + row11];
+      let w0_12 = weights[(row12) * chunks + c0];
+      let s0_12 = scales[g0 * params.n_total + row12];
+      let w0_13 = weights[(row13) * chunks + c0];
+      let s0_13 = scales[g0 * params.n_total + row13];
+      let w0_14 = weights[(row14) * chunks + c0];
+      let s0_14 = scales[g0 * params.n_total + row14];
+      let w0_15 = weights[(row15) * chunks + c0];
+      let s0_15 = scales[g0 * params.n_total + row15];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.

@@ -58,11 +58,6 @@ const ROWS: u32 = 128u;                 // the workgroup's rows: whole heads
 var<workgroup> rows_out: array<f32, ROWS>;
 var<workgroup> partial: array<f32, 4096>;
 
-// The scale of group g of weight row `row`, in either layout.
-fn row_scale(row: u32, g: u32) -> f32 {
-  return scales[g * params.n_total + row];
-}
-
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
 fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
@@ -181,37 +176,37 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
       let w0_0 = weights[(row0) * chunks + c0];
-      let s0_0 = row_scale(row0, g0);
+      let s0_0 = scales[g0 * params.n_total + row0];
       let w0_1 = weights[(row1) * chunks + c0];
-      let s0_1 = row_scale(row1, g0);
+      let s0_1 = scales[g0 * params.n_total + row1];
       let w0_2 = weights[(row2) * chunks + c0];
-      let s0_2 = row_scale(row2, g0);
+      let s0_2 = scales[g0 * params.n_total + row2];
       let w0_3 = weights[(row3) * chunks + c0];
-      let s0_3 = row_scale(row3, g0);
+      let s0_3 = scales[g0 * params.n_total + row3];
       let w0_4 = weights[(row4) * chunks + c0];
-      let s0_4 = row_scale(row4, g0);
+      let s0_4 = scales[g0 * params.n_total + row4];
       let w0_5 = weights[(row5) * chunks + c0];
-      let s0_5 = row_scale(row5, g0);
+      let s0_5 = scales[g0 * params.n_total + row5];
       let w0_6 = weights[(row6) * chunks + c0];
-      let s0_6 = row_scale(row6, g0);
+      let s0_6 = scales[g0 * params.n_total + row6];
       let w0_7 = weights[(row7) * chunks + c0];
-      let s0_7 = row_scale(row7, g0);
+      let s0_7 = scales[g0 * params.n_total + row7];
       let w0_8 = weights[(row8) * chunks + c0];
-      let s0_8 = row_scale(row8, g0);
+      let s0_8 = scales[g0 * params.n_total + row8];
       let w0_9 = weights[(row9) * chunks + c0];
-      let s0_9 = row_scale(row9, g0);
+      let s0_9 = scales[g0 * params.n_total + row9];
       let w0_10 = weights[(row10) * chunks + c0];
-      let s0_10 = row_scale(row10, g0);
+      let s0_10 = scales[g0 * params.n_total + row10];
       let w0_11 = weights[(row11) * chunks + c0];
-      let s0_11 = row_scale(row11, g0);
+      let s0_11 = scales[g0 * params.n_total + row11];
       let w0_12 = weights[(row12) * chunks + c0];
-      let s0_12 = row_scale(row12, g0);
+      let s0_12 = scales[g0 * params.n_total + row12];
       let w0_13 = weights[(row13) * chunks + c0];
-      let s0_13 = row_scale(row13, g0);
+      let s0_13 = scales[g0 * params.n_total + row13];
       let w0_14 = weights[(row14) * chunks + c0];
-      let s0_14 = row_scale(row14, g0);
+      let s0_14 = scales[g0 * params.n_total + row14];
       let w0_15 = weights[(row15) * chunks + c0];
-      let s0_15 = row_scale(row15, g0);
+      let s0_15 = scales[g0 * params.n_total + row15];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.

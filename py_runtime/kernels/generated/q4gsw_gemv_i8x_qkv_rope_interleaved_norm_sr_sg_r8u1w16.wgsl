@@ -76,11 +76,6 @@ const TOO_LARGE: f32 = 1.0e38;
 @group(0) @binding(10) var<storage, read> offset: array<u32>;   // the cache's GPU-side position offset
 const ROWS: u32 = 128u;                 // the workgroup's rows: whole heads
 var<workgroup> rows_out: array<f32, ROWS>;
-// The scale of group g of weight row `row`, in either layout.
-fn row_scale(row: u32, g: u32) -> f32 {
-  return scales[row * (params.k / params.group_size) + g];
-}
-
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
 fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
@@ -228,6 +223,7 @@ fn rope_rows(block: u32, index: u32) {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32) {
+  normalize_row(index);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
@@ -239,36 +235,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   let width = subgroup_size;
   let passes = (RG + WG / width - 1u) / (WG / width);
   let steps = (chunks + width * U - 1u) / (width * U);
-  // Turn 0's first step of weights and scales is loaded before the prologue: nothing in the norm
-  // reads them, so their DRAM latency runs under the norm's instead of after it (its barriers keep
-  // every later load behind it). The NORM shapes have KS 1 and no vec4 scales.
-  let first_row0 = (block * RG + min(index / width, RG - 1u)) * R;
-  let c0_0 = min(0u * width + lane, chunks - 1u);
-  let row0_0_0 = min(first_row0 + 0u, last_row) + params.n_offset;
-  let pw0_0 = weights[row0_0_0 * chunks + c0_0];
-  let ps0_0 = row_scale(row0_0_0, c0_0 * 32u / params.group_size);
-  let row0_0_1 = min(first_row0 + 1u, last_row) + params.n_offset;
-  let pw0_1 = weights[row0_0_1 * chunks + c0_0];
-  let ps0_1 = row_scale(row0_0_1, c0_0 * 32u / params.group_size);
-  let row0_0_2 = min(first_row0 + 2u, last_row) + params.n_offset;
-  let pw0_2 = weights[row0_0_2 * chunks + c0_0];
-  let ps0_2 = row_scale(row0_0_2, c0_0 * 32u / params.group_size);
-  let row0_0_3 = min(first_row0 + 3u, last_row) + params.n_offset;
-  let pw0_3 = weights[row0_0_3 * chunks + c0_0];
-  let ps0_3 = row_scale(row0_0_3, c0_0 * 32u / params.group_size);
-  let row0_0_4 = min(first_row0 + 4u, last_row) + params.n_offset;
-  let pw0_4 = weights[row0_0_4 * chunks + c0_0];
-  let ps0_4 = row_scale(row0_0_4, c0_0 * 32u / params.group_size);
-  let row0_0_5 = min(first_row0 + 5u, last_row) + params.n_offset;
-  let pw0_5 = weights[row0_0_5 * chunks + c0_0];
-  let ps0_5 = row_scale(row0_0_5, c0_0 * 32u / params.group_size);
-  let row0_0_6 = min(first_row0 + 6u, last_row) + params.n_offset;
-  let pw0_6 = weights[row0_0_6 * chunks + c0_0];
-  let ps0_6 = row_scale(row0_0_6, c0_0 * 32u / params.group_size);
-  let row0_0_7 = min(first_row0 + 7u, last_row) + params.n_offset;
-  let pw0_7 = weights[row0_0_7 * chunks + c0_0];
-  let ps0_7 = row_scale(row0_0_7, c0_0 * 32u / params.group_size);
-  normalize_row(index);
   for (var turn = 0u; turn < passes; turn++) {
     let group = index / width + turn * (WG / width);      // this warp's row group
     let first_row = (block * RG + min(group, RG - 1u)) * R;
@@ -294,40 +260,22 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let at0 = (step * U + 0u) * width + lane;
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
-      var w0_0 = pw0_0;
-      var s0_0 = ps0_0;
-      var w0_1 = pw0_1;
-      var s0_1 = ps0_1;
-      var w0_2 = pw0_2;
-      var s0_2 = ps0_2;
-      var w0_3 = pw0_3;
-      var s0_3 = ps0_3;
-      var w0_4 = pw0_4;
-      var s0_4 = ps0_4;
-      var w0_5 = pw0_5;
-      var s0_5 = ps0_5;
-      var w0_6 = pw0_6;
-      var s0_6 = ps0_6;
-      var w0_7 = pw0_7;
-      var s0_7 = ps0_7;
-      if (turn != 0u || step != 0u) {       // (turn 0's first step came before the prologue)
-        w0_0 = weights[(row0) * chunks + c0];
-        s0_0 = row_scale(row0, g0);
-        w0_1 = weights[(row1) * chunks + c0];
-        s0_1 = row_scale(row1, g0);
-        w0_2 = weights[(row2) * chunks + c0];
-        s0_2 = row_scale(row2, g0);
-        w0_3 = weights[(row3) * chunks + c0];
-        s0_3 = row_scale(row3, g0);
-        w0_4 = weights[(row4) * chunks + c0];
-        s0_4 = row_scale(row4, g0);
-        w0_5 = weights[(row5) * chunks + c0];
-        s0_5 = row_scale(row5, g0);
-        w0_6 = weights[(row6) * chunks + c0];
-        s0_6 = row_scale(row6, g0);
-        w0_7 = weights[(row7) * chunks + c0];
-        s0_7 = row_scale(row7, g0);
-      }
+      let w0_0 = weights[(row0) * chunks + c0];
+      let s0_0 = scales[(row0) * (params.k / params.group_size) + g0];
+      let w0_1 = weights[(row1) * chunks + c0];
+      let s0_1 = scales[(row1) * (params.k / params.group_size) + g0];
+      let w0_2 = weights[(row2) * chunks + c0];
+      let s0_2 = scales[(row2) * (params.k / params.group_size) + g0];
+      let w0_3 = weights[(row3) * chunks + c0];
+      let s0_3 = scales[(row3) * (params.k / params.group_size) + g0];
+      let w0_4 = weights[(row4) * chunks + c0];
+      let s0_4 = scales[(row4) * (params.k / params.group_size) + g0];
+      let w0_5 = weights[(row5) * chunks + c0];
+      let s0_5 = scales[(row5) * (params.k / params.group_size) + g0];
+      let w0_6 = weights[(row6) * chunks + c0];
+      let s0_6 = scales[(row6) * (params.k / params.group_size) + g0];
+      let w0_7 = weights[(row7) * chunks + c0];
+      let s0_7 = scales[(row7) * (params.k / params.group_size) + g0];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.

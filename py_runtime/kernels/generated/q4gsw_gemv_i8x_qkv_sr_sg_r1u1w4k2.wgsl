@@ -55,11 +55,6 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> out_k: array<f32>;
 @group(0) @binding(8) var<storage, read_write> out_v: array<f32>;
 var<workgroup> slices: array<f32, 8>;
-// The scale of group g of weight row `row`, in either layout.
-fn row_scale(row: u32, g: u32) -> f32 {
-  return scales[row * (params.k / params.group_size) + g];
-}
-
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
 fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
@@ -111,7 +106,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
       let w0_0 = weights[(row0) * chunks + c0];
-      let s0_0 = row_scale(row0, g0);
+      let s0_0 = scales[(row0) * (params.k / params.group_size) + g0];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.

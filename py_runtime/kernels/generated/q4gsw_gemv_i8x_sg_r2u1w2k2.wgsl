@@ -46,11 +46,6 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
 var<workgroup> slices: array<f32, 8>;
-// The scale of group g of weight row `row`, in either layout.
-fn row_scale(row: u32, g: u32) -> f32 {
-  return scales[g * params.n_total + row];
-}
-
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
 fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
@@ -60,20 +55,11 @@ fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
        + dot4I8Packed(lo.z, b.x) + dot4I8Packed(hi.z, b.y) + dot4I8Packed(lo.w, b.z) + dot4I8Packed(hi.w, b.w);
 }
 
-// `prior`: what out held at the row, where the product is added to it (prior_of's).
-fn store(row: u32, total: f32, prior: f32) {
+fn store(row: u32, total: f32) {
   if (row < params.n) {
-    out[row] = total + select(0.0, bias[row], params.has_bias != 0u) + prior;
+    let value = total + select(0.0, bias[row], params.has_bias != 0u);
+    out[row] = value + select(0.0, out[row], params.accumulate != 0u);
   }
-}
-
-// Read before the weights' loads return, not after the row's sum: one dependent L2 round trip
-// fewer at the end of a latency-bound GEMV (the residual adds of o and down).
-fn prior_of(row: u32) -> f32 {
-  if (params.accumulate == 0u) {
-    return 0.0;
-  }
-  return out[min(row, params.n - 1u)];
 }
 
 @compute @workgroup_size(WG)
@@ -91,8 +77,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   let passes = (RG * KS + WG / width - 1u) / (WG / width);
   let span = width * KS;                                // chunks a row's slices cover per step
   let steps = (chunks + span * U - 1u) / (span * U);
-  // (for the invocations that store a row, index < RG R; the others read one of the block's too)
-  let prior = prior_of(block * RG * R + min(index, RG * R - 1u));
   for (var turn = 0u; turn < passes; turn++) {
     let warp = index / width + turn * (WG / width);
     let group = warp / KS;                                // this warp's row group
@@ -109,9 +93,9 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
       let w0_0 = weights[(row0) * chunks + c0];
-      let s0_0 = row_scale(row0, g0);
+      let s0_0 = scales[g0 * params.n_total + row0];
       let w0_1 = weights[(row1) * chunks + c0];
-      let s0_1 = row_scale(row1, g0);
+      let s0_1 = scales[g0 * params.n_total + row1];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.
@@ -137,6 +121,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     for (var j = 0u; j < KS; j++) {
       total += slices[index * KS + j];
     }
-    store(block * RG * R + index, total, prior);
+    store(block * RG * R + index, total);
   }
 }

@@ -43,11 +43,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
-// The scale of group g of weight row `row`, in either layout.
-fn row_scale(row: u32, g: u32) -> f32 {
-  return scales[row * (params.k / params.group_size) + g];
-}
-
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
 fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
@@ -57,20 +52,11 @@ fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
        + dot4I8Packed(lo.z, b.x) + dot4I8Packed(hi.z, b.y) + dot4I8Packed(lo.w, b.z) + dot4I8Packed(hi.w, b.w);
 }
 
-// `prior`: what out held at the row, where the product is added to it (prior_of's).
-fn store(row: u32, total: f32, prior: f32) {
+fn store(row: u32, total: f32) {
   if (row < params.n) {
-    out[row] = total + select(0.0, bias[row], params.has_bias != 0u) + prior;
+    let value = total + select(0.0, bias[row], params.has_bias != 0u);
+    out[row] = value + select(0.0, out[row], params.accumulate != 0u);
   }
-}
-
-// Read before the weights' loads return, not after the row's sum: one dependent L2 round trip
-// fewer at the end of a latency-bound GEMV (the residual adds of o and down).
-fn prior_of(row: u32) -> f32 {
-  if (params.accumulate == 0u) {
-    return 0.0;
-  }
-  return out[min(row, params.n - 1u)];
 }
 
 @compute @workgroup_size(WG)
@@ -93,29 +79,25 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     // h: "" for the row, and "u" for its up row (row + n) in the GLU variants.
     let row0 = min(first_row + 0u, last_row) + params.n_offset;
     var acc0 = 0.0;
-    let prior0 = prior_of(first_row + 0u);
     let row1 = min(first_row + 1u, last_row) + params.n_offset;
     var acc1 = 0.0;
-    let prior1 = prior_of(first_row + 1u);
     let row2 = min(first_row + 2u, last_row) + params.n_offset;
     var acc2 = 0.0;
-    let prior2 = prior_of(first_row + 2u);
     let row3 = min(first_row + 3u, last_row) + params.n_offset;
     var acc3 = 0.0;
-    let prior3 = prior_of(first_row + 3u);
     for (var step = 0u; step < steps; step++) {
       // Every load of the step first: weights, scales, activations.
       let at0 = (step * U + 0u) * width + lane;
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
       let w0_0 = weights[(row0) * chunks + c0];
-      let s0_0 = row_scale(row0, g0);
+      let s0_0 = scales[(row0) * (params.k / params.group_size) + g0];
       let w0_1 = weights[(row1) * chunks + c0];
-      let s0_1 = row_scale(row1, g0);
+      let s0_1 = scales[(row1) * (params.k / params.group_size) + g0];
       let w0_2 = weights[(row2) * chunks + c0];
-      let s0_2 = row_scale(row2, g0);
+      let s0_2 = scales[(row2) * (params.k / params.group_size) + g0];
       let w0_3 = weights[(row3) * chunks + c0];
-      let s0_3 = row_scale(row3, g0);
+      let s0_3 = scales[(row3) * (params.k / params.group_size) + g0];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.
@@ -128,19 +110,19 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     let live = group < RG && lane == 0u;
     let total0 = subgroupAdd(acc0);
     if (live) {
-      store(first_row + 0u, total0, prior0);
+      store(first_row + 0u, total0);
     }
     let total1 = subgroupAdd(acc1);
     if (live) {
-      store(first_row + 1u, total1, prior1);
+      store(first_row + 1u, total1);
     }
     let total2 = subgroupAdd(acc2);
     if (live) {
-      store(first_row + 2u, total2, prior2);
+      store(first_row + 2u, total2);
     }
     let total3 = subgroupAdd(acc3);
     if (live) {
-      store(first_row + 3u, total3, prior3);
+      store(first_row + 3u, total3);
     }
   }
 }

@@ -47,11 +47,6 @@ struct Params {
 @group(0) @binding(6) var<uniform> params: Params;
 var<workgroup> partial: array<f32, 256>;
 
-// The scale of group g of weight row `row`, in either layout.
-fn row_scale(row: u32, g: u32) -> f32 {
-  return scales[row * (params.k / params.group_size) + g];
-}
-
 // 32 nibbles . 32 int8 activations, exactly: a weight word's low nibbles are its even values and the
 // high nibbles its odd ones; the activation words come in the same (even, odd) pairs, a then b.
 fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
@@ -61,20 +56,11 @@ fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
        + dot4I8Packed(lo.z, b.x) + dot4I8Packed(hi.z, b.y) + dot4I8Packed(lo.w, b.z) + dot4I8Packed(hi.w, b.w);
 }
 
-// `prior`: what out held at the row, where the product is added to it (prior_of's).
-fn store(row: u32, total: f32, prior: f32) {
+fn store(row: u32, total: f32) {
   if (row < params.n) {
-    out[row] = total + select(0.0, bias[row], params.has_bias != 0u) + prior;
+    let value = total + select(0.0, bias[row], params.has_bias != 0u);
+    out[row] = value + select(0.0, out[row], params.accumulate != 0u);
   }
-}
-
-// Read before the weights' loads return, not after the row's sum: one dependent L2 round trip
-// fewer at the end of a latency-bound GEMV (the residual adds of o and down).
-fn prior_of(row: u32) -> f32 {
-  if (params.accumulate == 0u) {
-    return 0.0;
-  }
-  return out[min(row, params.n - 1u)];
 }
 
 @compute @workgroup_size(WG)
@@ -99,7 +85,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let c0 = min(at0, chunks - 1u);
       let g0 = c0 * 32u / params.group_size;
       let w0_0 = weights[(row0) * chunks + c0];
-      let s0_0 = row_scale(row0, g0);
+      let s0_0 = scales[(row0) * (params.k / params.group_size) + g0];
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.
@@ -108,7 +94,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let c1 = min(at1, chunks - 1u);
       let g1 = c1 * 32u / params.group_size;
       let w1_0 = weights[(row0) * chunks + c1];
-      let s1_0 = row_scale(row0, g1);
+      let s1_0 = scales[(row0) * (params.k / params.group_size) + g1];
       let a1 = xq[c1];
       let b1 = xq[chunks + c1];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.
@@ -131,7 +117,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     if (lane == 0u) {
       for (var r = 0u; r < R; r++) {
         let total = partial[(group * R + r) * 128u];        // the row's (a GLU's gate row's)
-        store(first_row + r, total, prior_of(first_row + r));
+        store(first_row + r, total);
       }
     }
   }

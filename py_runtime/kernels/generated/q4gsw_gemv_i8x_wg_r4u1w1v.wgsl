@@ -50,20 +50,11 @@ fn dot_chunk(w: vec4<u32>, a: vec4<u32>, b: vec4<u32>) -> i32 {
        + dot4I8Packed(lo.z, b.x) + dot4I8Packed(hi.z, b.y) + dot4I8Packed(lo.w, b.z) + dot4I8Packed(hi.w, b.w);
 }
 
-// `prior`: what out held at the row, where the product is added to it (prior_of's).
-fn store(row: u32, total: f32, prior: f32) {
+fn store(row: u32, total: f32) {
   if (row < params.n) {
-    out[row] = total + select(0.0, bias[row], params.has_bias != 0u) + prior;
+    let value = total + select(0.0, bias[row], params.has_bias != 0u);
+    out[row] = value + select(0.0, out[row], params.accumulate != 0u);
   }
-}
-
-// Read before the weights' loads return, not after the row's sum: one dependent L2 round trip
-// fewer at the end of a latency-bound GEMV (the residual adds of o and down).
-fn prior_of(row: u32) -> f32 {
-  if (params.accumulate == 0u) {
-    return 0.0;
-  }
-  return out[min(row, params.n - 1u)];
 }
 
 @compute @workgroup_size(WG)
@@ -130,7 +121,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     if (lane == 0u) {
       for (var r = 0u; r < R; r++) {
         let total = partial[(group * R + r) * 32u];        // the row's (a GLU's gate row's)
-        store(first_row + r, total, prior_of(first_row + r));
+        store(first_row + r, total);
       }
     }
   }
