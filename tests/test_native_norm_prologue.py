@@ -17,6 +17,7 @@ from dataclasses import replace
 import pytest
 
 from py_runtime.checks.q4_linear import ACT_RANGE, WEIGHT_RANGE
+from py_runtime.kernels import kernel as kernel_of
 from py_runtime.oneshot import run_op, tensor
 from py_runtime.ops.attention import KVCache
 from py_runtime.ops.int8_activations import Int8Activations, rms_norm_int8x
@@ -73,7 +74,9 @@ def test_the_glu_norm_prologue_writes_what_rms_norm_int8x_then_the_glu_write_bit
         for suffix, device, w in _variants(runtime.device.adapter, weight):
             for shape in gemv_shapes("int8x_glu_q8_norm"):
                 outs = [await tensor(runtime, f"{side}", (1, n)) for side in ("fused", "plain")]
-                quantized = [await Int8Activations.allocate(runtime, out, 64) for out in outs]
+                values = kernel_of(f"q4gsw_gemv_i8x_glu_q8_norm{suffix}_{shape}").template_values
+                group = min(64, values["R"] * values["RG"])     # whole groups per workgroup (32-row shapes: 32)
+                quantized = [await Int8Activations.allocate(runtime, out, group) for out in outs]
                 fused = q4_linear_glu(act=act, weight=w, out=outs[0], adapter=device, gemv_shape=shape,
                                       int8_out=quantized[0], norm=norm)
                 kernel = fused.calls[0].kernel

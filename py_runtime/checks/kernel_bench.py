@@ -32,6 +32,7 @@ from ..ops.q4_linear import (NormPrologue, gemm_dp4a_shapes, gemm_sgmat_shapes, 
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, TINY, ModelConfig
+from ..models.decoder import DOWN_DECODE_GROUP
 from ..plan import Plan
 from ..routing import RouteUnavailable
 from ..runtime import Runtime
@@ -348,7 +349,8 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
             int8 = await Int8Activations.allocate(runtime, x, case.group_size, rows=case.rows if case.dp4a else 1)
             setup.append(quantize_activations(int8, tokens=case.rows))
         await _run_once(runtime, "bench.setup", setup)
-        out_q8 = await Int8Activations.allocate(runtime, out, case.group_size) if case.glu_q8 else None
+        # (in the groups a decode step's down reads: 32-row workgroups then hold whole groups)
+        out_q8 = await Int8Activations.allocate(runtime, out, DOWN_DECODE_GROUP) if case.glu_q8 else None
         partials = await tensors.allocate("bench.partials", (split_k_room(),)) if case.split_k else None
         norm_weight = await tensors.allocate("bench.norm_weight", (case.k,)) if case.norm else None
         norm = None

@@ -35,7 +35,8 @@ Activation policies (POLICIES):
   int8x  every step quantizes each linear's input to int8 per group once, every row (rms_norm_int8x
          where a norm produces it, a decode's FlashDecoding reduce for the o-proj's, a decode's fused
          gate/up + SwiGLU for down's where its route q4_gemv_int8x_glu_q8 runs, quantize_activations
-         otherwise): decode steps run the int8x GEMVs
+         otherwise; down's decode row in groups of 32, its prefill rows in the weights' 64): decode steps
+         run the int8x GEMVs
          (the fused QKV and the fused gate/up + SwiGLU), prefills the DP4A GEMMs (gate and up apart,
          then swiglu: those idle at decode). The SwiGLU's f32 output (act) is still written at a decode
          step, but only the prefill reads it (its quantize_activations) where the fused GLU quantizes.
@@ -89,6 +90,7 @@ __all__ = ["POLICIES", "ATTENTION", "Decoder", "DecodeRun", "ContextFull"]
 POLICIES = ("f32", "int8x", "f16")
 ATTENTION = ("auto", "flash", "materialized")    # the attention routes' choice: the guards', FlashDecoding at
                                                 # every decode context (the one pass off), or the materialized one
+DOWN_DECODE_GROUP = 32      # one 32-value chunk: the finest group the int8x GEMVs' per-chunk scales allow
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -205,8 +207,8 @@ class Decoder:
         self._owned.append(tensor)
         return tensor
 
-    async def _int8(self, x: Tensor, rows: int = 1) -> Int8Activations:
-        act = await Int8Activations.allocate(self.runtime, x, GROUP_SIZE, rows=rows)
+    async def _int8(self, x: Tensor, rows: int = 1, group_size: int = GROUP_SIZE, tag: str = "") -> Int8Activations:
+        act = await Int8Activations.allocate(self.runtime, x, group_size, rows=rows, tag=tag)
         self._owned += act.tensors
         return act
 
@@ -269,6 +271,9 @@ class Decoder:
         if int8x:
             # every row quantized: the prefill's linears take the DP4A GEMMs (the head reads one row)
             xn_q, attn_q, act_q = [await self._int8(x, rows) for x in (xn, attn_rows, act)]
+            # a decode step's down reads its own, in finer groups: the fused GLU that writes them then needs
+            # whole groups of DOWN_DECODE_GROUP rows per workgroup, not 64 (more, smaller workgroups)
+            act_dq = await self._int8(act, 1, DOWN_DECODE_GROUP, tag="decode")
             last_q = await self._int8(last_n)
             # where the subgroup-matrix GEMM's grid is small, its K splits (one linear runs at a time)
             partials = await t("gemm_partials", (split_k_room(),)) if rows > 1 else None
@@ -349,7 +354,7 @@ class Decoder:
                                   half=half, partials=partials),
                         swiglu(gate=gate, up=up, out=act)]
             glu = int8x and self.fused         # the fused gate/up + SwiGLU GEMV serves the decode
-            glu_op = q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter, int8_out=act_q,
+            glu_op = q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter, int8_out=act_dq,
                                    norm=prologue(layer("mlp_norm"))) if glu else None
             await norm_into_xn(layer("mlp_norm"), glu_op)
             for op in separate:
@@ -358,11 +363,18 @@ class Decoder:
             if glu:
                 glu_quantizes = glu_op.calls[0].route.startswith("q4_gemv_int8x_glu_q8")
                 await add(glu_op)
-            if int8x:           # (a decode's fused GLU writes it where glu_quantizes)
-                quantize = quantize_activations(act_q)
-                await add(_prefill_only(quantize) if glu_quantizes else quantize)
-            await add(q4_linear(x=act, weight=layer("down"), out=h, adapter=adapter,
-                                int8=act_q if int8x else False, accumulate=True, half=half, partials=partials))
+            down = layer("down")
+            if int8x:           # the prefill's rows, and a decode's row (unless the fused GLU wrote it)
+                await add(_prefill_only(quantize_activations(act_q)))
+                if not glu_quantizes:
+                    await add(_decode_only(quantize_activations(act_dq, tokens=1)))
+                await add(_prefill_only(q4_linear(x=act, weight=down, out=h, adapter=adapter, int8=act_q,
+                                                  accumulate=True, partials=partials)))
+                await add(_decode_only(q4_linear(x=act, weight=down, out=h, adapter=adapter, int8=act_dq, tokens=1,
+                                                 accumulate=True)))
+            else:
+                await add(q4_linear(x=act, weight=down, out=h, adapter=adapter, int8=False, accumulate=True,
+                                    half=half, partials=partials))
 
         self._layer_op = None
         # The head reads one row at every step: its sizes are fixed, not the live TOKENS.

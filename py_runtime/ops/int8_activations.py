@@ -46,15 +46,16 @@ class Int8Activations:
             raise ValueError(f"int8 activations of {self.x.name!r}: {self.rows} rows, but x holds {self.x.numel // k}")
 
     @classmethod
-    async def allocate(cls, runtime, x: Tensor, group_size: int, rows: int = 1) -> "Int8Activations":
-        """The buffers for the int8 form of x's first `rows` rows, named after x: 1 for the decode alone,
-        x's row count for the prefill's DP4A GEMM too."""
+    async def allocate(cls, runtime, x: Tensor, group_size: int, rows: int = 1, tag: str = "") -> "Int8Activations":
+        """The buffers for the int8 form of x's first `rows` rows, named after x (and `tag`, where x has
+        two int8 forms): 1 for the decode alone, x's row count for the prefill's DP4A GEMM too."""
         k = x.shape[-1]
         if not 1 <= rows <= x.numel // k:
             raise ValueError(f"int8 activations of {x.name!r}: rows must be 1 to {x.numel // k}, x's rows; got {rows}")
         shape = (rows, k // 4) if rows > 1 else (k // 4,)
-        return cls(x, await runtime.tensors.allocate(f"{x.name}.xq", shape, "u32"),
-                   await runtime.tensors.allocate(f"{x.name}.xstats", shape[:-1] + (k // 16,)), group_size)
+        name = f"{x.name}.{tag}" if tag else x.name
+        return cls(x, await runtime.tensors.allocate(f"{name}.xq", shape, "u32"),
+                   await runtime.tensors.allocate(f"{name}.xstats", shape[:-1] + (k // 16,)), group_size)
 
     @property
     def k(self) -> int:

@@ -356,7 +356,7 @@ def _int8x_shape(req: _Linear, epilogue: str = "") -> str:
     n_out = w.n // 2 if req.glu else w.n
     rows_copy = w.scales_rows is not None
     if epilogue == "q8":
-        return req.gemv_shape or req.tuning.gemv_int8x_glu_q8(w.k, n_out, rows_copy)
+        return req.gemv_shape or req.tuning.gemv_int8x_glu_q8(w.k, n_out, rows_copy, req.int8_out.group_size)
     if epilogue == "rope":
         return req.gemv_shape or req.tuning.gemv_int8x_qkv_rope(w.k, n_out, req.rope.cache.head_dim, rows_copy)
     aligned = w.n_total % 4 == 0 and w.n_offset % 4 == 0 and n_out % 4 == 0
@@ -551,6 +551,9 @@ def _every_row_guard(req: _Linear) -> str | None:
         return "no int8 activations of the prefill rows given (int8=Int8Activations allocated with rows > 1)"
     if act.rows < req.capacity:
         return f"the int8 activations hold {act.rows} rows; x and the outputs hold {req.capacity}"
+    if act.group_size != req.weight.group_size:
+        return (f"the int8 activations are in groups of {act.group_size}; the GEMMs scale a weight group's sums "
+                f"once, so they need the weight's {req.weight.group_size}")
     return None
 
 
@@ -864,7 +867,9 @@ def _check_io(x: Tensor, weight: Q4Weight, out: Tensor, bias: Tensor | None, wha
 def _check_activations(label: str, act: Int8Activations, weight: Q4Weight, x: Tensor | None) -> None:
     if x is not None and act.x is not x:
         raise ValueError(f"{label}: int8 activations of {act.x.name!r} cannot feed x {x.name!r}")
-    if act.group_size != weight.group_size or act.k != weight.k:
+    # (the GEMVs scale each 32-value chunk by its activations' group: any group that divides the weight's
+    # serves them; the GEMMs' guard asks for the weight's own)
+    if weight.group_size % act.group_size or act.k != weight.k:
         raise ValueError(f"{label}: int8 activations of {act.x.name!r} (K {act.k}, groups of {act.group_size}) cannot "
                          f"feed a weight with K {weight.k} in groups of {weight.group_size}")
 

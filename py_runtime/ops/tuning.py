@@ -24,7 +24,8 @@ class Tuning:
     gemv_f32: Callable[[int, int], str]                     # (K, N) -> q4gsw_gemv shape
     gemv_int8: Callable[[int, int, int], str]               # (K, N, group size) -> q4gsw_gemv i8 shape
     gemv_int8x: Callable[[int, int, bool, bool, bool], str]  # (K, N, vec4 scales ok, glu, row-major copy)
-    gemv_int8x_glu_q8: Callable[[int, int, bool], str]      # (K, N, row-major copy) -> a _glu_q8 shape
+    gemv_int8x_glu_q8: Callable[[int, int, bool, int], str]  # (K, N, row-major copy, the output's group size)
+                                                            # -> a _glu_q8 shape (its workgroups: whole groups)
     gemv_int8x_qkv_rope: Callable[[int, int, int, bool], str]   # (K, N, head_dim, row-major copy) -> _qkv_rope
     flash_split: Callable[[int, int], tuple[str, int]]     # (G, W) -> sdpa_flash_split_sg variant suffix,
                                                             # workgroups wanted before splits take more steps
@@ -145,11 +146,17 @@ def _is_h200(info: dict) -> bool:
     return "h200" in f"{info.get('description', '')} {info.get('device', '')}".lower()
 
 
-# The fused gate/up + SwiGLU quantizing its output (_glu_q8): 64 rows (whole groups) per workgroup. Portable:
-# r8u1w8, 256 invocations, what every adapter allows. On the H200 (`browser-glu-q8`, `browser-glu-q8-qwen`,
-# decode chains in Chromium, docs/bench/h200-2026-12-02-s12/): r4u1w16 (512 invocations) 13.65 us for
-# Llama's 2 x 2048 -> 8192 and 9.66 for Qwen3's 2 x 1024 -> 3072, against r8u1w8's 16.40 and 11.37 and
-# the 1024-invocation r2u2w32 / r2u1w32's 13.81 / 13.87 and 10.80 / 10.07. The fused QKV applying RoPE
+def _h200_glu_q8(k: int, n: int, rows_copy: bool, group: int) -> str:
+    """The fused gate/up + SwiGLU quantizing its output (_glu_q8): whole groups of the output per workgroup.
+    Groups of 64 (`browser-glu-q8`, `browser-glu-q8-qwen`, decode chains in Chromium, docs/bench/
+    h200-2026-12-02-s12/): r4u1w16 (512 invocations) 13.65 us for Llama's 2 x 2048 -> 8192 and 9.66 for
+    Qwen3's 2 x 1024 -> 3072, against r8u1w8's 16.40 and 11.37 and the 1024-invocation r2u2w32 / r2u1w32's
+    13.81 / 13.87 and 10.80 / 10.07. Groups of 32 (a decode step's down input): one row per warp in 32
+    warps, the plain GLU's best shape (r1u1w8) in more warps."""
+    return "r1u1w32" if group == 32 else "r4u1w16"
+
+
+# The portable _glu_q8 pick: r8u1w8, 256 invocations, what every adapter allows. The fused QKV applying RoPE
 # (_qkv_rope): _rope_rows_for, one shape per head size.
 def _rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
     """The fused QKV applying RoPE: 64 rows in 256 invocations (8 rows per lane, 8 warps: what every
@@ -168,7 +175,7 @@ def _h200_rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
 
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
               matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
-              gemv_int8x_glu_q8=lambda k, n, rows_copy: "r4u1w16",
+              gemv_int8x_glu_q8=_h200_glu_q8,
               gemv_int8x_qkv_rope=_h200_rope_rows_for, flash_split=_h200_flash_split,
               prefill_attention=_h200_prefill_attention, decode_attention=_h200_decode_attention)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
@@ -176,7 +183,7 @@ PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per fam
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
                   gemv_int8x=lambda k, n, scales_vec4, glu, rows_copy: "r2u2w1",
                   # 64 rows in 256 invocations, what every adapter allows (8 rows per lane, 8 warps)
-                  gemv_int8x_glu_q8=lambda k, n, rows_copy: "r8u1w8",
+                  gemv_int8x_glu_q8=lambda k, n, rows_copy, group: "r8u1w8",
                   gemv_int8x_qkv_rope=_rope_rows_for,
                   flash_split=lambda group, words: ("u2h1", 32),
                   prefill_attention=_portable_prefill_attention, decode_attention=_portable_decode_attention)
