@@ -153,7 +153,7 @@ def _h200_glu_q8(k: int, n: int, rows_copy: bool, group: int) -> str:
     Qwen3's 2 x 1024 -> 3072, against r8u1w8's 16.40 and 11.37 and the 1024-invocation r2u2w32 / r2u1w32's
     13.81 / 13.87 and 10.80 / 10.07. Groups of 32 (a decode step's down input): one row per warp in 32
     warps, the plain GLU's best shape (r1u1w8) in more warps."""
-    return "r1u1w32" if group == 32 else "r4u1w16"
+    return "r2u1w16" if group == 32 else "r4u1w16"
 
 
 # The portable _glu_q8 pick: r8u1w8, 256 invocations, what every adapter allows. The fused QKV applying RoPE
@@ -170,7 +170,7 @@ def _h200_rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
     H200's _glu_q8 pick): half the rows per lane. In Chromium (docs/bench/h200-2026-12-02-s14/rope/, against
     submit/: the same build but these) a decode step's GPU pass 1,168 -> 1,158 us (Qwen3, its QKV 17.9 ->
     16.2 us profiled) and 782-787 -> 778-779 (Llama, 17.6 -> 16.7)."""
-    return "r4u1w16" if 64 % head_dim == 0 else "r8u1w16"
+    return "r2u1w32" if 64 % head_dim == 0 else "r4u1w32"
 
 
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580",
