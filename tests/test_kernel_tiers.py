@@ -18,7 +18,7 @@ from py_runtime.kernels import TIERS, kernel, kernel_names
 # weight has the row-major scale copy, which turns the vec4 "v" shapes off);
 # plus the portable defaults the route tables give adapters other than the H200 (f32 r2u2s4; int8
 # i8r4g32/64/128; int8x r2u2w1 for every kind). Each ships in both reductions, _sg and _wg.
-ROPE_SHAPES = ("r8u1w8", "r16u1w8", "r4u1w16", "r8u1w16", "r2u1w32", "r4u1w32")
+ROPE_SHAPES = ("r8u1w8", "r16u1w8", "r2u1w32", "r4u1w32")
 SHIPPED_SHAPES = {
     "q4gsw_gemv": ("w8u4", "r4s2m", "r2s2m", "r2u2s4", "i8r4g32", "i8r4g64", "i8r4g128", "i8r2s2g64"),
     "q4gsw_gemv_i8x": ("r4u1w2v", "r4u1w2", "r1u1w8", "r1u1w4k2", "r1u1w2k4", "r2u2w1"),
@@ -46,7 +46,7 @@ GEMV_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.w
 # (GEMM_SGMAT_SHAPE); FlashDecoding's subgroup split pass the 5
 # variants its tuning picks of 15; the subgroup prefill the 5 variants its tuning picks of 12; the one-pass
 # decode the 3 its tables pick of 7, each also with the i8x epilogue.
-COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (276, 106),
+COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (212, 106),
           "shaders/quant/q4gsw_gemm_dp4a.wgsl": (2, 16), "shaders/quant/q4gsw_gemm_sgmat.wgsl": (2, 18),
           "shaders/quant/q4gsw_gemm_sgmat_f16.wgsl": (1, 3),
           "shaders/attention/sdpa_flash_subgroup.wgsl": (6, 10),

@@ -518,12 +518,16 @@ async def _run_case(runtime: Runtime, case: LinearCase, seed: int, sink) -> dict
 
 
 def _same_sums_shape(fused, case: LinearCase) -> str:
-    """The plain QKV's variant summing as the fused QKV's decode variant does (same unroll, warps per row and
-    K split; rows per workgroup do not change a row's sums), so that the two compare bit for bit whichever
-    variant each route's tuning would pick on this adapter."""
+    """The plain QKV's variant summing as the fused QKV's decode variant does (same unroll and K split; rows
+    per lane and warps per workgroup do not change a row's sums), so that the two compare bit for bit
+    whichever variant each route's tuning would pick on this adapter."""
     chosen = next(call.kernel for call in fused.calls if call.phase == "decode").rsplit("_", 1)[1]
     kind = "int8x_qkv" + ("_sr" if case.scales_rows else "")
-    same = [shape for shape in gemv_shapes(kind) if re.sub(r"^r\d+", "", shape) == re.sub(r"^r\d+", "", chosen)]
+
+    def sums(shape: str) -> tuple[str, str]:     # r{R}u{U}w{warps}[k{KS}][v]: (U, KS)
+        match = re.fullmatch(r"r\d+u(\d+)w\d+(?:k(\d+))?v?", shape)
+        return match.group(1), match.group(2) or "1"
+    same = [shape for shape in gemv_shapes(kind) if sums(shape) == sums(chosen)]
     if not same:
         raise ValueError(f"{case.name}: no {kind} variant sums as the fused QKV's {chosen} does")
     return same[0]

@@ -151,8 +151,11 @@ def _h200_glu_q8(k: int, n: int, rows_copy: bool, group: int) -> str:
     Groups of 64 (`browser-glu-q8`, `browser-glu-q8-qwen`, decode chains in Chromium, docs/bench/
     h200-2026-12-02-s12/): r4u1w16 (512 invocations) 13.65 us for Llama's 2 x 2048 -> 8192 and 9.66 for
     Qwen3's 2 x 1024 -> 3072, against r8u1w8's 16.40 and 11.37 and the 1024-invocation r2u2w32 / r2u1w32's
-    13.81 / 13.87 and 10.80 / 10.07. Groups of 32 (a decode step's down input): one row per warp in 32
-    warps, the plain GLU's best shape (r1u1w8) in more warps."""
+    13.81 / 13.87 and 10.80 / 10.07. Groups of 32 (a decode step's down input; `browser-glu-q8-norm`,
+    docs/bench/h200-2026-12-02-s15/group32/, with the norm prologue as the model runs it): r2u1w16 (32 rows
+    in 512 invocations) 15.17 us (Llama) and 10.02 (Qwen3), against r4u1w16's 15.32 / 11.12, r4u1w8's
+    15.48 / 10.74 and r1u1w32's 17.29 / 10.62; in a model a decode step's GPU pass 778 -> 749-751 us
+    (Llama) and 1,157 -> 1,103-1,110 (Qwen3) with the RoPE QKV's 1024-invocation shapes."""
     return "r2u1w16" if group == 32 else "r4u1w16"
 
 
@@ -166,10 +169,12 @@ def _rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
 
 
 def _h200_rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
-    """The same whole heads per workgroup as _rope_rows_for in twice the warps (512 invocations, as the
-    H200's _glu_q8 pick): half the rows per lane. In Chromium (docs/bench/h200-2026-12-02-s14/rope/, against
-    submit/: the same build but these) a decode step's GPU pass 1,168 -> 1,158 us (Qwen3, its QKV 17.9 ->
-    16.2 us profiled) and 782-787 -> 778-779 (Llama, 17.6 -> 16.7)."""
+    """The same whole heads per workgroup as _rope_rows_for in four times the warps (1024 invocations): a
+    quarter of the rows per lane. In Chromium: 512 invocations (r4u1w16 / r8u1w16) took a decode step's GPU
+    pass 782-787 -> 778-779 us (Llama) and 1,168 -> 1,158 (Qwen3; docs/bench/h200-2026-12-02-s14/rope/);
+    1024, measured together with the _glu_q8 groups of 32 (docs/bench/h200-2026-12-02-s15/rope32/ against
+    group32/), the QKV's profiled time per layer 15.8-16.1 -> 15.4-15.5 us (Llama) and 16.4-16.5 -> 16.0
+    (Qwen3)."""
     return "r2u1w32" if 64 % head_dim == 0 else "r4u1w32"
 
 
