@@ -127,7 +127,8 @@ fn normalize_row(index: u32) {
     squares[lane] = acc;
   }
   workgroupBarrier();
-  for (var stride = NORM_LANES / 2u; stride > 0u; stride >>= 1u) {
+  let last = 1u;
+  for (var stride = NORM_LANES / 2u; stride >= last; stride >>= 1u) {
     for (var lane = index; lane < stride; lane += WG) {
       squares[lane] += squares[lane + stride];
     }

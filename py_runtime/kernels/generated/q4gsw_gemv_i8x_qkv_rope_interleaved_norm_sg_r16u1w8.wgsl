@@ -109,12 +109,54 @@ fn normalized(o: u32, scale: f32) -> array<vec4<f32>, 2> {
                              hidden[2u * o + 1u] * scale * norm_weight[2u * o + 1u]);
 }
 
+// normalize_row's subgroup path: invocation `index` < K / 8 quantizes octet `index` (x, w: its values
+// and weights); lanes 8 g .. are a group's octets, lanes 4 c .. a chunk's, the first of them storing.
+fn quantize_own(index: u32, scale: f32, x: array<vec4<f32>, 2>, w: array<vec4<f32>, 2>) {
+  let a = x[0] * scale * w[0];
+  let b = x[1] * scale * w[1];
+  var largest = max(0.0, octet_peak(a, b));
+  for (var mask = 1u; mask < params.group_size / 8u; mask <<= 1u) {
+    largest = max(largest, subgroupShuffleXor(largest, mask));
+  }
+  let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+  let qa = quantized(a, inverse);
+  let qb = quantized(b, inverse);
+  let even = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
+  let odd = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+  var total = qa.x + qa.y + qa.z + qa.w + qb.x + qb.y + qb.z + qb.w;
+  total += subgroupShuffleDown(total, 1u);
+  total += subgroupShuffleDown(total, 2u);      // lane 4 c: the chunk's four octets
+  let words = vec4<u32>(even, odd, subgroupShuffleDown(even, 1u), subgroupShuffleDown(odd, 1u));
+  let later = vec4<u32>(subgroupShuffleDown(even, 2u), subgroupShuffleDown(odd, 2u),
+                        subgroupShuffleDown(even, 3u), subgroupShuffleDown(odd, 3u));
+  let chunks = params.k / 32u;
+  if (index % 4u != 0u || index >= params.k / 8u) {
+    return;
+  }
+  // Octets 0, 1 of the chunk in plane 0 (values 0-15), octets 2, 3 in plane 1.
+  let c = index / 4u;
+  xq[c] = words;
+  xq[chunks + c] = later;
+  let nan = bitcast<f32>(0x7FC00000u | (index & 0u));     // built at run time: a constant NaN is an error
+  xstats[c] = vec2<f32>(select(largest / 127.0, nan, largest >= TOO_LARGE), 8.0 * f32(total));
+}
+
 // The prologue: the RMSNorm of `hidden` times norm_weight, quantized per group into xq and xstats.
 // Invocations stand in for rms_norm_int8x's NORM_LANES in turn (any WG), then take octets for the peaks
 // and whole chunks for the words (a chunk's two vec4s and its stats by one invocation: no write to
 // another's vec4). Called first, in uniform control flow; ends on a barrier.
-fn normalize_row(index: u32) {
+// With subgroups of 32 or more (lane = index % width, as the rows' sums already assume) and an octet
+// per invocation, the same values take fewer barriers: the tree's last five levels (strides 16 to 1)
+// are shuffles, each subgroup repeating them on the 32 sums left; each invocation keeps its octet of
+// the row and the norm's weights from the start, and a group's peak and a chunk's words and sum meet by
+// shuffles, not through octet_peaks and a barrier. Max and integer sums are exact in any order, so
+// the words and stats are rms_norm_int8x's bit for bit.
+fn normalize_row(index: u32, subgroup_lane: u32, width: u32) {
   let octets = params.k / 8u;
+  let fast = width >= 32u && octets <= WG;
+  let own = min(index, octets - 1u);
+  let own_x = array<vec4<f32>, 2>(hidden[2u * own], hidden[2u * own + 1u]);
+  let own_w = array<vec4<f32>, 2>(norm_weight[2u * own], norm_weight[2u * own + 1u]);
   for (var lane = index; lane < NORM_LANES; lane += WG) {
     var acc = 0.0;
     for (var o = lane; o < octets; o += NORM_LANES) {
@@ -125,11 +167,22 @@ fn normalize_row(index: u32) {
     squares[lane] = acc;
   }
   workgroupBarrier();
-  for (var stride = NORM_LANES / 2u; stride > 0u; stride >>= 1u) {
+  let last = select(1u, 32u, fast);       // the tree's levels in workgroup memory stop at this stride
+  for (var stride = NORM_LANES / 2u; stride >= last; stride >>= 1u) {
     for (var lane = index; lane < stride; lane += WG) {
       squares[lane] += squares[lane + stride];
     }
     workgroupBarrier();
+  }
+  if (fast) {
+    var total = squares[subgroup_lane % 32u];
+    for (var stride = 16u; stride > 0u; stride >>= 1u) {
+      total += subgroupShuffleDown(total, stride);    // lanes below the stride: the tree's sums
+    }
+    let scale = inverseSqrt(subgroupShuffle(total, 0u) / f32(params.k) + params.eps);
+    quantize_own(index, scale, own_x, own_w);
+    workgroupBarrier();
+    return;
   }
   let scale = inverseSqrt(squares[0] / f32(params.k) + params.eps);
   for (var o = index; o < octets; o += WG) {
@@ -220,7 +273,7 @@ fn rope_rows(block: u32, index: u32) {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32) {
-  normalize_row(index);
+  normalize_row(index, lane, subgroup_size);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
