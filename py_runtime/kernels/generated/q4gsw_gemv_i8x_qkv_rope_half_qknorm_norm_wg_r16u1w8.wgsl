@@ -187,6 +187,18 @@ fn elements(j: u32) -> vec2<u32> {
 // invocation i < ROWS / 4 takes quarter j of the block's head i / (head_dim / 4), as one invocation of
 // rope_kv_cache_write.wgsl does for token 0 (held bit-equal by a test). A position at or past the
 // cache or the table writes nothing. Called in uniform control flow.
+// A head's partial sum of squares at tree slot `slot`: its quarters slot % 32, + 32, ...
+fn head_square_slot(slot: u32, dim: u32, quarter: u32) -> f32 {
+  let at = slot / NORM_TREE * dim;
+  var acc = 0.0;
+  for (var j = slot % NORM_TREE; j < quarter; j += NORM_TREE) {
+    let e = elements(j);
+    let x = vec4<f32>(rows_out[at + e.x], rows_out[at + e.x + 1u], rows_out[at + e.y], rows_out[at + e.y + 1u]);
+    acc += dot(x, x);
+  }
+  return acc;
+}
+
 fn rope_rows(block: u32, index: u32) {
   workgroupBarrier();                         // every row of the block is in rows_out
   let dim = 2u * params.half;
@@ -194,17 +206,11 @@ fn rope_rows(block: u32, index: u32) {
   // Each head's sum of squares (V heads' too, unused), as rope_kv_cache_write_norm's workgroup makes it.
   let lanes = NORM_TREE * (ROWS / dim);
   for (var slot = index; slot < lanes; slot += WG) {
-    let at = slot / NORM_TREE * dim;
-    var acc = 0.0;
-    for (var j = slot % NORM_TREE; j < quarter; j += NORM_TREE) {
-      let e = elements(j);
-      let x = vec4<f32>(rows_out[at + e.x], rows_out[at + e.x + 1u], rows_out[at + e.y], rows_out[at + e.y + 1u]);
-      acc += dot(x, x);
-    }
-    head_squares[slot] = acc;
+    head_squares[slot] = head_square_slot(slot, dim, quarter);
   }
   workgroupBarrier();
-  for (var stride = NORM_TREE / 2u; stride > 0u; stride >>= 1u) {
+  let steps = NORM_TREE / 2u;
+  for (var stride = steps; stride > 0u; stride >>= 1u) {
     for (var slot = index; slot < lanes; slot += WG) {
       if (slot % NORM_TREE < stride) {
         head_squares[slot] += head_squares[slot + stride];

@@ -98,24 +98,43 @@ fn elements(j: u32) -> vec2<u32> {
 // invocation i < ROWS / 4 takes quarter j of the block's head i / (head_dim / 4), as one invocation of
 // rope_kv_cache_write.wgsl does for token 0 (held bit-equal by a test). A position at or past the
 // cache or the table writes nothing. Called in uniform control flow.
-fn rope_rows(block: u32, index: u32) {
+// A head's partial sum of squares at tree slot `slot`: its quarters slot % 32, + 32, ...
+fn head_square_slot(slot: u32, dim: u32, quarter: u32) -> f32 {
+  let at = slot / NORM_TREE * dim;
+  var acc = 0.0;
+  for (var j = slot % NORM_TREE; j < quarter; j += NORM_TREE) {
+    let e = elements(j);
+    let x = vec4<f32>(rows_out[at + e.x], rows_out[at + e.x + 1u], rows_out[at + e.y], rows_out[at + e.y + 1u]);
+    acc += dot(x, x);
+  }
+  return acc;
+}
+
+fn rope_rows(block: u32, index: u32, width: u32) {
   workgroupBarrier();                         // every row of the block is in rows_out
   let dim = 2u * params.half;
   let quarter = params.half / 2u;
   // Each head's sum of squares (V heads' too, unused), as rope_kv_cache_write_norm's workgroup makes it.
   let lanes = NORM_TREE * (ROWS / dim);
-  for (var slot = index; slot < lanes; slot += WG) {
-    let at = slot / NORM_TREE * dim;
-    var acc = 0.0;
-    for (var j = slot % NORM_TREE; j < quarter; j += NORM_TREE) {
-      let e = elements(j);
-      let x = vec4<f32>(rows_out[at + e.x], rows_out[at + e.x + 1u], rows_out[at + e.y], rows_out[at + e.y + 1u]);
-      acc += dot(x, x);
+  // With subgroups of 32 or more and a slot per invocation, a head's 32 slots are one subgroup's
+  // lanes (lane = index % width) and the tree is shuffles (the same sums in the same order).
+  let fast = width >= 32u && lanes <= WG;
+  if (fast) {
+    var acc = head_square_slot(min(index, lanes - 1u), dim, quarter);
+    for (var stride = NORM_TREE / 2u; stride > 0u; stride >>= 1u) {
+      acc += subgroupShuffleDown(acc, stride);
     }
-    head_squares[slot] = acc;
+    if (index < lanes) {
+      head_squares[index] = acc;
+    }
+  } else {
+    for (var slot = index; slot < lanes; slot += WG) {
+      head_squares[slot] = head_square_slot(slot, dim, quarter);
+    }
   }
   workgroupBarrier();
-  for (var stride = NORM_TREE / 2u; stride > 0u; stride >>= 1u) {
+  let steps = select(NORM_TREE / 2u, 0u, fast);
+  for (var stride = steps; stride > 0u; stride >>= 1u) {
     for (var slot = index; slot < lanes; slot += WG) {
       if (slot % NORM_TREE < stride) {
         head_squares[slot] += head_squares[slot + stride];
@@ -267,5 +286,5 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       store(first_row + 7u, total7);
     }
   }
-  rope_rows(block, index);
+  rope_rows(block, index, subgroup_size);
 }

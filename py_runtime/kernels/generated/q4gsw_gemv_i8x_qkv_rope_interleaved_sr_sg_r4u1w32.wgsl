@@ -90,7 +90,7 @@ fn elements(j: u32) -> vec2<u32> {
 // invocation i < ROWS / 4 takes quarter j of the block's head i / (head_dim / 4), as one invocation of
 // rope_kv_cache_write.wgsl does for token 0 (held bit-equal by a test). A position at or past the
 // cache or the table writes nothing. Called in uniform control flow.
-fn rope_rows(block: u32, index: u32) {
+fn rope_rows(block: u32, index: u32, width: u32) {
   workgroupBarrier();                         // every row of the block is in rows_out
   let dim = 2u * params.half;
   let quarter = params.half / 2u;
@@ -194,5 +194,5 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       store(first_row + 3u, total3);
     }
   }
-  rope_rows(block, index);
+  rope_rows(block, index, subgroup_size);
 }
