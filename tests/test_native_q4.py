@@ -142,9 +142,9 @@ def test_the_fused_glu_quantizes_its_output_as_quantize_activations_bit_for_bit(
     """q4_linear_glu(int8_out=...): the fused gate/up + SwiGLU GEMV also writes its output as int8 for the
     down projection; the words and stats must be quantize_activations' of the plain fused GEMV's f32
     output, bit for bit, and its f32 output the plain GEMV's, for every variant of the kind (shipped and
-    sweep), with and without subgroups and the row-major scale copy: five groups of 64 in 64-row
-    workgroups, and three groups of 32 (the last workgroup half past N), each with a group of zeros
-    (scale 0)."""
+    sweep, whose workgroups hold whole groups), with and without subgroups and the row-major scale copy:
+    five groups of 64 in 64-row workgroups, and three groups of 32 (the last 64-row workgroup half past
+    N), each with a group of zeros (scale 0). A 32-row variant asked for groups of 64 does not quantize."""
     from dataclasses import replace
 
     import numpy as np
@@ -153,12 +153,20 @@ def test_the_fused_glu_quantizes_its_output_as_quantize_activations_bit_for_bit(
     from py_runtime.oneshot import run_op, tensor
     from py_runtime.ops.int8_activations import Int8Activations, quantize_activations
     from py_runtime.ops.q4 import Q4Weight, q4_quantize, q4_scales_rows
+    from py_runtime.kernels import kernel as kernel_of
     from py_runtime.ops.q4_linear import gemv_shapes, q4_linear_glu
     from py_runtime.ops.synth import fill_uniform
+    from py_runtime.routing import RouteUnavailable
     from py_runtime.runtime import Runtime
     from py_runtime.tensors import Tensor
 
     k, gs = 2048, 64
+
+    def rows_of(shape: str) -> int:
+        values = kernel_of(f"q4gsw_gemv_i8x_glu_q8_sg_{shape}").template_values
+        return values["R"] * values["RG"]
+    shapes = [shape for shape in gemv_shapes("int8x_glu_q8") if rows_of(shape) % out_group_size == 0]
+    refused = [shape for shape in gemv_shapes("int8x_glu_q8") if shape not in shapes]
 
     async def main():
         runtime = await Runtime.create("native")
@@ -181,7 +189,19 @@ def test_the_fused_glu_quantizes_its_output_as_quantize_activations_bit_for_bit(
         for rows_copy in (False, True):
             w = weight if rows_copy else Q4Weight(packed, scales, k, 2 * n, gs)
             for name, device in (("sg", adapter), ("wg", without)):
-                for shape in gemv_shapes("int8x_glu_q8"):
+                for shape in refused:
+                    out = await tensor(runtime, "fused", (1, n))
+                    q8 = await Int8Activations.allocate(runtime, out, out_group_size)
+                    # (refused: no route, or the plain GLU where the pin is one of its shapes too)
+                    why = f"workgroups hold {rows_of(shape)} rows, not whole groups of 64"
+                    try:
+                        op = q4_linear_glu(act=act, weight=w, out=out, adapter=device, gemv_shape=shape, int8_out=q8)
+                        assert op.calls[0].route == "q4_gemv_int8x_glu" and why in op.explain(), op.explain()
+                    except RouteUnavailable as error:
+                        assert why in str(error), error
+                    for t in (out, *q8.tensors):
+                        runtime.tensors.release(t.name)
+                for shape in shapes:
                     fused_out, plain_out = await tensor(runtime, "fused", (1, n)), await tensor(runtime, "plain", (1, n))
                     fused = await Int8Activations.allocate(runtime, fused_out, out_group_size)
                     plain = await Int8Activations.allocate(runtime, plain_out, out_group_size)
@@ -200,7 +220,7 @@ def test_the_fused_glu_quantizes_its_output_as_quantize_activations_bit_for_bit(
         return results
 
     results = asyncio.run(main())
-    assert len(results) == 2 * 2 * len(gemv_shapes("int8x_glu_q8"))
+    assert len(results) == 2 * 2 * len(shapes) and (shapes and refused if out_group_size == 64 else not refused)
     for kernel, (fused_out, plain_out, fused_words, plain_words, fused_stats, plain_stats) in results.items():
         assert fused_out == plain_out, f"{kernel}: the f32 output differs from the plain GLU's"
         assert fused_words == plain_words, f"{kernel}: int8 words differ from quantize_activations'"
