@@ -344,6 +344,11 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         if case.scales_rows:
             setup.append(q4_scales_rows(weight))
         setup.append(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
+        norm_weight, norm = None, None
+        if case.norm:           # x is then the residual row the GEMV's prologue normalizes
+            norm_weight = await tensors.allocate("bench.norm_weight", (case.k,))
+            setup.append(fill_uniform(target=norm_weight, value_range=NORM_RANGE, seed=seed, stream=2000 + index))
+            norm = NormPrologue(x=x, weight=norm_weight, eps=NORM_EPS)
         int8 = case.int8
         if case.int8x or case.dp4a:
             int8 = await Int8Activations.allocate(runtime, x, case.group_size, rows=case.rows if case.dp4a else 1)
@@ -352,12 +357,6 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         # (in the groups a decode step's down reads: 32-row workgroups then hold whole groups)
         out_q8 = await Int8Activations.allocate(runtime, out, DOWN_DECODE_GROUP) if case.glu_q8 else None
         partials = await tensors.allocate("bench.partials", (split_k_room(),)) if case.split_k else None
-        norm_weight = await tensors.allocate("bench.norm_weight", (case.k,)) if case.norm else None
-        norm = None
-        if norm_weight is not None:     # x is then the residual row the prologue normalizes
-            await _run_once(runtime, "bench.setup", [fill_uniform(target=norm_weight, value_range=NORM_RANGE, seed=seed,
-                                                                  stream=2000 + index)])
-            norm = NormPrologue(x=x, weight=norm_weight, eps=NORM_EPS)
         owned = (x, out, *(int8.tensors if case.int8x or case.dp4a else ()), *(out_q8.tensors if out_q8 else ()),
                  *((partials,) if partials else ()), *((norm_weight,) if norm_weight else ()))
         try:
@@ -390,7 +389,7 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
                "stream_gbps_same_bytes": stream_same, "ratio_same_bytes": gbps / stream_same,
                "ratio_big_stream": gbps / stream_big}
         if case.rows == 1 and chain_bytes > 0:
-            row.update(await _chain_row(runtime, case, weight, x, out, (int8, out_q8, None, norm), count, trials,
+            row.update(await _chain_row(runtime, case, weight, x, out, (int8, out_q8, partials, norm), count, trials,
                                         sink_tensor, pool, moved.bytes_moved, stream_big))
         if case.dp4a:
             row["quantize_ns"] = await _measure_op(runtime, quantize_activations(int8, tokens=case.rows), repeats, trials)

@@ -95,6 +95,23 @@ fn peak_of(v: f32) -> f32 {
   return select(TOO_LARGE, abs(v), abs(v) < TOO_LARGE);
 }
 
+// The multiplier to int8 for a group whose peak is `largest` (0 for a zero or non-finite group).
+fn inverse_of(largest: f32) -> f32 {
+  return select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+}
+
+// An octet's two words in int8_activations.wgsl's order: its even values, then its odd ones.
+fn octet_words(qa: vec4<i32>, qb: vec4<i32>) -> vec2<u32> {
+  return vec2<u32>(pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z)), pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w)));
+}
+
+// A group's stored scale: NaN where its peak is non-finite (its outputs are NaN, not wrong), built at
+// run time (a constant NaN is an error).
+fn group_scale(largest: f32) -> f32 {
+  let nan = bitcast<f32>(0x7FC00000u | (bitcast<u32>(largest) & 0u));
+  return select(largest / 127.0, nan, largest >= TOO_LARGE);
+}
+
 fn octet_peak(a: vec4<f32>, b: vec4<f32>) -> f32 {
   return max(max(max(peak_of(a.x), peak_of(a.y)), max(peak_of(a.z), peak_of(a.w))),
              max(max(peak_of(b.x), peak_of(b.y)), max(peak_of(b.z), peak_of(b.w))));
@@ -143,23 +160,20 @@ fn normalize_row(index: u32) {
     for (var i = 0u; i < per_group; i++) {
       largest = max(largest, octet_peaks[first + i]);
     }
-    let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
-    var words: array<u32, 8>;
+    let inverse = inverse_of(largest);
+    var words: array<vec2<u32>, 4>;
     var total = vec4<i32>(0);
     for (var j = 0u; j < 4u; j++) {
       let y = normalized(4u * c + j, scale);
       let qa = quantized(y[0], inverse);
       let qb = quantized(y[1], inverse);
-      words[2u * j] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-      words[2u * j + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+      words[j] = octet_words(qa, qb);
       total += qa + qb;
     }
     // Octets 0, 1 of the chunk in plane 0 (values 0-15), octets 2, 3 in plane 1.
-    xq[c] = vec4<u32>(words[0], words[1], words[2], words[3]);
-    xq[chunks + c] = vec4<u32>(words[4], words[5], words[6], words[7]);
-    let nan = bitcast<f32>(0x7FC00000u | (index & 0u));     // built at run time: a constant NaN is an error
-    let group_scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
-    xstats[c] = vec2<f32>(group_scale, 8.0 * f32(total.x + total.y + total.z + total.w));
+    xq[c] = vec4<u32>(words[0], words[1]);
+    xq[chunks + c] = vec4<u32>(words[2], words[3]);
+    xstats[c] = vec2<f32>(group_scale(largest), 8.0 * f32(total.x + total.y + total.z + total.w));
   }
   workgroupBarrier();
 }
@@ -179,7 +193,7 @@ fn quantize_rows(block: u32, index: u32) {
   for (var i = 0u; i < params.out_group_size; i++) {
     largest = max(largest, peak_of(rows_out[first + i]));
   }
-  let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+  let inverse = inverse_of(largest);
   let a = vec4<f32>(rows_out[8u * o], rows_out[8u * o + 1u], rows_out[8u * o + 2u], rows_out[8u * o + 3u]);
   let b = vec4<f32>(rows_out[8u * o + 4u], rows_out[8u * o + 5u], rows_out[8u * o + 6u], rows_out[8u * o + 7u]);
   let qa = quantized(a, inverse);
@@ -191,8 +205,9 @@ fn quantize_rows(block: u32, index: u32) {
   let chunk = at / 4u;
   let j = at % 4u;
   let word = select(0u, params.n / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
-  act_words[word] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-  act_words[word + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+  let pair = octet_words(qa, qb);
+  act_words[word] = pair.x;
+  act_words[word + 1u] = pair.y;
   if (j == 0u) {
     var total = qa + qb;
     for (var p = 1u; p < 4u; p++) {
@@ -200,9 +215,7 @@ fn quantize_rows(block: u32, index: u32) {
       total += quantized(vec4<f32>(rows_out[base], rows_out[base + 1u], rows_out[base + 2u], rows_out[base + 3u]), inverse)
              + quantized(vec4<f32>(rows_out[base + 4u], rows_out[base + 5u], rows_out[base + 6u], rows_out[base + 7u]), inverse);
     }
-    let nan = bitcast<f32>(0x7FC00000u | (index & 0u));     // built at run time: a constant NaN is an error
-    let scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
-    act_stats[chunk] = vec2<f32>(scale, 8.0 * f32(total.x + total.y + total.z + total.w));
+    act_stats[chunk] = vec2<f32>(group_scale(largest), 8.0 * f32(total.x + total.y + total.z + total.w));
   }
 }
 

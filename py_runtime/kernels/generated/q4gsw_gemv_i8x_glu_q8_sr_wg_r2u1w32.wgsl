@@ -85,6 +85,23 @@ fn peak_of(v: f32) -> f32 {
   return select(TOO_LARGE, abs(v), abs(v) < TOO_LARGE);
 }
 
+// The multiplier to int8 for a group whose peak is `largest` (0 for a zero or non-finite group).
+fn inverse_of(largest: f32) -> f32 {
+  return select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+}
+
+// An octet's two words in int8_activations.wgsl's order: its even values, then its odd ones.
+fn octet_words(qa: vec4<i32>, qb: vec4<i32>) -> vec2<u32> {
+  return vec2<u32>(pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z)), pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w)));
+}
+
+// A group's stored scale: NaN where its peak is non-finite (its outputs are NaN, not wrong), built at
+// run time (a constant NaN is an error).
+fn group_scale(largest: f32) -> f32 {
+  let nan = bitcast<f32>(0x7FC00000u | (bitcast<u32>(largest) & 0u));
+  return select(largest / 127.0, nan, largest >= TOO_LARGE);
+}
+
 // The workgroup's rows (rows_out, block `block` of ROWS) to int8: invocation o < OCTETS takes octet o,
 // octet block OCTETS + o of the output row, with int8_activations.wgsl's arithmetic (held bit-equal by
 // a test). Each reads its whole group for the peak, and an octet starting a chunk quantizes the
@@ -100,7 +117,7 @@ fn quantize_rows(block: u32, index: u32) {
   for (var i = 0u; i < params.out_group_size; i++) {
     largest = max(largest, peak_of(rows_out[first + i]));
   }
-  let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+  let inverse = inverse_of(largest);
   let a = vec4<f32>(rows_out[8u * o], rows_out[8u * o + 1u], rows_out[8u * o + 2u], rows_out[8u * o + 3u]);
   let b = vec4<f32>(rows_out[8u * o + 4u], rows_out[8u * o + 5u], rows_out[8u * o + 6u], rows_out[8u * o + 7u]);
   let qa = quantized(a, inverse);
@@ -112,8 +129,9 @@ fn quantize_rows(block: u32, index: u32) {
   let chunk = at / 4u;
   let j = at % 4u;
   let word = select(0u, params.n / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
-  act_words[word] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-  act_words[word + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+  let pair = octet_words(qa, qb);
+  act_words[word] = pair.x;
+  act_words[word + 1u] = pair.y;
   if (j == 0u) {
     var total = qa + qb;
     for (var p = 1u; p < 4u; p++) {
@@ -121,9 +139,7 @@ fn quantize_rows(block: u32, index: u32) {
       total += quantized(vec4<f32>(rows_out[base], rows_out[base + 1u], rows_out[base + 2u], rows_out[base + 3u]), inverse)
              + quantized(vec4<f32>(rows_out[base + 4u], rows_out[base + 5u], rows_out[base + 6u], rows_out[base + 7u]), inverse);
     }
-    let nan = bitcast<f32>(0x7FC00000u | (index & 0u));     // built at run time: a constant NaN is an error
-    let scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
-    act_stats[chunk] = vec2<f32>(scale, 8.0 * f32(total.x + total.y + total.z + total.w));
+    act_stats[chunk] = vec2<f32>(group_scale(largest), 8.0 * f32(total.x + total.y + total.z + total.w));
   }
 }
 

@@ -101,6 +101,23 @@ fn peak_of(v: f32) -> f32 {
   return select(TOO_LARGE, abs(v), abs(v) < TOO_LARGE);
 }
 
+// The multiplier to int8 for a group whose peak is `largest` (0 for a zero or non-finite group).
+fn inverse_of(largest: f32) -> f32 {
+  return select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+}
+
+// An octet's two words in int8_activations.wgsl's order: its even values, then its odd ones.
+fn octet_words(qa: vec4<i32>, qb: vec4<i32>) -> vec2<u32> {
+  return vec2<u32>(pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z)), pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w)));
+}
+
+// A group's stored scale: NaN where its peak is non-finite (its outputs are NaN, not wrong), built at
+// run time (a constant NaN is an error).
+fn group_scale(largest: f32) -> f32 {
+  let nan = bitcast<f32>(0x7FC00000u | (bitcast<u32>(largest) & 0u));
+  return select(largest / 127.0, nan, largest >= TOO_LARGE);
+}
+
 fn octet_peak(a: vec4<f32>, b: vec4<f32>) -> f32 {
   return max(max(max(peak_of(a.x), peak_of(a.y)), max(peak_of(a.z), peak_of(a.w))),
              max(max(peak_of(b.x), peak_of(b.y)), max(peak_of(b.z), peak_of(b.w))));
@@ -121,11 +138,12 @@ fn quantize_own(index: u32, scale: f32, x: array<vec4<f32>, 2>, w: array<vec4<f3
   for (var mask = 1u; mask < params.group_size / 8u; mask <<= 1u) {
     largest = max(largest, subgroupShuffleXor(largest, mask));
   }
-  let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+  let inverse = inverse_of(largest);
   let qa = quantized(a, inverse);
   let qb = quantized(b, inverse);
-  let even = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-  let odd = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+  let pair = octet_words(qa, qb);
+  let even = pair.x;
+  let odd = pair.y;
   var total = qa.x + qa.y + qa.z + qa.w + qb.x + qb.y + qb.z + qb.w;
   total += subgroupShuffleDown(total, 1u);
   total += subgroupShuffleDown(total, 2u);      // lane 4 c: the chunk's four octets
@@ -140,8 +158,7 @@ fn quantize_own(index: u32, scale: f32, x: array<vec4<f32>, 2>, w: array<vec4<f3
   let c = index / 4u;
   xq[c] = words;
   xq[chunks + c] = later;
-  let nan = bitcast<f32>(0x7FC00000u | (index & 0u));     // built at run time: a constant NaN is an error
-  xstats[c] = vec2<f32>(select(largest / 127.0, nan, largest >= TOO_LARGE), 8.0 * f32(total));
+  xstats[c] = vec2<f32>(group_scale(largest), 8.0 * f32(total));
 }
 
 // The prologue: the RMSNorm of `hidden` times norm_weight, quantized per group into xq and xstats.
@@ -201,23 +218,20 @@ fn normalize_row(index: u32, subgroup_lane: u32, width: u32) {
     for (var i = 0u; i < per_group; i++) {
       largest = max(largest, octet_peaks[first + i]);
     }
-    let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
-    var words: array<u32, 8>;
+    let inverse = inverse_of(largest);
+    var words: array<vec2<u32>, 4>;
     var total = vec4<i32>(0);
     for (var j = 0u; j < 4u; j++) {
       let y = normalized(4u * c + j, scale);
       let qa = quantized(y[0], inverse);
       let qb = quantized(y[1], inverse);
-      words[2u * j] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-      words[2u * j + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+      words[j] = octet_words(qa, qb);
       total += qa + qb;
     }
     // Octets 0, 1 of the chunk in plane 0 (values 0-15), octets 2, 3 in plane 1.
-    xq[c] = vec4<u32>(words[0], words[1], words[2], words[3]);
-    xq[chunks + c] = vec4<u32>(words[4], words[5], words[6], words[7]);
-    let nan = bitcast<f32>(0x7FC00000u | (index & 0u));     // built at run time: a constant NaN is an error
-    let group_scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
-    xstats[c] = vec2<f32>(group_scale, 8.0 * f32(total.x + total.y + total.z + total.w));
+    xq[c] = vec4<u32>(words[0], words[1]);
+    xq[chunks + c] = vec4<u32>(words[2], words[3]);
+    xstats[c] = vec2<f32>(group_scale(largest), 8.0 * f32(total.x + total.y + total.z + total.w));
   }
   workgroupBarrier();
 }
