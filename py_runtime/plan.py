@@ -317,11 +317,18 @@ class Plan:
         """How many dispatches run at the current sizes (idle alternatives excluded)."""
         return sum(1 for sizing in self._sizings if runs_at(sizing.workgroups))
 
-    async def replay(self, *, profile: bool | str = False, wait: bool = True) -> Execution:
-        """One step. wait=False returns once the work is submitted (host cost only); profiling waits."""
+    async def replay(self, *, profile: bool | str = False, wait: bool = True, repeat: int = 1) -> Execution:
+        """One step. wait=False returns once the work is submitted (host cost only); profiling waits.
+        repeat=N (unwaited, unprofiled): the step N times over in one submit, for a plan whose
+        repeated steps read what the previous one left on the GPU (a decode with its position there)."""
         step = self._step
         if step is None:
             raise PlanError(f"plan {self.label!r} is not recorded; call record() after the last add()")
+        if repeat != 1:
+            if not isinstance(repeat, int) or repeat < 1:
+                raise PlanError(f"repeat must be a positive int, not {repeat!r}")
+            if wait or profile:
+                raise PlanError("a repeated step is submitted unwaited and unprofiled (wait=False, profile=False)")
         if wait or profile:
             return await self._replay_waited(profile)
         # The per-token path: one device call; nothing here allocates beyond the Execution.
@@ -329,7 +336,10 @@ class Plan:
         lo, hi = arena.take_range()
         started = time.perf_counter_ns()
         try:
-            step(lo, hi)
+            if repeat == 1:
+                step(lo, hi)
+            else:
+                step(lo, hi, repeat)
         except BaseException:
             arena.mark_dirty(lo, hi)        # the upload may not have happened: the next step retries it
             raise

@@ -165,6 +165,12 @@ for s in $steps; do
                        step "$s-$m-$a-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --attention "$a" --timeout 140
                      done; done; done ;;
+    # decode steps per submit (one command buffer for several tokens) against one a submit, int8x, per model;
+    # CONTEXT=4096 measures the steps ending there
+    browser-model-submit) for r in ${ROUNDS:-1}; do for m in ${MODELS:-llama qwen3}; do for k in ${SUBMITS:-1 4 16}; do
+                       step "$s-$m-$k-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --per-submit "$k" --context "${CONTEXT:-0}" --timeout 140
+                     done; done; done ;;
     native-model-int8x) for m in llama qwen3; do for p in 128 512; do
                        step "$s-$m-$p" 150 bench model --backend native --model "$m" --policy int8x --prompt "$p" --decode 128
                      done; done ;;

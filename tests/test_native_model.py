@@ -361,3 +361,38 @@ def test_decode_reads_each_batch_once_the_next_is_submitted_and_hears_every_id_i
         assert all(seen == ids[:done] for done, seen, _ in heard)
         # each batch but the last was heard after the next batch's steps were submitted
         assert all(steps == min(10, done + batch) for done, _, steps in heard[:-1]) and heard[-1][2] == 10
+
+
+def test_decode_submits_several_steps_at_once_within_a_context_band_and_keeps_the_same_tokens():
+    """decode(per_submit=N) repeats the recorded step N times in one submit where the steps share a context
+    band, fewer where a batch or a band ends (64 -> 128 here): the tokens are those of one step a submit,
+    and each submit's steps are what submit_steps allowed."""
+    async def main():
+        runtime = await Runtime.create("native")
+        decoder = await Decoder.create(runtime, TINY, seed=3, max_prompt=60, capacity=100, policy="int8x")
+        assert decoder.position_on_gpu
+        prompt = [5, 9, 2] + [(7 * i) % TINY.vocab for i in range(55)]     # 58 tokens: steps cross 64
+        runs = {}
+        for per_submit in (1, 4, 7):
+            counts = []
+            step = decoder.step
+
+            async def counting_step(**options):
+                counts.append((decoder.position, options.get("count", 1)))
+                return await step(**options)
+            decoder.step = counting_step
+            await decoder.prefill(prompt)
+            run = await decoder.decode(12, batch=5, per_submit=per_submit)
+            del decoder.step
+            runs[per_submit] = (run.ids, counts)
+        with pytest.raises(ValueError, match="cannot go in one submit"):
+            await decoder.step(count=60)
+        decoder.release()
+        return runs
+
+    runs = asyncio.run(main())
+    assert runs[1][0] == runs[4][0] == runs[7][0] and len(runs[1][0]) == 12
+    assert [count for _, count in runs[1][1]] == [1] * 12
+    # positions 58..69: batches end after 5 and 10 steps, the band 64 ends at position 64 (ctx 64)
+    assert runs[4][1] == [(58, 4), (62, 1), (63, 1), (64, 4), (68, 2)]
+    assert runs[7][1] == [(58, 5), (63, 1), (64, 4), (68, 2)]

@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 
 from ..models.config import model_config
-from ..models.decoder import Decoder
+from ..models.decoder import SUBMIT_STEPS, Decoder
 from ..runtime import Runtime
 from .model_run import prompt_ids
 from .outcome import NOT_CHECKED, no_progress
@@ -64,7 +64,7 @@ def kernel_rows(execution, phase: str) -> list[dict]:
 async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int | None = None, prompt: int = 128,
                           decode: int = 64, policy: str = "f32", seed: int = 7, batch: int = 16,
                           profile: bool = True, context: int = 0, position: str = "auto", fuse_norm: bool = True,
-                          attention: str = "auto", progress=no_progress) -> dict:
+                          attention: str = "auto", per_submit: int = 0, progress=no_progress) -> dict:
     config = model_config(model, layers)
     if position not in POSITIONS:
         raise ValueError(f"position {position!r}: one of {list(POSITIONS)}")
@@ -109,9 +109,10 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
             ttft_runs.append(time.perf_counter() - began)
         prefill_s, ttft_s = sorted(prefill_runs)[PREFILL_TRIALS // 2], sorted(ttft_runs)[PREFILL_TRIALS // 2]
         prefill_dispatches = decoder.plan.active_dispatches
-        generated += (await decoder.decode(fill, batch=batch)).ids     # read back per batch as measured below
+        submits = per_submit or None
+        generated += (await decoder.decode(fill, batch=batch, per_submit=submits)).ids   # read back as measured below
         began = time.perf_counter()
-        run = await decoder.decode(decode, batch=batch)
+        run = await decoder.decode(decode, batch=batch, per_submit=submits)
         decode_s = time.perf_counter() - began
         generated += run.ids
         host_ns, decode_routes = run.host_ns, list(run.execution.routes) if run.execution else []
@@ -139,7 +140,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         "config": config.to_json(),
         "options": {"model": model, "layers": config.layers, "prompt": prompt, "decode": decode, "policy": policy,
                     "seed": seed, "batch": batch, "context": prompt + fill + decode, "position": position,
-                    "fuse_norm": fuse_norm, "attention": attention},
+                    "fuse_norm": fuse_norm, "attention": attention, "per_submit": per_submit or SUBMIT_STEPS},
         "position_on_gpu": position_on_gpu,
         "build_s": round(build_s, 3),
         "prefill_tok_s": prompt / prefill_s,

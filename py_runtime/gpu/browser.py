@@ -284,9 +284,9 @@ class BrowserDevice(Device):
         js_step = plan.raw.step     # a handle on the JS closure itself: no attribute lookup per step
         raise_problems, label = self._raise_problems, plan.label
 
-        def step(lo, hi):
+        def step(lo, hi, repeat=1):
             try:
-                problems = js_step(lo, hi)
+                problems = js_step(lo, hi, repeat)
             except JsException as error:        # e.g. a range writeBuffer refuses: loud, and named
                 raise GpuValidationError(f"replay({label})", str(error)) from None
             if problems:

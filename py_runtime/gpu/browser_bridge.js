@@ -81,8 +81,8 @@ function destroyTimestampSet(set) {
 
 // Encodes pairs [[pipeline, bindGroup], ...] with counts[3i..3i+2] into `encoder`: one pass, or one
 // pass per dispatch writing timestamps 2i and 2i+1 into `stamps` when given, or (span) the one pass
-// between timestamps 0 and 1.
-function encodeInto(encoder, pairs, counts, stamps, span = false, begin = 0, end = pairs.length) {
+// between timestamps 0 and 1. `repeat` > 1 (one pass, no stamps): the dispatches that many times over.
+function encodeInto(encoder, pairs, counts, stamps, span = false, begin = 0, end = pairs.length, repeat = 1) {
   if (stamps && !span) {
     for (let i = 0; i < pairs.length; i++) {
       const pass = encoder.beginComputePass({
@@ -103,12 +103,14 @@ function encodeInto(encoder, pairs, counts, stamps, span = false, begin = 0, end
     timestampWrites: { querySet: stamps.querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 },
   } : undefined);
   let pipeline = null, bindGroup = null;
-  for (let i = begin; i < end; i++) {
-    const x = counts[3 * i], y = counts[3 * i + 1], z = counts[3 * i + 2];
-    if (x * y * z === 0) continue;
-    if (pairs[i][0] !== pipeline) pass.setPipeline((pipeline = pairs[i][0]));
-    if (pairs[i][1] !== bindGroup) pass.setBindGroup(0, (bindGroup = pairs[i][1]));
-    pass.dispatchWorkgroups(x, y, z);
+  for (let r = 0; r < repeat; r++) {
+    for (let i = begin; i < end; i++) {
+      const x = counts[3 * i], y = counts[3 * i + 1], z = counts[3 * i + 2];
+      if (x * y * z === 0) continue;
+      if (pairs[i][0] !== pipeline) pass.setPipeline((pipeline = pairs[i][0]));
+      if (pairs[i][1] !== bindGroup) pass.setBindGroup(0, (bindGroup = pairs[i][1]));
+      pass.dispatchWorkgroups(x, y, z);
+    }
   }
   pass.end();
   if (span) {
@@ -363,19 +365,24 @@ return {
     };
     const queue = device.queue;
     // Upload params bytes [lo, hi) when hi > lo, encode every dispatch into one pass (a long step: a
-    // few, submitCuts), submit. No
+    // few, submitCuts), submit. `repeat` > 1 encodes the step that many times over in one pass and
+    // one command buffer (consecutive decode steps whose position lives on the GPU: one submit for
+    // several tokens); a step of several command buffers is not repeated. No
     // error scope (its pop is a round trip to the GPU process, longer than encoding 230 dispatches):
     // errors arrive as uncaptured errors. Returns state.problems; nonzero makes Python raise, and
     // a step that finds it nonzero does nothing (Python hands its upload range back to the arena).
-    plan.step = (lo, hi) => {
+    plan.step = (lo, hi, repeat = 1) => {
       if (state.problems) return state.problems;
+      if (repeat > 1 && plan.cuts.length > 2) {
+        throw new Error(`a step of ${plan.cuts.length - 1} command buffers is not repeated (asked ${repeat} times)`);
+      }
       const t0 = performance.now();
       if (hi > lo) uploadParams(device, state, lo, hi);
       const t1 = performance.now();
       for (let c = 0; c + 1 < plan.cuts.length; c++) {     // (one command buffer unless the step is long)
         const a = performance.now();
         const encoder = device.createCommandEncoder();
-        encodeInto(encoder, plan.pairs, plan.counts, null, false, plan.cuts[c], plan.cuts[c + 1]);
+        encodeInto(encoder, plan.pairs, plan.counts, null, false, plan.cuts[c], plan.cuts[c + 1], repeat);
         const b = performance.now();
         const commands = encoder.finish();
         const d = performance.now();
@@ -385,7 +392,7 @@ return {
         submitMs += performance.now() - d;
       }
       uploadMs += t1 - t0;
-      steps += 1;
+      steps += repeat;
       return state.problems;
     };
     return plan;

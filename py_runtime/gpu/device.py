@@ -220,11 +220,11 @@ class Device:
         steps and replays use the counts last given here (or at record)."""
         raise NotImplementedError
 
-    def stepper(self, plan: Handle) -> Callable[[int, int], None]:
-        """Our addition: the per-token path. Returns step(lo, hi), which uploads bytes [lo, hi) of
-        the params pages (end to end, as attach_params lays them) into the same bytes of their
-        buffers (nothing when hi <= lo), then encodes
-        every recorded dispatch into one pass and submits, without waiting. It raises for a lost
+    def stepper(self, plan: Handle) -> Callable[..., None]:
+        """Our addition: the per-token path. Returns step(lo, hi, repeat=1), which uploads bytes [lo, hi)
+        of the params pages (end to end, as attach_params lays them) into the same bytes of their
+        buffers (nothing when hi <= lo), then encodes every recorded dispatch into one pass, `repeat`
+        times over, and submits it as one command buffer, without waiting. It raises for a lost
         device or errors reported since the last check (the unscoped steps' errors surface there)."""
         raise NotImplementedError
 

@@ -255,14 +255,15 @@ class NativeDevice(Device):
     def stepper(self, plan):
         recorded, what, stats = plan.raw, f"replay({plan.label})", self._stats
 
-        def step(lo, hi):
-            self._step(recorded, what, lo, hi, stats)
+        def step(lo, hi, repeat=1):
+            self._step(recorded, what, lo, hi, stats, repeat)
 
         return step
 
-    def _step(self, recorded, what, lo, hi, stats):
-        """Upload [lo, hi) of the params shadow, encode the plan's program into one pass, finish,
-        submit; adds ns per phase to `stats` when given. Encoder-level calls go through wgpu-py's
+    def _step(self, recorded, what, lo, hi, stats, repeat=1):
+        """Upload [lo, hi) of the params shadow, encode the plan's program into one pass (`repeat` times
+        over), finish, submit; adds ns per phase to `stats` when given. (The program's first entry sets
+        its pipeline and bind group, so a repeat starts from the right state.) Encoder-level calls go through wgpu-py's
         error-capturing wrappers (validation errors raise here, named); the per-dispatch calls are
         raw: wgpu-core defers their errors to the pass end or the finish, both checked."""
         if self._lost:
@@ -282,12 +283,13 @@ class NativeDevice(Device):
             try:
                 compute_pass = checked.wgpuCommandEncoderBeginComputePass(encoder, null)
                 try:
-                    for pipeline, bind_group, x, y, z in recorded.program:
-                        if pipeline is not None:
-                            set_pipeline(compute_pass, pipeline)
-                        if bind_group is not None:
-                            set_bind_group(compute_pass, 0, bind_group, 0, null)
-                        dispatch(compute_pass, x, y, z)
+                    for _ in range(repeat):
+                        for pipeline, bind_group, x, y, z in recorded.program:
+                            if pipeline is not None:
+                                set_pipeline(compute_pass, pipeline)
+                            if bind_group is not None:
+                                set_bind_group(compute_pass, 0, bind_group, 0, null)
+                            dispatch(compute_pass, x, y, z)
                     checked.wgpuComputePassEncoderEnd(compute_pass)
                 finally:
                     raw.wgpuComputePassEncoderRelease(compute_pass)
@@ -311,7 +313,7 @@ class NativeDevice(Device):
             stats[1] += encoded - uploaded
             stats[2] += finished - encoded
             stats[3] += submitted - finished
-            stats[4] += 1
+            stats[4] += repeat
 
     async def replay(self, plan, *, timestamps=False, upload=(0, 0)):
         recorded, what = plan.raw, f"replay({plan.label})"

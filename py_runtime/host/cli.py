@@ -367,7 +367,7 @@ def _bench(args) -> int:
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
                           "decode", "policy", "batch", "profile", "context", "position", "peer", "flavour",
-                          "peer_device", "seed", "checked", "fuse_norm", "attention"))
+                          "peer_device", "seed", "checked", "fuse_norm", "attention", "per_submit"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -549,6 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--decode", type=int, help="model: greedy decode steps (default 64)")
     bench.add_argument("--policy", choices=_choices(benches, "policy"), help="model: activation policy (default f32)")
     bench.add_argument("--batch", type=int, help="model: decode steps between readbacks of the ids (default 16)")
+    bench.add_argument("--per-submit", dest="per_submit", type=int,
+                       help="model: decode steps per submit, one command buffer (default: the decoder's)")
     bench.add_argument("--context", type=int, help="model: measure the decode steps ending at this position "
                                                    "(unmeasured steps fill the cache first; default: after the prompt)")
     bench.add_argument("--position", choices=_choices(benches, "position"),

@@ -90,6 +90,7 @@ __all__ = ["POLICIES", "ATTENTION", "Decoder", "DecodeRun", "ContextFull"]
 POLICIES = ("f32", "int8x", "f16")
 ATTENTION = ("auto", "flash", "materialized")    # the attention routes' choice: the guards', FlashDecoding at
                                                 # every decode context (the one pass off), or the materialized one
+SUBMIT_STEPS = 4            # decode steps per submit (decode(per_submit=)): the same step repeated in one command buffer
 DOWN_DECODE_GROUP = 32      # one 32-value chunk: the finest group the int8x GEMVs' per-chunk scales allow
 
 
@@ -431,20 +432,34 @@ class Decoder:
         self.position = s
         return execution
 
-    async def step(self, *, wait: bool = False, profile: bool | str = False) -> Execution:
-        """One decode step of the token at the current position (on the GPU, from ids[0])."""
+    async def step(self, *, wait: bool = False, profile: bool | str = False, count: int = 1) -> Execution:
+        """One decode step of the token at the current position (on the GPU, from ids[0]); count=N: N
+        steps in one submit (unwaited, unprofiled), which needs the position on the GPU and the N steps
+        in one context band (submit_steps says how many may go together)."""
         if self.position == 0:
             raise ValueError(f"{self.config.name}: no sequence; prefill a prompt first")
-        self._check_step(1)
+        if count < 1 or count > self.submit_steps(count):
+            raise ValueError(f"{self.config.name}: {count} step(s) at position {self.position} cannot go in one "
+                             f"submit (at most {self.submit_steps(count)} here)")
+        self._check_step(count)
         if not self.position_on_gpu:
             self.plan.resize(tokens=1, pos=self.position)
         else:       # the first step after a prefill, and a step into a new context band; others re-size nothing
             band = context_band(self.position + 1, self.capacity)
             if self.plan.live[TOKENS] != 1 or self.plan.live[CONTEXT] != band:
                 self.plan.resize(tokens=1, context=band)
-        execution = await self.plan.replay(wait=wait, profile=profile)
-        self.position += 1
+        execution = await self.plan.replay(wait=wait, profile=profile, repeat=count)
+        self.position += count
         return execution
+
+    def submit_steps(self, wanted: int) -> int:
+        """How many of `wanted` decode steps from the current position may go in one submit: the same
+        recorded step repeated reads its position from the GPU, so the steps must share a context band
+        (the sizes they run at) and fit the cache; with the position on the host, one."""
+        if not self.position_on_gpu or wanted <= 1:
+            return min(wanted, 1)
+        band = context_band(self.position + 1, self.capacity)
+        return max(1, min(wanted, band - self.position, self.capacity - self.position))
 
     async def tokens(self, start: int = 0, end: int | None = None) -> list[int]:
         """The sequence's tokens [start, end) from the GPU's history (default: all so far, the prompt, each
@@ -476,12 +491,16 @@ class Decoder:
         run = await self.decode(steps, batch=batch, on_batch=on_batch)
         return {"ids": first + run.ids, "prefill_s": prefill_s, "decode_s": time.perf_counter() - decode_started}
 
-    async def decode(self, steps: int, *, batch: int = 16, on_batch=None) -> "DecodeRun":
-        """`steps` decode steps of the current sequence, submitted back to back; the ids they choose
-        are read after every `batch` steps and after the last (the only host round trips), and
-        `on_batch(done, ids)` hears each read (the steps done, every id read so far). A batch's read is
-        awaited only once the next batch is submitted (the last one's at the end), so the GPU never
+    async def decode(self, steps: int, *, batch: int = 16, on_batch=None, per_submit: int | None = None) -> "DecodeRun":
+        """`steps` decode steps of the current sequence, submitted back to back, up to `per_submit` of
+        them in one submit (default SUBMIT_STEPS; fewer where a batch or a context band ends); the ids
+        they choose are read after every `batch` steps and after the last (the only host round trips),
+        and `on_batch(done, ids)` hears each read (the steps done, every id read so far). A batch's read
+        is awaited only once the next batch is submitted (the last one's at the end), so the GPU never
         idles through a read's round trip: on_batch hears a batch one batch late."""
+        per_submit = SUBMIT_STEPS if per_submit is None else per_submit
+        if per_submit < 1:
+            raise ValueError(f"per_submit {per_submit} must be >= 1")
         ids, host_ns, execution = [], 0, None
         reads = []                          # (a read in flight, the steps done when it started), oldest first
 
@@ -496,9 +515,12 @@ class Decoder:
         first = self.position + 1           # history index of the first step's token
         read_from = first
         try:
-            for done in range(1, steps + 1):
+            done = 0
+            while done < steps:
                 began = time.perf_counter_ns()
-                execution = await self.step()
+                count = self.submit_steps(min(per_submit, steps - done, batch - done % batch))
+                execution = await self.step(count=count)
+                done += count
                 host_ns += time.perf_counter_ns() - began
                 if done % batch == 0 or done == steps:
                     reads.append((asyncio.ensure_future(self.tokens(read_from, first + done)), done))

@@ -241,6 +241,8 @@ MODEL_BENCH = Workload(
              Option(name="seed", type="int", default=_MODEL_BENCH["seed"]),
              Option(name="batch", type="int", default=_MODEL_BENCH["batch"], minimum=1,
                     help="decode steps between readbacks of the generated ids"),
+             Option(name="per_submit", type="int", default=_MODEL_BENCH["per_submit"], minimum=0,
+                    help="decode steps per submit (0: the decoder's default)"),
              Option(name="profile", type="bool", default=_MODEL_BENCH["profile"],
                     help="one profiled prefill and decode step (each kernel's share)"),
              Option(name="context", type="int", default=_MODEL_BENCH["context"], minimum=0,

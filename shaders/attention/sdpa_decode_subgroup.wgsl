@@ -183,5 +183,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   }
   $if QUANT:
     workgroupBarrier();
-    quantize_head(h, index);
+    let o = min(index, params.head_dim / 8u - 1u);
+    quantize_head(h, index, head_out[2u * o], head_out[2u * o + 1u]);
 }

@@ -66,24 +66,22 @@ var<workgroup> head_out: array<vec4<f32>, ROW / 4u>;
 var<workgroup> partial: array<f32, WG>;                // (every invocation writes its entry)
 var<workgroup> chunk_sums: array<i32, WG + 3u>;
 
-// One attention head's output (head_out, vec4 of f32) quantized to int8 for the int8x o-proj: invocation
-// o < D / 8 takes octet o, whose place in the row is octet h D / 8 + o; int8_activations.wgsl's
-// quantize_octet for a row's one pass (held bit-equal by a test), groups of group_size within the head.
-// The includer declares head_out, `partial` (f32, >= D / 8) and chunk_sums (i32, >= D / 8 + 3) in
-// workgroup memory, act_words and act_stats, and params.head_dim, row and group_size. Called in uniform
-// control flow (it has barriers).
+// One attention head's output quantized to int8 for the int8x o-proj: invocation o < D / 8 passes octet o
+// (dims 8 o .. 8 o + 7 as a and b; the others pass anything), whose place in the row is octet h D / 8 + o;
+// int8_activations.wgsl's quantize_octet for a row's one pass (held bit-equal by a test), groups of
+// group_size within the head. The includer declares `partial` (f32, >= D / 8) and chunk_sums (i32,
+// >= D / 8 + 3) in workgroup memory, act_words and act_stats, and params.head_dim, row and group_size.
+// Called in uniform control flow (it has barriers).
 const TOO_LARGE: f32 = 1.0e38;
 
 fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
   return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
 }
 
-fn quantize_head(h: u32, tid: u32) {
+fn quantize_head(h: u32, tid: u32, a: vec4<f32>, b: vec4<f32>) {
   let octets = params.head_dim / 8u;
   let live = tid < octets;
   let o = min(tid, octets - 1u);
-  let a = head_out[2u * o];
-  let b = head_out[2u * o + 1u];
   // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
   let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
   let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
@@ -271,5 +269,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     head_out[index] = total / total_l;
   }
   workgroupBarrier();
-  quantize_head(h, index);
+  let o = min(index, params.head_dim / 8u - 1u);
+  quantize_head(h, index, head_out[2u * o], head_out[2u * o + 1u]);
 }

@@ -3,9 +3,10 @@
 // ctx - 1, G = Hq / Hkv query heads per KV head, head_dim D a multiple of 8 (rows load as vec4 of
 // pairs) up to 2 * MAXHALF, G <= MAXG and G * D <= MAXGD.
 // Reduce pass (both split passes): one workgroup per query head combines its splits' partials, whose
-// maxima are in base 2: M = max m_s, L = sum l_s 2^(m_s - M), out = sum o_s 2^(m_s - M) / L. Every
-// partial is loaded at once (RWG / (D / 4) invocations per output word, PER splits each: one memory
-// latency for up to 8 RWG / (D / 4) splits), then the sums meet in workgroup memory.
+// maxima are in base 2: M = max m_s, L = sum l_s 2^(m_s - M), out = sum o_s 2^(m_s - M) / L. RWG / (D / 4)
+// invocations share an output word, each taking every so many splits with its own running maximum
+// (PER partials loaded at once: one memory latency for up to PER RWG / (D / 4) splits); those meet
+// once in workgroup memory, at the workgroup's maximum (one barrier).
 const WG: u32 = 64u;
 const TILE: u32 = 32u;                // keys per tile: WG / 2
 const MAXG: u32 = 8u;
@@ -41,38 +42,9 @@ fn split_layout() -> vec3<u32> {
 @group(0) @binding(3) var<storage, read> offset: array<u32>;
 @group(0) @binding(4) var<uniform> params: Params;
 const RWG: u32 = 128u;                        // the reduce's invocations
-const MAXSPLITS: u32 = 256u;                  // ops/attention.py MAX_SPLITS: two per invocation
-const PER: u32 = 8u;                          // partial output words an invocation loads at once
-var<workgroup> partial: array<f32, RWG>;
-var<workgroup> sums: array<vec4<f32>, RWG>;
-
-// The workgroup's max or sum in two levels (FAN invocations fold FAN values each, then one folds
-// theirs): three barriers where a halving tree takes eight.
-const FAN: u32 = 16u;                         // RWG = FAN * FAN / 2
-var<workgroup> folded: array<f32, FAN>;
-
-fn combine(a: f32, b: f32, is_sum: bool) -> f32 {
-  return select(max(a, b), a + b, is_sum);
-}
-
-fn reduce_all(tid: u32, value: f32, is_sum: bool) -> f32 {
-  partial[tid] = value;
-  workgroupBarrier();
-  if (tid < FAN) {
-    var acc = partial[tid];
-    for (var i = tid + FAN; i < RWG; i += FAN) {
-      acc = combine(acc, partial[i], is_sum);
-    }
-    folded[tid] = acc;
-  }
-  workgroupBarrier();
-  var total = folded[0];
-  for (var i = 1u; i < FAN; i++) {
-    total = combine(total, folded[i], is_sum);
-  }
-  workgroupBarrier();                         // (partial is reused by the next call)
-  return total;
-}
+const PER: u32 = 8u;                          // splits an invocation loads at once
+var<workgroup> group_o: array<vec4<f32>, RWG>;    // [group, quad]: a group's sum at its own maximum
+var<workgroup> group_ml: array<vec2<f32>, RWG>;   // [group]: that maximum and the group's l
 
 @compute @workgroup_size(RWG)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -82,52 +54,62 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   let quads = params.head_dim / 4u;
   let groups = RWG / quads;                   // invocations per output word: this one adds up the
   let quad = tid % quads;                     // splits group, group + groups, ... of word `quad`
-  let group = min(tid / quads, groups - 1u);  // (past groups * quads: a duplicate, dropped at the end)
-  // Every load before any is used: the splits' (m, l), then this invocation's first PER partial words.
-  var ml: array<vec2<f32>, MAXSPLITS / RWG>;
-  for (var u = 0u; u < MAXSPLITS / RWG; u++) {
-    let s = tid + u * RWG;
-    ml[u] = select(vec2<f32>(NEG, 0.0), part_ml[h * splits + min(s, splits - 1u)], s < splits);
-  }
-  var words: array<vec4<f32>, PER>;
-  var maxima: array<f32, PER>;
-  for (var u = 0u; u < PER; u++) {
-    let s = min(group + u * groups, splits - 1u);
-    words[u] = part_o[(h * splits + s) * quads + quad];
-    maxima[u] = part_ml[h * splits + s].x;
-  }
+  let group = min(tid / quads, groups - 1u);  // (past groups * quads: a duplicate, never read)
+  // Its own maximum and sum as batches of PER splits arrive, every load of a batch before any is
+  // used (one memory latency a batch; one batch up to PER * groups splits).
   var m = NEG;
-  for (var u = 0u; u < MAXSPLITS / RWG; u++) {
-    m = max(m, ml[u].x);
-  }
-  m = reduce_all(tid, m, false);
   var l = 0.0;
-  for (var u = 0u; u < MAXSPLITS / RWG; u++) {
-    l += ml[u].y * exp2(ml[u].x - m);
-  }
-  l = reduce_all(tid, l, true);
   var acc = vec4<f32>(0.0);
   for (var base = 0u; base < splits; base += groups * PER) {
-    if (base > 0u) {                          // splits beyond the first PER per invocation
-      for (var u = 0u; u < PER; u++) {
-        let s = min(base + group + u * groups, splits - 1u);
-        words[u] = part_o[(h * splits + s) * quads + quad];
-        maxima[u] = part_ml[h * splits + s].x;
-      }
+    var words: array<vec4<f32>, PER>;
+    var ml: array<vec2<f32>, PER>;
+    for (var u = 0u; u < PER; u++) {
+      let s = min(base + group + u * groups, splits - 1u);
+      words[u] = part_o[(h * splits + s) * quads + quad];
+      ml[u] = part_ml[h * splits + s];
     }
+    var top = m;
     for (var u = 0u; u < PER; u++) {
       if (base + group + u * groups < splits) {
-        acc += words[u] * exp2(maxima[u] - m);
+        top = max(top, ml[u].x);
       }
     }
-  }
-  sums[tid] = acc;
-  workgroupBarrier();
-  if (tid < quads) {
-    var total = vec4<f32>(0.0);
-    for (var g = 0u; g < groups; g++) {
-      total += sums[g * quads + tid];
+    let rescale = exp2(m - top);
+    acc *= rescale;
+    l *= rescale;
+    for (var u = 0u; u < PER; u++) {
+      if (base + group + u * groups < splits) {
+        let weight = exp2(ml[u].x - top);
+        acc += words[u] * weight;
+        l += ml[u].y * weight;
+      }
     }
-    out[h * quads + tid] = total / l;
+    m = top;
+  }
+  // The groups meet once, at the workgroup's maximum: invocation o < D / 8 takes dims 8 o .. 8 o + 7.
+  group_o[tid] = acc;
+  if (quad == 0u && tid < groups * quads) {
+    group_ml[group] = vec2<f32>(m, l);
+  }
+  workgroupBarrier();
+  let live = tid < params.head_dim / 8u;
+  var lo = vec4<f32>(0.0);
+  var hi = vec4<f32>(0.0);
+  if (live) {
+    var top = NEG;
+    for (var g = 0u; g < groups; g++) {
+      top = max(top, group_ml[g].x);
+    }
+    var total_l = 0.0;
+    for (var g = 0u; g < groups; g++) {
+      let weight = exp2(group_ml[g].x - top);
+      total_l += group_ml[g].y * weight;
+      lo += group_o[g * quads + 2u * tid] * weight;
+      hi += group_o[g * quads + 2u * tid + 1u] * weight;
+    }
+    lo /= total_l;
+    hi /= total_l;
+    out[h * quads + 2u * tid] = lo;
+    out[h * quads + 2u * tid + 1u] = hi;
   }
 }
