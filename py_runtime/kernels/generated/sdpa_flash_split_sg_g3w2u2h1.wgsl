@@ -9,7 +9,7 @@
 // partial dot products meet in two subgroup shuffles; each slot keeps its own online softmax in base 2
 // (the queries carry scale * log2(e)) over its keys, U = 2 keys per step${", the next step's words
 // loading while this step's are used" if PF else ""}. After the loop the slots rescale to the
-// workgroup's maximum, sum by shuffles within a subgroup, then across subgroups in workgroup memory;
+// workgroup's maximum, sum by shuffles within a subgroup, then subgroup by subgroup in workgroup memory;
 // the partial (m, l) and unnormalized output o go to scratch [q head, split] for sdpa_flash_reduce, as
 // the workgroup-memory split pass writes them.
 enable subgroups;
@@ -46,12 +46,10 @@ struct Params {
 @group(0) @binding(5) var<storage, read> offset: array<u32>;
 @group(0) @binding(6) var<uniform> params: Params;
 
-const SLICES: u32 = 4u;                  // subgroups whose sums land at once (WG / 32 at subgroups of 32)
-
 var<workgroup> tickets: atomic<u32>;                       // WGSL has no subgroup index: subgroups take one
 var<workgroup> subgroup_max: array<Heads, MAX_SUBGROUPS * HS>;   // [subgroup, head set]
-var<workgroup> slice_o: array<f32, SLICES * G * ROW>;      // [slice, head, dim]: subgroups' sums
-var<workgroup> slice_l: array<f32, SLICES * G>;
+var<workgroup> total_o: array<f32, G * ROW>;               // [head, dim]
+var<workgroup> total_l: array<f32, G>;
 
 // (ctx, keys per split, splits) at this step, as sdpa_flash_decode.wgsl's split_layout (the reduce
 // pass derives the same): the position may live on the GPU, in offset[0].
@@ -117,11 +115,11 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
   if (index == 0u) {
     atomicStore(&tickets, 0u);
   }
-  for (var i = index; i < SLICES * G * ROW; i += WG) {
-    slice_o[i] = 0.0;
+  for (var i = index; i < G * ROW; i += WG) {
+    total_o[i] = 0.0;
   }
-  if (index < SLICES * G) {
-    slice_l[index] = 0.0;
+  if (index < G) {
+    total_l[index] = 0.0;
   }
   workgroupBarrier();
   var ticket = 0u;
@@ -229,49 +227,37 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       acc[j] += subgroupShuffleXor(acc[j], mask);
     }
   }
-  // Into workgroup memory by the first slot of each head set: subgroup `order` adds into slice
-  // order % SLICES, SLICES subgroups at once; then the slices' sum is written out.
-  for (var round = 0u; round * SLICES < subgroups; round++) {
-    if (order / SLICES == round && slot_here < HS) {
-      let slice = order % SLICES;
+  // Subgroup by subgroup into workgroup memory, by the first slot of each head set.
+  for (var r = 0u; r < subgroups; r++) {
+    if (order == r && slot_here < HS) {
       for (var c = 0u; c < GH; c++) {
         let g = head_set * GH + c;
         for (var i = 0u; i < W; i++) {
           let word = part + LANES * i;
           if (word < words) {
             for (var e = 0u; e < 4u; e++) {
-              let at = (slice * G + g) * ROW + 8u * word + e;
-              slice_o[at] += acc[(c * W + i) * 2u][e];
-              slice_o[at + 4u] += acc[(c * W + i) * 2u + 1u][e];
+              total_o[g * ROW + 8u * word + e] += acc[(c * W + i) * 2u][e];
+              total_o[g * ROW + 8u * word + 4u + e] += acc[(c * W + i) * 2u + 1u][e];
             }
           }
         }
         if (part == 0u) {
-          slice_l[slice * G + g] += head(l, c);
+          total_l[g] += head(l, c);
         }
       }
     }
     workgroupBarrier();
   }
-  let used = min(SLICES, subgroups);
   let dim = params.head_dim;
   for (var i = index; i < G * dim; i += WG) {
     let g = i / dim;
-    var total = 0.0;
-    for (var slice = 0u; slice < used; slice++) {
-      total += slice_o[(slice * G + g) * ROW + i % dim];
-    }
-    part_o[((kv * G + g) * splits + split) * dim + i % dim] = total;
+    part_o[((kv * G + g) * splits + split) * dim + i % dim] = total_o[g * ROW + i % dim];
   }
   // each head set's maxima and sums, from the part-0 lane of its first slot (slot == head set)
   if (slot < HS && part == 0u) {
     for (var c = 0u; c < GH; c++) {
       let g = head_set * GH + c;
-      var total_l = 0.0;
-      for (var slice = 0u; slice < used; slice++) {
-        total_l += slice_l[slice * G + g];
-      }
-      part_ml[(kv * G + g) * splits + split] = vec2<f32>(head(top, c), total_l);
+      part_ml[(kv * G + g) * splits + split] = vec2<f32>(head(top, c), total_l[g]);
     }
   }
 }
