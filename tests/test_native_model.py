@@ -341,7 +341,7 @@ def test_decode_reads_each_batch_once_the_next_is_submitted_and_hears_every_id_i
             step = decoder.step
 
             async def counting_step(**options):
-                submitted.append(None)
+                submitted.extend([None] * options.get("count", 1))
                 return await step(**options)
             decoder.step = counting_step
             await decoder.prefill([5, 9, 2])
