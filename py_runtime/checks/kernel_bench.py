@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ..gpu.device import GpuOutOfMemory
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.norm import rms_norm
-from ..ops.probe import arith_probe, PROBE_KINDS
+from ..ops.probe import arith_probe, PROBE_KINDS, probe_unavailable
 from ..ops.q4 import Q4Weight, q4_quantize, q4_scales_rows, q4_weight_bytes, stream_read
 from ..ops.q4_linear import (NormPrologue, gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_int8_max_k,
                              gemv_shapes, split_k_room, q4_linear, q4_linear_glu, q4_linear_qkv)
@@ -424,6 +424,8 @@ async def _probes(runtime: Runtime, sink_tensor, repeats: int, trials: int) -> d
     (enough to fill any GPU), then the iterations, until a dispatch takes _PROBE_MIN_NS."""
     probes = {}
     for kind in PROBE_KINDS:
+        if probe_unavailable(kind, runtime.device.adapter):
+            continue
         workgroups, iters = 64, 16
         while True:
             op = arith_probe(kind=kind, sink=sink_tensor, workgroups=workgroups, iters=iters)

@@ -118,8 +118,9 @@ def _prefill_arithmetic(report: dict) -> str:
     for r in report["rows"]:
         if r["rows"] <= 1 or "skipped" in r:
             continue
-        # (the subgroup-matrix GEMM's tensor cores have no probe here: its DP4A arithmetic is the yardstick)
-        kind = "dp4a" if r["route"] in ("q4_gemm_dp4a", "q4_gemm_sgmat_i8") else "fma"    # (f16 too: fma)
+        # the subgroup-matrix GEMMs against the tensor cores' probe where it ran, else DP4A's or fma's
+        kind = {"q4_gemm_dp4a": "dp4a", "q4_gemm_sgmat_i8": "sgmat_i8", "q4_gemm_sgmat_f16": "sgmat_f16"}.get(r["route"], "fma")
+        kind = kind if kind in probes else ("dp4a" if kind == "sgmat_i8" else "fma")
         tops = r["flops"] / r["ns"] / 1e3
         quantize = r.get("quantize_ns")
         rows.append([r["case"], r["kernel"], r["rows"], f"{r['ns'] / 1e3:.1f}", f"{tops:.3g}",

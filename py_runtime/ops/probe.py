@@ -1,22 +1,35 @@
 """Arithmetic probes: the compute ceilings the prefill benchmarks measure their GEMMs against, in the
-same run (shaders/bench/arith_probe.wgsl): chains of dot4I8Packed (the DP4A GEMM's instruction) or of
-f32 fma (the f32 GEMMs'), with no memory traffic."""
+same run (shaders/bench/arith_probe.wgsl): chains of dot4I8Packed (the DP4A GEMM's instruction), of
+f32 fma (the f32 GEMMs'), or of subgroup-matrix products (the tensor cores as the subgroup-matrix GEMMs
+reach them, where the device has them), with no memory traffic."""
 
 from __future__ import annotations
 
 from ..dispatch import Op, OpCall, Sizing, single
 from ..tensors import Tensor
+from .q4_linear import subgroup_matrix_unavailable
 
-__all__ = ["arith_probe", "PROBE_KINDS"]
+__all__ = ["arith_probe", "PROBE_KINDS", "probe_unavailable"]
 
-# Operations counted per step of a chain: a dot4I8Packed is 4 products and 4 sums, an fma 2 flops.
-PROBE_KINDS = {"dp4a": 8, "fma": 2}
-_STEPS = 8 * 4          # chains x unrolled steps per loop iteration, per invocation (arith_probe.wgsl)
+# Operations counted per step of a chain: a dot4I8Packed is 4 products and 4 sums, an fma 2 flops, a
+# subgroup-matrix product 2 M N K (16 x 16 x 32 for i8, 16 x 16 x 16 for f16).
+PROBE_KINDS = {"dp4a": 8, "fma": 2, "sgmat_i8": 2 * 16 * 16 * 32, "sgmat_f16": 2 * 16 * 16 * 16}
+# Per loop iteration (arith_probe.wgsl): (chains x unrolled steps, run by each invocation or by each
+# subgroup of 32 for the matrix kinds).
+_STEPS = {"dp4a": 8 * 4, "fma": 8 * 4, "sgmat_i8": 4 * 4, "sgmat_f16": 4 * 4}
+_LANES = {"dp4a": 1, "fma": 1, "sgmat_i8": 32, "sgmat_f16": 32}
+
+
+def probe_unavailable(kind: str, adapter) -> str | None:
+    """Why this device cannot run probe `kind` (the matrix kinds need what the subgroup-matrix GEMMs do), or None."""
+    if kind.startswith("sgmat_"):
+        return subgroup_matrix_unavailable(adapter, kind.removeprefix("sgmat_"))
+    return None
 
 
 def arith_probe(*, kind: str, sink: Tensor, workgroups: int, iters: int, seed: int = 1) -> Op:
-    """`workgroups` x 256 invocations, each `iters` x 32 steps of `kind` ("dp4a" or "fma"); the sizing's
-    flops count the probe's operations (8 per dot4I8Packed, 2 per fma)."""
+    """`workgroups` x the kernel's invocations, each (each subgroup of 32, for the matrix kinds) `iters` x
+    its steps of `kind`; the sizing's flops count the probe's operations (PROBE_KINDS per step)."""
     if kind not in PROBE_KINDS:
         raise ValueError(f"arith_probe: unknown kind {kind!r}; kinds: {sorted(PROBE_KINDS)}")
     if not 1 <= workgroups <= 65535 or iters < 1 or sink.dtype != "u32" or sink.numel < workgroups:
@@ -24,7 +37,7 @@ def arith_probe(*, kind: str, sink: Tensor, workgroups: int, iters: int, seed: i
                          f"of one word per workgroup ({sink!r})")
 
     def sizing(spec, live):
-        ops = workgroups * spec.invocations * iters * _STEPS * PROBE_KINDS[kind]
+        ops = workgroups * spec.invocations // _LANES[kind] * iters * _STEPS[kind] * PROBE_KINDS[kind]
         return Sizing(workgroups=(workgroups, 1, 1), params=spec.pack_params(iters=iters, seed=seed), flops=ops)
 
     return single(OpCall(label=f"arith_probe({kind})", kernel=f"arith_probe_{kind}", route="arith_probe",

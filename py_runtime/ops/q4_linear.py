@@ -569,17 +569,27 @@ def _subgroup_matrix_ready(adapter: AdapterReport, probe: str) -> str | None:
     return None
 
 
+def subgroup_matrix_unavailable(adapter: AdapterReport, component: str) -> str | None:
+    """Why the device cannot run this project's `component` ("i8" or "f16") subgroup-matrix kernels (the
+    config, shader-f16 for f16, the spelling's probe, 32-wide subgroups), or None where it can."""
+    if component == "i8":
+        if SGMAT_I8_CONFIG not in adapter.subgroup_matrix_configs():
+            return ("the device has no int8 subgroup-matrix config (i8 x i8 -> i32, 16x16x32; the feature "
+                    f"'chromium-experimental-subgroup-matrix' needs --enable-unsafe-webgpu): "
+                    f"{adapter.subgroup_matrix_configs() or 'none listed'}")
+    elif "shader-f16" not in adapter.device_features or SGMAT_F16_CONFIG not in adapter.subgroup_matrix_configs():
+        return ("the device has no f16 subgroup-matrix config (f16 x f16 -> f32, 16x16x16: shader-f16 and the "
+                "subgroup-matrix feature; Chromium on NVIDIA needs --enable-dawn-features=vulkan_enable_f16_on_nvidia): "
+                f"{adapter.subgroup_matrix_configs() or 'none listed'}")
+    return _subgroup_matrix_ready(adapter, f"subgroup_matrix_{component}")
+
+
 def _sgmat_guard(req: _Linear) -> str | None:
     if why := _every_row_guard(req):
         return why
     if req.gemm_shape is not None and req.gemm_shape not in gemm_sgmat_shapes():
         return f"the pinned tile {req.gemm_shape!r} is a DP4A one"
-    adapter = req.adapter
-    if SGMAT_I8_CONFIG not in adapter.subgroup_matrix_configs():
-        return ("the device has no int8 subgroup-matrix config (i8 x i8 -> i32, 16x16x32; the feature "
-                f"'chromium-experimental-subgroup-matrix' needs --enable-unsafe-webgpu): "
-                f"{adapter.subgroup_matrix_configs() or 'none listed'}")
-    if why := _subgroup_matrix_ready(adapter, "subgroup_matrix_i8"):
+    if why := subgroup_matrix_unavailable(req.adapter, "i8"):
         return why
     return _sgmat_fits(req, req.gemm_shape or GEMM_SGMAT_SHAPE)
 
@@ -589,12 +599,7 @@ def _sgmat_f16_guard(req: _Linear) -> str | None:
         return "f16 rounding not asked for (half=True)"
     if req.prequantized:
         return "int8 activations given: the int8 routes take them"
-    adapter = req.adapter
-    if "shader-f16" not in adapter.device_features or SGMAT_F16_CONFIG not in adapter.subgroup_matrix_configs():
-        return ("the device has no f16 subgroup-matrix config (f16 x f16 -> f32, 16x16x16: shader-f16 and the "
-                "subgroup-matrix feature; Chromium on NVIDIA needs --enable-dawn-features=vulkan_enable_f16_on_nvidia): "
-                f"{adapter.subgroup_matrix_configs() or 'none listed'}")
-    if why := _subgroup_matrix_ready(adapter, "subgroup_matrix_f16"):
+    if why := subgroup_matrix_unavailable(req.adapter, "f16"):
         return why
     return _sgmat_fits(req, GEMM_SGMAT_F16_SHAPE, "q4gsw_gemm_sgmat_f16")
 
