@@ -68,7 +68,6 @@ ROUTES = (
     "sdpa_prefill_subgroup",    # one-pass online-softmax prefill attention on subgroups, any G, D 64 or 128
     "q4_gemm_split_k",      # a prefill GEMM's K splits added up (with its bias and residual), small grids
     "sdpa_decode_subgroup",  # attention of one live token in one pass on subgroups (short contexts), any G
-    "direct_gemm",          # GEMM ceiling on pre-expanded int8 / f16 operands, subgroup matrices straight from memory
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup", "sdpa_prefill_subgroup",
