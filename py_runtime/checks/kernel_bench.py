@@ -19,14 +19,13 @@ Two measurements per decode (M = 1) case:
 from __future__ import annotations
 
 import statistics
-import struct
 import time
 from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.norm import rms_norm
-from ..ops.probe import arith_probe, direct_gemm, DIRECT_KINDS, PROBE_KINDS, probe_unavailable
+from ..ops.probe import arith_probe, PROBE_KINDS, probe_unavailable
 from ..ops.q4 import Q4Weight, q4_quantize, q4_scales_rows, q4_weight_bytes, stream_read
 from ..ops.q4_linear import (NormPrologue, gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_int8_max_k,
                              gemv_shapes, split_k_room, q4_linear, q4_linear_glu, q4_linear_qkv)
@@ -333,7 +332,7 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
     scales_pool = await tensors.allocate("bench.scales", (scales_count,))
     rows_pool = await tensors.allocate("bench.scales_rows", (scales_count,)) if any(c.scales_rows for c in cases) \
         else None
-    rows, directs = [], {}
+    rows = []
     for index, (case, count) in enumerate(zip(cases, copies)):
         progress("kernel bench cases", index, len(cases))
         weight_bytes = case.weight_bytes
@@ -394,12 +393,6 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
                                         sink_tensor, pool, moved.bytes_moved, stream_big))
         if case.dp4a:
             row["quantize_ns"] = await _measure_op(runtime, quantize_activations(int8, tokens=case.rows), repeats, trials)
-        if case.rows > 1:
-            shape = (case.rows, case.n, case.k)
-            if shape not in directs:
-                directs[shape] = await _direct_gemms(runtime, *shape, repeats, trials)
-            if directs[shape]:
-                row["direct"] = directs[shape]
         rows.append(row)
         for tensor in owned:
             tensors.release(tensor.name)
@@ -420,53 +413,6 @@ async def _measure_op(runtime: Runtime, op, repeats: int, trials: int) -> int:
     ns = await _measure(plan, trials)
     plan.release()
     return ns
-
-
-async def _direct_gemms(runtime: Runtime, m: int, n: int, k: int, repeats: int, trials: int) -> dict:
-    """The case's product on pre-expanded operands straight from memory, per subgroup-matrix kind the device
-    has (direct_gemm): {kind: {"ns", "tops"}} ({"wrong": why} where its check failed), empty where none or
-    where the shape misses its tiles. The operands are zeros but for the check's corner (their values do not
-    change a matrix product's time)."""
-    kinds = [kind for kind in DIRECT_KINDS if not probe_unavailable(f"sgmat_{kind}", runtime.device.adapter)]
-    if not kinds or m % 64 or n % 64:
-        return {}
-    widest = max(DIRECT_KINDS[kind][0] for kind in kinds)
-    tensors = runtime.tensors
-    x = await tensors.allocate("bench.direct_x", (m * k * widest // 4,), "u32")
-    w = await tensors.allocate("bench.direct_w", (n * k * widest // 4,), "u32")
-    out = await tensors.allocate("bench.direct_out", (m * n,))
-    found = {}
-    try:
-        for kind in kinds:
-            if why := await _direct_gemm_wrong(runtime, kind, x, w, out):
-                found[kind] = {"wrong": why}
-                continue
-            ns = await _measure_op(runtime, direct_gemm(kind=kind, x=x, w=w, out=out, m=m, n=n, k=k), repeats, trials)
-            found[kind] = {"ns": ns, "tops": 2 * m * n * k / ns / 1e3}
-    finally:
-        for tensor in (x, w, out):
-            tensors.release(tensor.name)
-    return found
-
-
-async def _direct_gemm_wrong(runtime: Runtime, kind: str, x, w, out) -> str | None:
-    """Whether direct_gemm multiplies right on this device, before it is timed: a 64 x 64 x 64 product of
-    small integers (exact in int8 and f16 alike) against Python's, or what was wrong."""
-    size = DIRECT_KINDS[kind][0]
-    xs = [[(3 * m + kk) % 7 - 3 for kk in range(64)] for m in range(64)]
-    ws = [[(5 * n + 2 * kk) % 5 - 2 for kk in range(64)] for n in range(64)]
-    for tensor, values in ((x, xs), (w, ws)):
-        flat = [v for row in values for v in row]
-        data = struct.pack(f"<{len(flat)}{'b' if size == 1 else 'e'}", *flat)
-        runtime.device.write_buffer(tensor.buffer, data + bytes(-len(data) % 4))
-    await _run_once(runtime, "bench.direct_check", [direct_gemm(kind=kind, x=x, w=w, out=out, m=64, n=64, k=64)])
-    got = struct.unpack(f"<{64 * 64}{'i' if kind == 'i8' else 'f'}", await runtime.device.read_buffer(out.buffer, 64 * 64 * 4))
-    for m in range(64):
-        for n in range(64):
-            want = sum(a * b for a, b in zip(xs[m], ws[n]))
-            if got[m * 64 + n] != want:
-                return f"out[{m}][{n}] = {got[m * 64 + n]}, not {want}"
-    return None
 
 
 _PROBE_MIN_NS = 500_000         # a probe grows until one dispatch takes this long (or reaches its largest size)

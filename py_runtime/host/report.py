@@ -126,16 +126,11 @@ def _prefill_arithmetic(report: dict) -> str:
         rows.append([r["case"], r["kernel"], r["rows"], f"{r['ns'] / 1e3:.1f}", f"{tops:.3g}",
                      f"{100 * tops / probes[kind]['tops']:.0f}% of {kind}",
                      f"{quantize / 1e3:.1f}" if quantize is not None else "",
-                     f"{r['flops'] / (r['ns'] + quantize) / 1e3:.3g}" if quantize is not None else "",
-                     " / ".join(f"{kind} {d['tops']:.3g}" if "tops" in d else f"{kind} WRONG ({d['wrong']})"
-                               for kind, d in r.get("direct", {}).items())])
+                     f"{r['flops'] / (r['ns'] + quantize) / 1e3:.3g}" if quantize is not None else ""])
     return "\n".join([
         "\nprefill arithmetic (2 M N K ops per GEMM; probes: chains of one instruction, no memory traffic, "
         "measured in this run): " + ", ".join(f"{kind} {p['tops']:.3g} T ops/s" for kind, p in probes.items()),
-        "(direct: the same product on operands pre-expanded to int8 or f16, loaded by the subgroup matrices "
-        "straight from memory, where the device has them)",
-        _table(["case", "kernel", "M", "us", "T ops/s", "vs probe", "quantize us", "T ops/s with quantize",
-                "direct T ops/s"], rows)])
+        _table(["case", "kernel", "M", "us", "T ops/s", "vs probe", "quantize us", "T ops/s with quantize"], rows)])
 
 
 def format_kernel_bench(report: dict) -> str:

@@ -9,7 +9,7 @@ from ..dispatch import Op, OpCall, Sizing, single
 from ..tensors import Tensor
 from .q4_linear import subgroup_matrix_unavailable
 
-__all__ = ["arith_probe", "PROBE_KINDS", "probe_unavailable", "direct_gemm", "DIRECT_KINDS"]
+__all__ = ["arith_probe", "PROBE_KINDS", "probe_unavailable"]
 
 # Operations counted per step of a chain: a dot4I8Packed is 4 products and 4 sums, an fma 2 flops, a
 # subgroup-matrix product 2 M N K (16 x 16 x 32 for i8, 16 x 16 x 16 for f16).
@@ -42,32 +42,3 @@ def arith_probe(*, kind: str, sink: Tensor, workgroups: int, iters: int, seed: i
 
     return single(OpCall(label=f"arith_probe({kind})", kernel=f"arith_probe_{kind}", route="arith_probe",
                          tensors={"sink": sink}, sizing=sizing))
-
-
-# The direct GEMM's operand bytes per value and the K it multiplies per step (direct_gemm.wgsl).
-DIRECT_KINDS = {"i8": (1, 32), "f16": (2, 16)}
-_DIRECT_TILE = 64
-
-
-def direct_gemm(*, kind: str, x: Tensor, w: Tensor, out: Tensor, m: int, n: int, k: int) -> Op:
-    """The prefill GEMMs' ceiling on pre-expanded operands: out [m][n] = x [m][k] . w [n][k]^T on `kind`
-    ("i8" or "f16") subgroup matrices loaded straight from storage (shaders/bench/direct_gemm.wgsl); the
-    tensors hold the operands' bytes whatever their dtype (the op reads them as its kind)."""
-    if kind not in DIRECT_KINDS:
-        raise ValueError(f"direct_gemm: unknown kind {kind!r}; kinds: {sorted(DIRECT_KINDS)}")
-    size, step = DIRECT_KINDS[kind]
-    problems = [f"{name} {value} is not a multiple of {multiple}"
-                for name, value, multiple in (("M", m, _DIRECT_TILE), ("N", n, _DIRECT_TILE), ("K", k, step))
-                if value < multiple or value % multiple]
-    problems += [f"{t.name} holds {t.nbytes} bytes, not the {need} of {what}"
-                 for t, need, what in ((x, m * k * size, f"x [{m}][{k}]"), (w, n * k * size, f"w [{n}][{k}]"),
-                                       (out, m * n * 4, f"out [{m}][{n}]")) if t.nbytes < need]
-    if problems:
-        raise ValueError(f"direct_gemm({kind}): " + "; ".join(problems))
-
-    def sizing(spec, live):
-        return Sizing(workgroups=(n // _DIRECT_TILE, m // _DIRECT_TILE, 1), params=spec.pack_params(m=m, n=n, k=k),
-                      bytes_moved=(m + n) * k * size + m * n * 4, flops=2 * m * n * k)
-
-    return single(OpCall(label=f"direct_gemm({kind}, {m}x{n}x{k})", kernel=f"direct_gemm_{kind}", route="direct_gemm",
-                         tensors={"x": x, "w": w, "out": out}, sizing=sizing))
