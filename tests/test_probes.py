@@ -1,0 +1,32 @@
+"""The arithmetic probes without a GPU: their op counts and guards (their GPU runs are in `bench kernels
+--preset prefill`, where the matrix kinds run only on a device with subgroup matrices)."""
+
+from __future__ import annotations
+
+from py_runtime.kernels import kernel
+from py_runtime.ops.probe import arith_probe, probe_unavailable
+from py_runtime.tensors import Tensor
+
+from .test_routes import ADAPTERS
+
+
+def _flops(kind: str, workgroups: int, iters: int) -> int:
+    op = arith_probe(kind=kind, sink=Tensor("sink", (4096,), "u32", 0), workgroups=workgroups, iters=iters)
+    return op.call.sizing(kernel(op.call.kernel), {}).flops
+
+
+def test_the_matrix_probes_count_a_product_per_subgroup_of_32_and_the_others_per_invocation():
+    # 64 invocations: 2 subgroups, each 3 iterations of 4 steps of 4 chains, a 16 x 16 x K product each
+    assert _flops("sgmat_i8", 10, 3) == 10 * 2 * 3 * 16 * (2 * 16 * 16 * 32)
+    assert _flops("sgmat_f16", 10, 3) == 10 * 2 * 3 * 16 * (2 * 16 * 16 * 16)
+    # 256 invocations, each 3 iterations of 4 steps of 8 chains: 8 ops a dot4I8Packed, 2 an fma
+    assert _flops("dp4a", 10, 3) == 10 * 256 * 3 * 32 * 8
+    assert _flops("fma", 10, 3) == 10 * 256 * 3 * 32 * 2
+
+
+def test_the_matrix_probes_run_only_where_the_subgroup_matrix_gemms_could():
+    assert probe_unavailable("dp4a", ADAPTERS["swiftshader"]) is None
+    assert "int8 subgroup-matrix config" in probe_unavailable("sgmat_i8", ADAPTERS["swiftshader"])
+    assert probe_unavailable("sgmat_i8", ADAPTERS["h200-chromium-sgmat"]) is None
+    assert "shader-f16" in probe_unavailable("sgmat_f16", ADAPTERS["h200-chromium-sgmat"])
+    assert probe_unavailable("sgmat_f16", ADAPTERS["h200-chromium-f16"]) is None
