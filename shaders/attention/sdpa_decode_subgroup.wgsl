@@ -53,6 +53,8 @@ $if QUANT:
   var<workgroup> partial: array<f32, WG>;                // (every invocation writes its entry)
   var<workgroup> chunk_sums: array<i32, WG + 3u>;
 
+  $include int8_quant.wgsli
+
   $include int8_head_quant.wgsli
 
 $include f16_words.wgsli

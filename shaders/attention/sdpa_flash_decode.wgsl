@@ -222,6 +222,8 @@ $else:
     var<workgroup> partial: array<f32, RWG>;
     var<workgroup> chunk_sums: array<i32, RWG>;
 
+    $include int8_quant.wgsli
+
     $include int8_head_quant.wgsli
 
   const RWG: u32 = 128u;                        // the reduce's invocations

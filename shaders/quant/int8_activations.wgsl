@@ -22,7 +22,6 @@ $if NORM:
   // writes y (f32: prefill-style consumers and the checks read it) and quantizes it, in passes of WG
   // octets: the producer of the decode's activations emits them already quantized.
 const WG: u32 = 256u;
-const TOO_LARGE: f32 = 1.0e38;
 
 struct Params {
   k: u32,
@@ -42,19 +41,13 @@ $if NORM:
 var<workgroup> peaks: array<f32, WG>;
 var<workgroup> sums: array<i32, WG>;
 
-fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
-  return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
-}
+$include int8_quant.wgsli
 
 // Octet `at` (values 8 at .. 8 at + 7, = a, b) of the row whose first octet is `row_octets` of all rows,
 // held by invocation `lane` of a workgroup whose WG invocations hold consecutive octets; `live` is false
 // past the row. Called in uniform control flow.
 fn quantize_octet(lane: u32, at: u32, live: bool, row_octets: u32, a: vec4<f32>, b: vec4<f32>) {
-  // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
-  let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
-  let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
-                 max(max(abs(b.x), abs(b.y)), max(abs(b.z), abs(b.w))));
-  peaks[lane] = select(0.0, select(TOO_LARGE, peak, finite), live);
+  peaks[lane] = select(0.0, octet_peak(a, b), live);
   workgroupBarrier();
   let per_group = params.group_size / 8u;
   let first = lane - lane % per_group;
@@ -62,7 +55,7 @@ fn quantize_octet(lane: u32, at: u32, live: bool, row_octets: u32, a: vec4<f32>,
   for (var i = 0u; i < per_group; i++) {
     largest = max(largest, peaks[first + i]);
   }
-  let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+  let inverse = inverse_of(largest);
   let qa = quantized(a, inverse);
   let qb = quantized(b, inverse);
   // Octet j of chunk c: words 2j, 2j + 1 of the chunk's 8, in plane j / 2 (16 values per plane).
@@ -70,15 +63,15 @@ fn quantize_octet(lane: u32, at: u32, live: bool, row_octets: u32, a: vec4<f32>,
   let j = at % 4u;
   let word = 2u * row_octets + select(0u, params.k / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
   if (live) {
-    words[word] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-    words[word + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+    let pair = octet_words(qa, qb);
+    words[word] = pair.x;
+    words[word + 1u] = pair.y;
   }
   let total = qa + qb;
   sums[lane] = total.x + total.y + total.z + total.w;
   workgroupBarrier();
   if (live && j == 0u) {
-    let nan = bitcast<f32>(0x7FC00000u | (lane & 0u));     // built at run time: a constant NaN is an error
-    let scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
+    let scale = group_scale(largest);
     let chunk_sum = sums[lane] + sums[lane + 1u] + sums[lane + 2u] + sums[lane + 3u];
     stats[row_octets / 4u + chunk] = vec2<f32>(scale, 8.0 * f32(chunk_sum));
   }

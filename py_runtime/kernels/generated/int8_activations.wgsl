@@ -17,7 +17,6 @@
 // short (at most a few thousand values) and this is one dispatch on the decode's critical path, so it
 // is spread as wide as it goes rather than looped.
 const WG: u32 = 256u;
-const TOO_LARGE: f32 = 1.0e38;
 
 struct Params {
   k: u32,
@@ -31,19 +30,48 @@ struct Params {
 var<workgroup> peaks: array<f32, WG>;
 var<workgroup> sums: array<i32, WG>;
 
+// The int8 quantization every producer of int8 activations shares, bit for bit (int8_activations.wgsl,
+// the int8 GEMVs' own quantization, the fused GEMVs' norm prologue and q8 epilogue, the attention head's):
+// per group, scale = peak / 127 and q = round_half_even(x * (127 / peak)) clamped to +-127. A group holding
+// a NaN, an infinity or a magnitude >= TOO_LARGE gets a NaN scale: its outputs are NaN, not wrong.
+const TOO_LARGE: f32 = 1.0e38;
+
+// A value's part in its group's peak: abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
+fn peak_of(v: f32) -> f32 {
+  return select(TOO_LARGE, abs(v), abs(v) < TOO_LARGE);
+}
+
+// An octet's (values a, then b) part in its group's peak.
+fn octet_peak(a: vec4<f32>, b: vec4<f32>) -> f32 {
+  return max(max(max(peak_of(a.x), peak_of(a.y)), max(peak_of(a.z), peak_of(a.w))),
+             max(max(peak_of(b.x), peak_of(b.y)), max(peak_of(b.z), peak_of(b.w))));
+}
+
+// The multiplier to int8 for a group whose peak is `largest` (0 for a zero or non-finite group).
+fn inverse_of(largest: f32) -> f32 {
+  return select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+}
+
 fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
   return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
+}
+
+// An octet's two words in int8_activations.wgsl's order: its even values, then its odd ones.
+fn octet_words(qa: vec4<i32>, qb: vec4<i32>) -> vec2<u32> {
+  return vec2<u32>(pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z)), pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w)));
+}
+
+// A group's stored scale: NaN where its peak is non-finite, built at run time (a constant NaN is an error).
+fn group_scale(largest: f32) -> f32 {
+  let nan = bitcast<f32>(0x7FC00000u | (bitcast<u32>(largest) & 0u));
+  return select(largest / 127.0, nan, largest >= TOO_LARGE);
 }
 
 // Octet `at` (values 8 at .. 8 at + 7, = a, b) of the row whose first octet is `row_octets` of all rows,
 // held by invocation `lane` of a workgroup whose WG invocations hold consecutive octets; `live` is false
 // past the row. Called in uniform control flow.
 fn quantize_octet(lane: u32, at: u32, live: bool, row_octets: u32, a: vec4<f32>, b: vec4<f32>) {
-  // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
-  let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
-  let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
-                 max(max(abs(b.x), abs(b.y)), max(abs(b.z), abs(b.w))));
-  peaks[lane] = select(0.0, select(TOO_LARGE, peak, finite), live);
+  peaks[lane] = select(0.0, octet_peak(a, b), live);
   workgroupBarrier();
   let per_group = params.group_size / 8u;
   let first = lane - lane % per_group;
@@ -51,7 +79,7 @@ fn quantize_octet(lane: u32, at: u32, live: bool, row_octets: u32, a: vec4<f32>,
   for (var i = 0u; i < per_group; i++) {
     largest = max(largest, peaks[first + i]);
   }
-  let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+  let inverse = inverse_of(largest);
   let qa = quantized(a, inverse);
   let qb = quantized(b, inverse);
   // Octet j of chunk c: words 2j, 2j + 1 of the chunk's 8, in plane j / 2 (16 values per plane).
@@ -59,15 +87,15 @@ fn quantize_octet(lane: u32, at: u32, live: bool, row_octets: u32, a: vec4<f32>,
   let j = at % 4u;
   let word = 2u * row_octets + select(0u, params.k / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
   if (live) {
-    words[word] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-    words[word + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+    let pair = octet_words(qa, qb);
+    words[word] = pair.x;
+    words[word + 1u] = pair.y;
   }
   let total = qa + qb;
   sums[lane] = total.x + total.y + total.z + total.w;
   workgroupBarrier();
   if (live && j == 0u) {
-    let nan = bitcast<f32>(0x7FC00000u | (lane & 0u));     // built at run time: a constant NaN is an error
-    let scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
+    let scale = group_scale(largest);
     let chunk_sum = sums[lane] + sums[lane + 1u] + sums[lane + 2u] + sums[lane + 3u];
     stats[row_octets / 4u + chunk] = vec2<f32>(scale, 8.0 * f32(chunk_sum));
   }

@@ -66,7 +66,6 @@ var<workgroup> squares: array<f32, NORM_LANES>;
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
-const TOO_LARGE: f32 = 1.0e38;
 @group(0) @binding(7) var<storage, read_write> k_cache: array<u32>;
 @group(0) @binding(8) var<storage, read_write> v_cache: array<u32>;
 @group(0) @binding(9) var<storage, read> table: array<vec2<f32>>;
@@ -88,14 +87,21 @@ fn store(row: u32, total: f32) {
   }
 }
 
-fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
-  return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
-}
+// The int8 quantization every producer of int8 activations shares, bit for bit (int8_activations.wgsl,
+// the int8 GEMVs' own quantization, the fused GEMVs' norm prologue and q8 epilogue, the attention head's):
+// per group, scale = peak / 127 and q = round_half_even(x * (127 / peak)) clamped to +-127. A group holding
+// a NaN, an infinity or a magnitude >= TOO_LARGE gets a NaN scale: its outputs are NaN, not wrong.
+const TOO_LARGE: f32 = 1.0e38;
 
-// A value's part in its group's peak: abs(NaN) < TOO_LARGE is false, so a non-finite value (or a
-// magnitude >= 1e38) reads as TOO_LARGE, as in int8_activations.wgsl's per-octet peaks.
+// A value's part in its group's peak: abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
 fn peak_of(v: f32) -> f32 {
   return select(TOO_LARGE, abs(v), abs(v) < TOO_LARGE);
+}
+
+// An octet's (values a, then b) part in its group's peak.
+fn octet_peak(a: vec4<f32>, b: vec4<f32>) -> f32 {
+  return max(max(max(peak_of(a.x), peak_of(a.y)), max(peak_of(a.z), peak_of(a.w))),
+             max(max(peak_of(b.x), peak_of(b.y)), max(peak_of(b.z), peak_of(b.w))));
 }
 
 // The multiplier to int8 for a group whose peak is `largest` (0 for a zero or non-finite group).
@@ -103,21 +109,19 @@ fn inverse_of(largest: f32) -> f32 {
   return select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
 }
 
+fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
+  return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
+}
+
 // An octet's two words in int8_activations.wgsl's order: its even values, then its odd ones.
 fn octet_words(qa: vec4<i32>, qb: vec4<i32>) -> vec2<u32> {
   return vec2<u32>(pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z)), pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w)));
 }
 
-// A group's stored scale: NaN where its peak is non-finite (its outputs are NaN, not wrong), built at
-// run time (a constant NaN is an error).
+// A group's stored scale: NaN where its peak is non-finite, built at run time (a constant NaN is an error).
 fn group_scale(largest: f32) -> f32 {
   let nan = bitcast<f32>(0x7FC00000u | (bitcast<u32>(largest) & 0u));
   return select(largest / 127.0, nan, largest >= TOO_LARGE);
-}
-
-fn octet_peak(a: vec4<f32>, b: vec4<f32>) -> f32 {
-  return max(max(max(peak_of(a.x), peak_of(a.y)), max(peak_of(a.z), peak_of(a.w))),
-             max(max(peak_of(b.x), peak_of(b.y)), max(peak_of(b.z), peak_of(b.w))));
 }
 
 // Values 8 o .. 8 o + 7 of the normalized row, as rms_norm_int8x computes them.

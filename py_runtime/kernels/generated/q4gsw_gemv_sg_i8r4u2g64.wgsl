@@ -63,9 +63,43 @@ fn dot_word(w: u32, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
 }
 
 // The row's 8-value chunks in passes of one chunk per invocation (256 a pass: a whole number of
-// groups). `partial` is free until the epilogue: it carries each chunk's max, then its sum. A group
-// holding a NaN, an infinity or a magnitude >= 1e38 gets a NaN scale: its outputs are NaN, not wrong.
+// groups). `partial` is free until the epilogue: it carries each chunk's max, then its sum.
+// The int8 quantization every producer of int8 activations shares, bit for bit (int8_activations.wgsl,
+// the int8 GEMVs' own quantization, the fused GEMVs' norm prologue and q8 epilogue, the attention head's):
+// per group, scale = peak / 127 and q = round_half_even(x * (127 / peak)) clamped to +-127. A group holding
+// a NaN, an infinity or a magnitude >= TOO_LARGE gets a NaN scale: its outputs are NaN, not wrong.
 const TOO_LARGE: f32 = 1.0e38;
+
+// A value's part in its group's peak: abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
+fn peak_of(v: f32) -> f32 {
+  return select(TOO_LARGE, abs(v), abs(v) < TOO_LARGE);
+}
+
+// An octet's (values a, then b) part in its group's peak.
+fn octet_peak(a: vec4<f32>, b: vec4<f32>) -> f32 {
+  return max(max(max(peak_of(a.x), peak_of(a.y)), max(peak_of(a.z), peak_of(a.w))),
+             max(max(peak_of(b.x), peak_of(b.y)), max(peak_of(b.z), peak_of(b.w))));
+}
+
+// The multiplier to int8 for a group whose peak is `largest` (0 for a zero or non-finite group).
+fn inverse_of(largest: f32) -> f32 {
+  return select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+}
+
+fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
+  return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
+}
+
+// An octet's two words in int8_activations.wgsl's order: its even values, then its odd ones.
+fn octet_words(qa: vec4<i32>, qb: vec4<i32>) -> vec2<u32> {
+  return vec2<u32>(pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z)), pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w)));
+}
+
+// A group's stored scale: NaN where its peak is non-finite, built at run time (a constant NaN is an error).
+fn group_scale(largest: f32) -> f32 {
+  let nan = bitcast<f32>(0x7FC00000u | (bitcast<u32>(largest) & 0u));
+  return select(largest / 127.0, nan, largest >= TOO_LARGE);
+}
 
 fn quantize_row(lane: u32, k: u32) {
   let per_group = GS / 8u;
@@ -76,23 +110,20 @@ fn quantize_row(lane: u32, k: u32) {
     let c = min(chunk, k / 8u - 1u);
     let a = x[2u * c];
     let b = x[2u * c + 1u];
-    let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
-                   max(max(abs(b.x), abs(b.y)), max(abs(b.z), abs(b.w))));
-    // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
-    let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
-    partial[lane] = select(0.0, select(TOO_LARGE, peak, finite), live);
+    partial[lane] = select(0.0, octet_peak(a, b), live);
     workgroupBarrier();
     var largest = 0.0;
     for (var i = 0u; i < per_group; i++) {
       largest = max(largest, partial[first + i]);
     }
-    let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
-    let qa = vec4<i32>(clamp(round(a * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
-    let qb = vec4<i32>(clamp(round(b * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
+    let inverse = inverse_of(largest);
+    let qa = quantized(a, inverse);
+    let qb = quantized(b, inverse);
     if (live) {
       let word = chunk * 2u;        // words 4j..4j+3 are vec4 j
-      xq[word / 4u][word % 4u] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-      xq[word / 4u][word % 4u + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+      let pair = octet_words(qa, qb);
+      xq[word / 4u][word % 4u] = pair.x;
+      xq[word / 4u][word % 4u + 1u] = pair.y;
     }
     partial[256u + lane] = f32(qa.x + qa.y + qa.z + qa.w + qb.x + qb.y + qb.z + qb.w);
     workgroupBarrier();
@@ -101,8 +132,7 @@ fn quantize_row(lane: u32, k: u32) {
       for (var i = 0u; i < per_group; i++) {
         total += partial[256u + first + i];
       }
-      let nan = bitcast<f32>(0x7FC00000u | (lane & 0u));     // built at run time: a constant NaN is an error
-      xstats[chunk / per_group] = vec2<f32>(select(largest / 127.0, nan, largest >= TOO_LARGE), 8.0 * total);
+      xstats[chunk / per_group] = vec2<f32>(group_scale(largest), 8.0 * total);
     }
     workgroupBarrier();
   }

@@ -51,27 +51,55 @@ fn split_layout() -> vec3<u32> {
 var<workgroup> partial: array<f32, RWG>;
 var<workgroup> chunk_sums: array<i32, RWG>;
 
-// One attention head's output quantized to int8 for the int8x o-proj: invocation o < D / 8 passes octet o
-// (dims 8 o .. 8 o + 7 as a and b; the others pass anything), whose place in the row is octet h D / 8 + o;
-// int8_activations.wgsl's quantize_octet for a row's one pass (held bit-equal by a test), groups of
-// group_size within the head. The includer declares `partial` (f32, >= D / 8) and chunk_sums (i32,
-// >= D / 8 + 3) in workgroup memory, act_words and act_stats, and params.head_dim, row and group_size.
-// Called in uniform control flow (it has barriers).
+// The int8 quantization every producer of int8 activations shares, bit for bit (int8_activations.wgsl,
+// the int8 GEMVs' own quantization, the fused GEMVs' norm prologue and q8 epilogue, the attention head's):
+// per group, scale = peak / 127 and q = round_half_even(x * (127 / peak)) clamped to +-127. A group holding
+// a NaN, an infinity or a magnitude >= TOO_LARGE gets a NaN scale: its outputs are NaN, not wrong.
 const TOO_LARGE: f32 = 1.0e38;
+
+// A value's part in its group's peak: abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
+fn peak_of(v: f32) -> f32 {
+  return select(TOO_LARGE, abs(v), abs(v) < TOO_LARGE);
+}
+
+// An octet's (values a, then b) part in its group's peak.
+fn octet_peak(a: vec4<f32>, b: vec4<f32>) -> f32 {
+  return max(max(max(peak_of(a.x), peak_of(a.y)), max(peak_of(a.z), peak_of(a.w))),
+             max(max(peak_of(b.x), peak_of(b.y)), max(peak_of(b.z), peak_of(b.w))));
+}
+
+// The multiplier to int8 for a group whose peak is `largest` (0 for a zero or non-finite group).
+fn inverse_of(largest: f32) -> f32 {
+  return select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+}
 
 fn quantized(v: vec4<f32>, inverse: f32) -> vec4<i32> {
   return vec4<i32>(clamp(round(v * inverse), vec4<f32>(-127.0), vec4<f32>(127.0)));
 }
 
+// An octet's two words in int8_activations.wgsl's order: its even values, then its odd ones.
+fn octet_words(qa: vec4<i32>, qb: vec4<i32>) -> vec2<u32> {
+  return vec2<u32>(pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z)), pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w)));
+}
+
+// A group's stored scale: NaN where its peak is non-finite, built at run time (a constant NaN is an error).
+fn group_scale(largest: f32) -> f32 {
+  let nan = bitcast<f32>(0x7FC00000u | (bitcast<u32>(largest) & 0u));
+  return select(largest / 127.0, nan, largest >= TOO_LARGE);
+}
+
+// One attention head's output quantized to int8 for the int8x o-proj: invocation o < D / 8 passes octet o
+// (dims 8 o .. 8 o + 7 as a and b; the others pass anything), whose place in the row is octet h D / 8 + o;
+// int8_activations.wgsl's quantize_octet for a row's one pass (held bit-equal by a test), groups of
+// group_size within the head. The includer declares `partial` (f32, >= D / 8) and chunk_sums (i32,
+// >= D / 8 + 3) in workgroup memory, act_words and act_stats, and params.head_dim, row and group_size.
+// Called in uniform control flow (it has barriers). The includer includes int8_quant.wgsli first.
+
 fn quantize_head(h: u32, tid: u32, a: vec4<f32>, b: vec4<f32>) {
   let octets = params.head_dim / 8u;
   let live = tid < octets;
   let o = min(tid, octets - 1u);
-  // abs(NaN) < TOO_LARGE is false, so a non-finite value reads as TOO_LARGE.
-  let finite = all(abs(a) < vec4<f32>(TOO_LARGE)) && all(abs(b) < vec4<f32>(TOO_LARGE));
-  let peak = max(max(max(abs(a.x), abs(a.y)), max(abs(a.z), abs(a.w))),
-                 max(max(abs(b.x), abs(b.y)), max(abs(b.z), abs(b.w))));
-  partial[tid] = select(0.0, select(TOO_LARGE, peak, finite), live);
+  partial[tid] = select(0.0, octet_peak(a, b), live);
   workgroupBarrier();
   let per_group = params.group_size / 8u;
   let first = tid - tid % per_group;
@@ -79,7 +107,7 @@ fn quantize_head(h: u32, tid: u32, a: vec4<f32>, b: vec4<f32>) {
   for (var i = 0u; i < per_group; i++) {
     largest = max(largest, partial[first + i]);
   }
-  let inverse = select(0.0, 127.0 / largest, largest > 0.0 && largest < TOO_LARGE);
+  let inverse = inverse_of(largest);
   let qa = quantized(a, inverse);
   let qb = quantized(b, inverse);
   let at = h * octets + o;
@@ -87,15 +115,15 @@ fn quantize_head(h: u32, tid: u32, a: vec4<f32>, b: vec4<f32>) {
   let j = at % 4u;
   let word = select(0u, params.row / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
   if (live) {
-    act_words[word] = pack4xI8(vec4<i32>(qa.x, qa.z, qb.x, qb.z));
-    act_words[word + 1u] = pack4xI8(vec4<i32>(qa.y, qa.w, qb.y, qb.w));
+    let pair = octet_words(qa, qb);
+    act_words[word] = pair.x;
+    act_words[word + 1u] = pair.y;
   }
   let total = qa + qb;
   chunk_sums[tid] = total.x + total.y + total.z + total.w;
   workgroupBarrier();
   if (live && j == 0u) {
-    let nan = bitcast<f32>(0x7FC00000u | (tid & 0u));     // built at run time: a constant NaN is an error
-    let scale = select(largest / 127.0, nan, largest >= TOO_LARGE);
+    let scale = group_scale(largest);
     let chunk_sum = chunk_sums[tid] + chunk_sums[tid + 1u] + chunk_sums[tid + 2u] + chunk_sums[tid + 3u];
     act_stats[chunk] = vec2<f32>(scale, 8.0 * f32(chunk_sum));
   }
