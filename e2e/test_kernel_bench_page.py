@@ -25,6 +25,18 @@ def test_kernel_bench_page_shows_the_decode_chain(lab):
     assert all(r["case"] in text for r in rows)
 
 
+def test_kernel_bench_page_charts_the_prefill_gemms_against_their_probes_without_a_decode_chain(lab):
+    run = lab.run_page({"suite": "kernel_bench", "preset": "tiny", "only": "gemm", "repeats": 2, "trials": 1,
+                        "chain_bytes": 0}, timeout_s=300)
+    assert_clean(run)
+    rows = run.report["rows"]
+    # each GEMM against its own instruction's probe (SwiftShader has no subgroup matrices: none measured)
+    assert [(r["route"], r["probe"]) for r in rows] == [("q4_gemm_tiled", "fma"), ("q4_gemm_dp4a", "dp4a")]
+    assert set(run.report["probes"]) == {"dp4a", "fma"}
+    assert "Prefill: % of the probe of each GEMM's instruction" in run.page_text
+    assert "% of fma" in run.page_text and "Decode chain" not in run.page_text
+
+
 def test_kernel_bench_page_shows_a_decode_step(lab):
     run = lab.run_page({"suite": "kernel_bench", "preset": "tiny_step", "trials": 1}, timeout_s=300)
     assert_clean(run)

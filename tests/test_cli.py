@@ -38,6 +38,7 @@ def test_bench_kernels_tiny_preset_reports_ratios(tmp_path, capsys):
     assert all(report["probes"][kind]["tops"] > 0 and report["probes"][kind]["ops"] > 0 for kind in ("dp4a", "fma"))
     # lavapipe has no subgroup matrices: their probes are left out, not run
     assert set(report["probes"]) == {"dp4a", "fma"}
+    assert [r.get("probe") for r in report["rows"]][-2:] == ["fma", "dp4a"]
     decode = [r for r in report["rows"] if r["rows"] == 1]
     # The decode chain: enough copies for half a MiB, timed in one pass, next to the same-bytes stream.
     assert all(r["chain_copies"] > 1 and r["chain_ns"] > 0 and r["chain_stream_ns"] > 0 for r in decode)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from py_runtime.kernels import kernel
-from py_runtime.ops.probe import arith_probe, probe_unavailable
+from py_runtime.ops.probe import arith_probe, probe_for, probe_unavailable
 from py_runtime.tensors import Tensor
 
 from .test_routes import ADAPTERS
@@ -30,3 +30,11 @@ def test_the_matrix_probes_run_only_where_the_subgroup_matrix_gemms_could():
     assert probe_unavailable("sgmat_i8", ADAPTERS["h200-chromium-sgmat"]) is None
     assert "shader-f16" in probe_unavailable("sgmat_f16", ADAPTERS["h200-chromium-sgmat"])
     assert probe_unavailable("sgmat_f16", ADAPTERS["h200-chromium-f16"]) is None
+
+
+def test_each_gemm_route_is_measured_against_its_instructions_probe_or_the_nearest_that_ran():
+    everything = {"dp4a", "fma", "sgmat_i8", "sgmat_f16"}
+    assert [probe_for(route, everything) for route in ("q4_gemm_dp4a", "q4_gemm_sgmat_i8", "q4_gemm_sgmat_f16",
+                                                       "q4_gemm_bk64")] == ["dp4a", "sgmat_i8", "sgmat_f16", "fma"]
+    # without the matrix probes (the device ran the GEMMs forced, or a report from before them)
+    assert [probe_for(route, {"dp4a", "fma"}) for route in ("q4_gemm_sgmat_i8", "q4_gemm_sgmat_f16")] == ["dp4a", "fma"]

@@ -286,16 +286,19 @@ function renderKernelBench(report) {
   if (report.probes) {
     // Prefill rows as arithmetic (2 M N K ops), against the probe of their instruction from the same run.
     const probes = report.probes;
-    const prefill = report.rows.filter((r) => r.rows > 1 && !r.skipped).map((r) => {
-      // (the subgroup-matrix GEMM's tensor cores have no probe: the DP4A one is its yardstick)
-      const kind = ["q4_gemm_dp4a", "q4_gemm_sgmat_i8"].includes(r.route) ? "dp4a" : "fma";
-      const tops = r.flops / r.ns / 1e3;
-      return [r.case, r.kernel, r.rows, (r.ns / 1000).toFixed(1), tops.toPrecision(3),
-        `${pct(tops / probes[kind].tops)} of ${kind}`, r.quantize_ns === undefined ? "" : (r.quantize_ns / 1000).toFixed(1)];
-    });
+    const gemms = report.rows.filter((r) => r.probe);
+    const share = (r) => r.flops / r.ns / 1e3 / probes[r.probe].tops;
+    const prefill = gemms.map((r) => [r.case, r.kernel, r.rows, (r.ns / 1000).toFixed(1),
+      (r.flops / r.ns / 1e3).toPrecision(3), `${pct(share(r))} of ${r.probe}`,
+      r.quantize_ns === undefined ? "" : (r.quantize_ns / 1000).toFixed(1)]);
     parts.push(el("h2", {}, "Prefill arithmetic: T ops/s against the probe of the GEMM's instruction"),
       el("p", {}, Object.entries(probes).map(([kind, p]) => `${kind} probe ${p.tops.toPrecision(3)} T ops/s`).join(", ")),
       table(["case", "kernel", "M", "µs", "T ops/s", "vs probe", "quantize µs"], prefill));
+    // (the page has one chart: the decode chain's where there is one)
+    if (!chained.length) {
+      barChart("Prefill: % of the probe of each GEMM's instruction", gemms.map((r) =>
+        ({ label: r.case, value: share(r), text: `${pct(share(r))} of ${r.probe}` })));
+    }
   }
   document.getElementById("timings").replaceChildren(...parts);
 }

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ..gpu.device import GpuOutOfMemory
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.norm import rms_norm
-from ..ops.probe import arith_probe, PROBE_KINDS, probe_unavailable
+from ..ops.probe import arith_probe, PROBE_KINDS, probe_for, probe_unavailable
 from ..ops.q4 import Q4Weight, q4_quantize, q4_scales_rows, q4_weight_bytes, stream_read
 from ..ops.q4_linear import (NormPrologue, gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_int8_max_k,
                              gemv_shapes, split_k_room, q4_linear, q4_linear_glu, q4_linear_qkv)
@@ -398,6 +398,9 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
             tensors.release(tensor.name)
     progress("kernel bench cases", len(cases), len(cases))
     probes = await _probes(runtime, sink_tensor, repeats, trials) if any(c.rows > 1 for c in cases) else None
+    for row in rows:
+        if probes and row["rows"] > 1 and "skipped" not in row:
+            row["probe"] = probe_for(row["route"], probes)
     for tensor in (packed_pool, scales_pool, rows_pool, pool, sink_tensor):
         if tensor is not None:
             tensors.release(tensor.name)

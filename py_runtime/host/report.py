@@ -118,9 +118,7 @@ def _prefill_arithmetic(report: dict) -> str:
     for r in report["rows"]:
         if r["rows"] <= 1 or "skipped" in r:
             continue
-        # the subgroup-matrix GEMMs against the tensor cores' probe where it ran, else DP4A's or fma's
-        kind = {"q4_gemm_dp4a": "dp4a", "q4_gemm_sgmat_i8": "sgmat_i8", "q4_gemm_sgmat_f16": "sgmat_f16"}.get(r["route"], "fma")
-        kind = kind if kind in probes else ("dp4a" if kind == "sgmat_i8" else "fma")
+        kind = r["probe"]
         tops = r["flops"] / r["ns"] / 1e3
         quantize = r.get("quantize_ns")
         rows.append([r["case"], r["kernel"], r["rows"], f"{r['ns'] / 1e3:.1f}", f"{tops:.3g}",

@@ -9,7 +9,7 @@ from ..dispatch import Op, OpCall, Sizing, single
 from ..tensors import Tensor
 from .q4_linear import subgroup_matrix_unavailable
 
-__all__ = ["arith_probe", "PROBE_KINDS", "probe_unavailable"]
+__all__ = ["arith_probe", "PROBE_KINDS", "probe_for", "probe_unavailable"]
 
 # Operations counted per step of a chain: a dot4I8Packed is 4 products and 4 sums, an fma 2 flops, a
 # subgroup-matrix product 2 M N K (16 x 16 x 32 for i8, 16 x 16 x 16 for f16).
@@ -25,6 +25,19 @@ def probe_unavailable(kind: str, adapter) -> str | None:
     if kind.startswith("sgmat_"):
         return subgroup_matrix_unavailable(adapter, kind.removeprefix("sgmat_"))
     return None
+
+
+# The probe of the instruction each GEMM route's inner loop runs (the f32 GEMMs': fma).
+_ROUTE_PROBES = {"q4_gemm_dp4a": "dp4a", "q4_gemm_sgmat_i8": "sgmat_i8", "q4_gemm_sgmat_f16": "sgmat_f16"}
+
+
+def probe_for(route: str, measured) -> str:
+    """The probe a GEMM route's figures are measured against, among the kinds `measured` in its run: its own
+    instruction's, else (a matrix probe the device could not run) DP4A's for the int8 ones, fma's for the rest."""
+    kind = _ROUTE_PROBES.get(route, "fma")
+    if kind in measured:
+        return kind
+    return "dp4a" if kind == "sgmat_i8" else "fma"
 
 
 def arith_probe(*, kind: str, sink: Tensor, workgroups: int, iters: int, seed: int = 1) -> Op:
