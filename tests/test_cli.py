@@ -64,6 +64,8 @@ def test_bench_model_writes_json_and_html_beside_it(tmp_path, capsys):
     assert all(k["bytes"] > 0 and k["flops"] > 0 for k in report["kernels"] if k["kernel"].startswith("q4gsw_gemm"))
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and f"{report['prefill_tok_s']:,.1f}" in text
+    # the decode step's floor: its dispatches as streaming reads of their bytes, measured in the same run
+    assert report["decode_floor_us"] > 0 and "decode step's floor as" in out and "decode floor" in text
 
 
 def test_bench_kernels_decode_step_runs_every_route(tmp_path, capsys):

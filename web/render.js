@@ -241,7 +241,11 @@ function renderModelBench(report) {
       [[report.prefill_tok_s.toFixed(1), report.ttft_ms.toFixed(1),
         report.decode_tok_s === null ? "-" : report.decode_tok_s.toFixed(1), report.host_ms_per_token.toFixed(3),
         report.prefill_span_us ? report.prefill_span_us.toFixed(1) : "-",
-        report.decode_span_us ? report.decode_span_us.toFixed(1) : "-"]]));
+        report.decode_span_us ? report.decode_span_us.toFixed(1) : "-"]]),
+    ...(report.decode_floor_us && report.decode_span_us ? [el("p", {}, `The decode step's floor as ${d.decode} ` +
+      `dependent dispatches, each a streaming read of its bytes: ${report.decode_floor_us.toFixed(1)} µs ` +
+      `(${(1e6 / report.decode_floor_us).toFixed(0)} tok/s); the step at ` +
+      `${(100 * report.decode_floor_us / report.decode_span_us).toFixed(0)}% of that pace.`)] : []));
   const rows = report.kernels.map((r) => [r.phase, r.kernel, r.route, r.dispatches, (r.ns / 1e3).toFixed(1),
     `${(100 * r.share).toFixed(1)}%`]);
   document.getElementById("cases").replaceChildren(el("h2", {}, "Per kernel (one profiled prefill and decode step)"),

@@ -39,7 +39,7 @@ from ..runtime import Runtime
 from .outcome import NOT_CHECKED, no_progress
 from .q4_linear import ACT_RANGE, NORM_EPS, NORM_RANGE, WEIGHT_RANGE
 
-__all__ = ["BenchCase", "BENCH_PRESETS", "run_kernel_bench"]
+__all__ = ["BenchCase", "BENCH_PRESETS", "run_kernel_bench", "stream_chain_ns"]
 
 _STREAM_BIG = 1 << 30
 _STREAM_MIN = 64 << 20
@@ -261,6 +261,40 @@ async def _stream_ns(runtime: Runtime, pool, ranges, trials: int, sink_tensor, *
     ns = await _measure_span(plan, trials) if span else await _measure(plan, trials)
     plan.release()
     return ns
+
+
+_CHAIN_POOL = 256 << 20          # stream_chain_ns's regions: past the largest L2, as a step's weights are
+
+
+async def stream_chain_ns(runtime: Runtime, byte_counts, trials: int) -> float:
+    """A chain of dependent dispatches' floor: one streaming read per count (at least 16 bytes), back to back
+    in one pass, over consecutive regions of a pool (wrapping at _CHAIN_POOL, or less where the adapter
+    refuses it), so each reads memory the one before did not: the whole chain's median GPU ns."""
+    counts = [max(16, count // 16 * 16) for count in byte_counts]
+    limit = runtime.device.adapter.limits.get("maxStorageBufferBindingSize", _CHAIN_POOL)
+    size = min(_CHAIN_POOL, sum(counts), limit // 16 * 16)
+    tensors = runtime.tensors
+    sink = await tensors.allocate("bench.chain_sink", (65535,), "u32")
+    while True:
+        try:
+            pool = await tensors.allocate("bench.chain_pool", (size // 4,), "u32")
+            break
+        except GpuOutOfMemory:
+            if size <= _STREAM_MIN:
+                tensors.release(sink.name)
+                raise
+            size //= 2
+    ranges, offset = [], 0
+    for count in counts:
+        count = min(count, size)
+        offset = 0 if offset + count > size else offset
+        ranges.append((offset, count))
+        offset += count
+    try:
+        return len(ranges) * await _stream_ns(runtime, pool, ranges, trials, sink, span=True)
+    finally:
+        tensors.release(pool.name)
+        tensors.release(sink.name)
 
 
 def _copies(case: BenchCase, chain_bytes: int, pool_bytes: int, limit: int) -> int:

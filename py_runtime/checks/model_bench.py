@@ -17,6 +17,10 @@ each kernel's share of the step.
                   where the adapter has timestamp queries: the step's GPU cost without the submits
   prefill_span_us the same for the prefill (median of 3): prefill_tok_s's wall time less this is the host's
                   and the round trips' share
+  decode_floor_us the decode step's floor as a chain of dependent dispatches: each of its dispatches as a
+                  streaming read of the bytes it moves, back to back in one pass over memory not in the
+                  cache (kernel_bench.stream_chain_ns); decode_span_us against it is how far its kernels
+                  are from reading their bytes at a streaming read's pace
   context         decode measured at a long context: after the prompt, unmeasured steps run until the
                   measured `decode` steps end at position `context`
   position        where the sequence's position lives between decode steps: "gpu" (nothing re-sized per
@@ -33,6 +37,7 @@ import time
 from ..models.config import model_config
 from ..models.decoder import SUBMIT_STEPS, Decoder
 from ..runtime import Runtime
+from .kernel_bench import stream_chain_ns
 from .model_run import prompt_ids
 from .outcome import NOT_CHECKED, no_progress
 
@@ -119,7 +124,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         decode_dispatches = decoder.plan.active_dispatches
         progress("model bench", 3, 4)
 
-        kernels, quantized, decode_span_us, prefill_span_us = [], None, None, None
+        kernels, quantized, decode_span_us, prefill_span_us, decode_floor_us = [], None, None, None, None
         if profile and "timestamp-query" in runtime.device.adapter.device_features:
             # the decode first, at the context the measured steps reached
             profiled_step = await decoder.step(profile=True)
@@ -129,6 +134,8 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
             prefill_span_us = spans[PREFILL_TRIALS // 2] / 1e3
             profiled = await decoder.prefill(ids, profile=True)
             kernels += kernel_rows(profiled, "prefill") + kernel_rows(profiled_step, "decode")
+            decode_floor_us = await stream_chain_ns(runtime, [row.bytes_moved for row in profiled_step.rows],
+                                                    PREFILL_TRIALS) / 1e3
             quantized = bool(profiled.quantized or profiled_step.quantized)
         progress("model bench", 4, 4)
         recorded, position_on_gpu = len(decoder.plan), decoder.position_on_gpu
@@ -150,6 +157,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         "prefill_host_ms": prefill_host,
         "decode_span_us": decode_span_us,
         "prefill_span_us": prefill_span_us,
+        "decode_floor_us": decode_floor_us,
         "dispatches": {"prefill": prefill_dispatches, "decode": decode_dispatches, "recorded": recorded},
         "routes": {"prefill": list(prefill.routes), "decode": decode_routes},
         "kernels": kernels,

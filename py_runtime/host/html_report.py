@@ -187,6 +187,11 @@ def _header(run: dict) -> _Html:
     if d:
         facts.append(("dispatches", f"{d.get('recorded')} recorded; {d.get('prefill')} run per prefill, "
                                     f"{d.get('decode')} per decode step"))
+    if run.get("decode_floor_us") and run.get("decode_span_us"):
+        floor = run["decode_floor_us"]
+        facts.append(("decode floor", f"{_time(1e3 * floor)} a step as {d.get('decode')} dependent dispatches, each a "
+                                      f"streaming read of its bytes ({1e6 / floor:,.0f} tok/s); the step's GPU time "
+                                      f"at {100 * floor / run['decode_span_us']:.0f}% of that pace"))
     if run.get("build_s") is not None:
         facts.append(("build", f"{run['build_s']:.2f} s (weights generated and quantized on the GPU, plan recorded)"))
     info = adapter.get("info") or {}
