@@ -33,28 +33,7 @@ const TN: u32 = 64u;
 const BK: u32 = ${BK}u;
 const CHUNKS: u32 = ${BK // 32}u;       // 32-value chunks per K tile
 
-struct Params {
-  m: u32,
-  k: u32,
-  n: u32,
-  n_total: u32,
-  n_offset: u32,
-  group_size: u32,
-  has_bias: u32,
-  accumulate: u32,      // out += the product (a residual add folded in)
-  splits: u32,          // K splits (grid z)
-  split_chunks: u32,    // 32-value chunks per split
-}
-
-@group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> xstats: array<vec2<f32>>;
-@group(0) @binding(2) var<storage, read> weights: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> scales: array<f32>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
-@group(0) @binding(6) var<uniform> params: Params;
-$if SK:
-  @group(0) @binding(7) var<storage, read_write> partials: array<f32>;
+$include int8_gemm_interface.wgsli
 
 var<workgroup> x_tile: array<vec4<u32>, ${BK // 4 * TM // 4}>;     // [word of k][m / 4]
 var<workgroup> w_tile: array<vec4<u32>, ${BK // 4 * 16}>;         // [word of k][n / 4]

@@ -35,28 +35,7 @@ const SGN: u32 = ${SGN}u;
 const XS: u32 = 80u;                    // bytes between rows of a staged tile
 const WG: u32 = ${32 * SGM * SGN}u;
 
-struct Params {
-  m: u32,
-  k: u32,
-  n: u32,
-  n_total: u32,
-  n_offset: u32,
-  group_size: u32,
-  has_bias: u32,
-  accumulate: u32,      // out += the product (a residual add folded in)
-  splits: u32,          // K splits (grid z)
-  split_chunks: u32,    // 32-value chunks per split
-}
-
-@group(0) @binding(0) var<storage, read> xq: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> xstats: array<vec2<f32>>;
-@group(0) @binding(2) var<storage, read> weights: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> scales: array<f32>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
-@group(0) @binding(6) var<uniform> params: Params;
-$if SK:
-  @group(0) @binding(7) var<storage, read_write> partials: array<f32>;
+$include int8_gemm_interface.wgsli
 
 var<workgroup> x_tile: array<i32, ${16 * SGM * FM * 20}>;             // [m][80 bytes], int8 in i32 words
 var<workgroup> w_tile: array<i32, ${16 * SGN * FN * 20}>;             // [n][80 bytes]

@@ -29,6 +29,8 @@ const TN: u32 = 64u;
 const BK: u32 = 128u;
 const CHUNKS: u32 = 4u;       // 32-value chunks per K tile
 
+// The int8 GEMMs' interface (q4gsw_gemm_dp4a, q4gsw_gemm_sgmat): the same params and bindings, so a route
+// builds either dispatch from one request (q4_linear._int8_gemm_prefill).
 struct Params {
   m: u32,
   k: u32,

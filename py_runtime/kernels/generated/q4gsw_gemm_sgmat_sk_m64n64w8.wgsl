@@ -36,6 +36,8 @@ const SGN: u32 = 2u;
 const XS: u32 = 80u;                    // bytes between rows of a staged tile
 const WG: u32 = 256u;
 
+// The int8 GEMMs' interface (q4gsw_gemm_dp4a, q4gsw_gemm_sgmat): the same params and bindings, so a route
+// builds either dispatch from one request (q4_linear._int8_gemm_prefill).
 struct Params {
   m: u32,
   k: u32,
