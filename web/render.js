@@ -245,7 +245,7 @@ function renderModelBench(report) {
     ...(report.decode_floor_us && report.decode_span_us ? [el("p", {}, `The decode step's floor as ${d.decode} ` +
       `dependent dispatches, each a streaming read of its bytes: ${report.decode_floor_us.toFixed(1)} µs ` +
       `(${(1e6 / report.decode_floor_us).toFixed(0)} tok/s); the step at ` +
-      `${(100 * report.decode_floor_us / report.decode_span_us).toFixed(0)}% of that pace.`)] : []));
+      `${pct(report.decode_floor_us / report.decode_span_us)} of that pace.`)] : []));
   const rows = report.kernels.map((r) => [r.phase, r.kernel, r.route, r.dispatches, (r.ns / 1e3).toFixed(1),
     `${(100 * r.share).toFixed(1)}%`]);
   document.getElementById("cases").replaceChildren(el("h2", {}, "Per kernel (one profiled prefill and decode step)"),
@@ -258,7 +258,6 @@ function renderModelBench(report) {
 // beside a streaming read of the same bytes) with a chart of their ratio, the prefill rows against the
 // arithmetic probes, or a decode step's table.
 function renderKernelBench(report) {
-  const pct = (x) => (x === null || x === undefined ? "-" : `${(100 * x).toFixed(x < 0.1 ? 1 : 0)}%`);
   if (report.step) {
     const step = report.step;
     const rows = Object.entries(step.routes).map(([name, r]) => [name, r.dispatches, r.us.toFixed(1),
@@ -378,6 +377,11 @@ function renderChart(report) {
 }
 
 // A horizontal bar chart of [{label, value, text}] into #chart.
+// A ratio as a percentage (a decimal below 10%: CPU adapters' ratios are small).
+function pct(x) {
+  return x === null || x === undefined ? "-" : `${(100 * x).toFixed(x < 0.1 ? 1 : 0)}%`;
+}
+
 function barChart(title, bars) {
   const width = 760, barH = 18, gap = 4, left = 250, top = 8;
   const max = Math.max(...bars.map((b) => b.value), 1e-12);

@@ -191,7 +191,7 @@ def _header(run: dict) -> _Html:
         floor = run["decode_floor_us"]
         facts.append(("decode floor", f"{_time(1e3 * floor)} a step as {d.get('decode')} dependent dispatches, each a "
                                       f"streaming read of its bytes ({1e6 / floor:,.0f} tok/s); the step's GPU time "
-                                      f"at {100 * floor / run['decode_span_us']:.0f}% of that pace"))
+                                      f"at {_share(floor / run['decode_span_us'])} of that pace"))
     if run.get("build_s") is not None:
         facts.append(("build", f"{run['build_s']:.2f} s (weights generated and quantized on the GPU, plan recorded)"))
     info = adapter.get("info") or {}

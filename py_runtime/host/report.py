@@ -199,7 +199,7 @@ def format_model_bench(report: dict) -> str:
         floor, span = report["decode_floor_us"], report["decode_span_us"]
         lines.insert(-1, f"decode step's floor as {d['decode']} dependent dispatches (each a streaming read of its "
                          f"bytes, back to back): {floor:.1f} us, {1e6 / floor:.0f} tok/s; the step at "
-                         f"{100 * floor / span:.0f}% of its pace")
+                         f"{100 * floor / span:.{1 if floor < 0.1 * span else 0}f}% of its pace")
     if report.get("prefill_host_ms"):
         host = report["prefill_host_ms"]
         resize = (f"{host['resize']:.2f} re-sizing the plan ({host['resize_new_length']:.2f} to a new length), "
