@@ -1,8 +1,10 @@
-"""The arithmetic probes without a GPU: their op counts and guards (their GPU runs are in `bench kernels
---preset prefill`, where the matrix kinds run only on a device with subgroup matrices)."""
+"""The benchmarks' yardsticks without a GPU: the arithmetic probes' op counts and guards (their GPU runs
+are in `bench kernels --preset prefill`, where the matrix kinds run only on a device with subgroup
+matrices), and the regions the decode step's floor reads (`bench model`)."""
 
 from __future__ import annotations
 
+from py_runtime.checks.kernel_bench import _chain_ranges
 from py_runtime.kernels import kernel
 from py_runtime.ops.probe import arith_probe, probe_for, probe_unavailable
 from py_runtime.tensors import Tensor
@@ -38,3 +40,9 @@ def test_each_gemm_route_is_measured_against_its_instructions_probe_or_the_neare
                                                        "q4_gemm_bk64")] == ["dp4a", "sgmat_i8", "sgmat_f16", "fma"]
     # without the matrix probes (the device ran the GEMMs forced, or a report from before them)
     assert [probe_for(route, {"dp4a", "fma"}) for route in ("q4_gemm_sgmat_i8", "q4_gemm_sgmat_f16")] == ["dp4a", "fma"]
+
+
+def test_the_step_floor_reads_consecutive_regions_and_wraps_at_the_pool_end():
+    assert _chain_ranges([16, 32, 48], 1024) == [(0, 16), (16, 32), (48, 48)]
+    # a read that would pass the end starts over; one larger than the pool reads all of it
+    assert _chain_ranges([512, 512, 256, 2048], 1024) == [(0, 512), (512, 512), (0, 256), (0, 1024)]

@@ -284,17 +284,24 @@ async def stream_chain_ns(runtime: Runtime, byte_counts, trials: int) -> float:
                 tensors.release(sink.name)
                 raise
             size //= 2
+    ranges = _chain_ranges(counts, size)
+    try:
+        return len(ranges) * await _stream_ns(runtime, pool, ranges, trials, sink, span=True)
+    finally:
+        tensors.release(pool.name)
+        tensors.release(sink.name)
+
+
+def _chain_ranges(counts: list[int], size: int) -> list[tuple[int, int]]:
+    """(offset, bytes) per count: consecutive regions of a pool of `size` bytes, back to its start where the
+    next would pass its end; a count larger than the pool reads all of it."""
     ranges, offset = [], 0
     for count in counts:
         count = min(count, size)
         offset = 0 if offset + count > size else offset
         ranges.append((offset, count))
         offset += count
-    try:
-        return len(ranges) * await _stream_ns(runtime, pool, ranges, trials, sink, span=True)
-    finally:
-        tensors.release(pool.name)
-        tensors.release(sink.name)
+    return ranges
 
 
 def _copies(case: BenchCase, chain_bytes: int, pool_bytes: int, limit: int) -> int:
