@@ -376,12 +376,12 @@ function renderChart(report) {
   if (bars.length) barChart(`GPU time per kernel at length ${longest.toLocaleString()}`, bars);
 }
 
-// A horizontal bar chart of [{label, value, text}] into #chart.
 // A ratio as a percentage (a decimal below 10%: CPU adapters' ratios are small).
 function pct(x) {
   return x === null || x === undefined ? "-" : `${(100 * x).toFixed(x < 0.1 ? 1 : 0)}%`;
 }
 
+// A horizontal bar chart of [{label, value, text}] into #chart.
 function barChart(title, bars) {
   const width = 760, barH = 18, gap = 4, left = 250, top = 8;
   const max = Math.max(...bars.map((b) => b.value), 1e-12);

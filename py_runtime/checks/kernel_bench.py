@@ -263,6 +263,18 @@ async def _stream_ns(runtime: Runtime, pool, ranges, trials: int, sink_tensor, *
     return ns
 
 
+async def _stream_pool(tensors, name: str, size: int):
+    """A u32 pool of `size` bytes (a multiple of 16) for streaming reads, halved until the adapter gives it
+    (CPU adapters, SwiftShader, can refuse 1 GiB), down to _STREAM_MIN."""
+    while True:
+        try:
+            return await tensors.allocate(name, (size // 4,), "u32")
+        except GpuOutOfMemory:
+            if size <= _STREAM_MIN:
+                raise
+            size //= 2
+
+
 _CHAIN_POOL = 256 << 20          # stream_chain_ns's regions: past the largest L2, as a step's weights are
 
 
@@ -275,20 +287,14 @@ async def stream_chain_ns(runtime: Runtime, byte_counts, trials: int) -> float:
     size = min(_CHAIN_POOL, sum(counts), limit // 16 * 16)
     tensors = runtime.tensors
     sink = await tensors.allocate("bench.chain_sink", (65535,), "u32")
-    while True:
-        try:
-            pool = await tensors.allocate("bench.chain_pool", (size // 4,), "u32")
-            break
-        except GpuOutOfMemory:
-            if size <= _STREAM_MIN:
-                tensors.release(sink.name)
-                raise
-            size //= 2
-    ranges = _chain_ranges(counts, size)
     try:
-        return len(ranges) * await _stream_ns(runtime, pool, ranges, trials, sink, span=True)
+        pool = await _stream_pool(tensors, "bench.chain_pool", size)
+        try:
+            ranges = _chain_ranges(counts, pool.nbytes)
+            return len(ranges) * await _stream_ns(runtime, pool, ranges, trials, sink, span=True)
+        finally:
+            tensors.release(pool.name)
     finally:
-        tensors.release(pool.name)
         tensors.release(sink.name)
 
 
@@ -329,15 +335,8 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         raise RuntimeError("bench kernels needs the 'timestamp-query' feature, which this adapter lacks")
     sink_tensor = await tensors.allocate("bench.sink", (65535,), "u32")
     limit = device.adapter.limits.get("maxStorageBufferBindingSize", _STREAM_BIG)
-    big = min(_STREAM_BIG, limit // 16 * 16)
-    while True:         # the stream pool, also the big streaming read
-        try:
-            pool = await tensors.allocate("bench.stream_pool", (big // 4,), "u32")
-            break
-        except GpuOutOfMemory:
-            if big <= _STREAM_MIN:
-                raise
-            big //= 2           # CPU adapters (SwiftShader) can refuse 1 GiB: a smaller pool
+    pool = await _stream_pool(tensors, "bench.stream_pool", min(_STREAM_BIG, limit // 16 * 16))
+    big = pool.nbytes       # the stream pool is also the big streaming read
     big_ns = await _stream_ns(runtime, pool, [(0, big)] * repeats, trials, sink_tensor, span=False)
     stream_big = big / big_ns
 
