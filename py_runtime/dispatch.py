@@ -56,6 +56,7 @@ class OpCall:
     constants: Mapping[str, float] | None = None
     phase: str = "any"      # "decode": runs at 1 live token only; "prefill": at more; "any": at every count
     runs: Callable[[int], bool] | None = None      # within its phase, only at the token counts this accepts
+    attests: tuple[str, ...] = ()   # routes it attests beside `route` (kv_f16: the cache in shader-f16 types)
 
     def runs_with(self, tokens: int) -> bool:
         """Whether it runs at this live token count; where not, its sizing gives IDLE workgroups (so a plan

@@ -32,7 +32,7 @@ from .gpu.device import Dispatch, Handle
 from .kernels import Kernel
 from .params import ParamSlot
 from .profiling import dispatch_durations, looks_quantized
-from .routes import attention_conflicts, route_bit, route_mask
+from .routes import attention_conflicts, route_mask
 
 __all__ = ["Plan", "Execution", "ProfileRow", "PlanError"]
 
@@ -194,7 +194,7 @@ class Plan:
             raise PlanError(f"{calls[0].label}: added like {like!r}, but its dispatches are not that op's kernels "
                             f"and phases")
         for n, call in enumerate(calls):
-            route_bit(call.route)           # unknown routes fail at build time, not at attestation
+            route_mask((call.route, *call.attests))     # unknown routes fail at build time, not at attestation
             await self._build(call, None if leader is None else leader + n)
             self._calls.append((call, None if like is None else (like, n)))
 
@@ -377,8 +377,8 @@ class Plan:
 
     def _attestation(self, sizings: list[Sizing]) -> Execution:
         """Routes only change when sizes do: the attestation is derived at record and per new state, not per step."""
-        routes = tuple(dict.fromkeys(e.call.route for e, sizing in zip(self._entries, sizings)
-                                     if runs_at(sizing.workgroups)))
+        routes = tuple(dict.fromkeys(route for e, sizing in zip(self._entries, sizings) if runs_at(sizing.workgroups)
+                                     for route in (e.call.route, *e.call.attests)))
         return Execution(routes=routes, route_mask=route_mask(routes), attention_conflicts=attention_conflicts(routes),
                          host_ns=0)
 

@@ -68,6 +68,7 @@ ROUTES = (
     "sdpa_prefill_subgroup",    # one-pass online-softmax prefill attention on subgroups, any G, D 64 or 128
     "q4_gemm_split_k",      # a prefill GEMM's K splits added up (with its bias and residual), small grids
     "sdpa_decode_subgroup",  # attention of one live token in one pass on subgroups (short contexts), any G
+    "kv_f16",               # the KV cache written or read in shader-f16 types (the same bytes as the u32-packed pairs)
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup", "sdpa_prefill_subgroup",

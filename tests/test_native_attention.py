@@ -17,8 +17,8 @@ from py_runtime.host.oracle.elementwise import f16_allowed
 from py_runtime.kernels import kernel, kernel_names
 from py_runtime.oneshot import run_op, tensor
 from py_runtime.models.config import LLAMA_3_2_1B, QWEN3_0_6B
-from py_runtime.ops.attention import (AttentionScratch, KVCache, kv_cache_write, rope_kv_cache_write, sdpa,
-                                     subgroup_prefill_rows)
+from py_runtime.ops.attention import (AttentionScratch, KVCache, kv_cache_write, kv_f16_twins, rope_kv_cache_write,
+                                     sdpa, subgroup_prefill_rows)
 from py_runtime.ops.rope import cos_sin_table, inverse_frequencies
 from py_runtime.plan import Plan
 from py_runtime.runtime import Runtime
@@ -89,8 +89,34 @@ def test_the_verifier_catches_wrong_outputs_caches_and_routes(native_run):
         verify_attention_report({**report, "cases": [rope_case]}, broken.__getitem__)
     relabelled = copy.deepcopy(case)                    # a decode attested as the materialized route
     relabelled["steps"][1]["routes"] = ["kv_cache_write", "sdpa_materialized"]
-    with pytest.raises(AssertionError, match="expected sdpa_decode_subgroup"):
+    with pytest.raises(AssertionError, match=r"expected \['kv_cache_write', 'sdpa_decode_subgroup'\]"):
         verify_attention_report({**report, "cases": [relabelled]}, artifacts.__getitem__)
+
+
+def test_the_cache_in_shader_f16_types_is_attested_and_its_spelling_checked(native_run):
+    """lavapipe has shader-f16: a kv_f16 case's writer and subgroup passes ran their kvf16_ spellings, attested
+    kv_f16 at every step, and the verifier refuses a step without the attestation, a packed subgroup pass,
+    and a spelled pass on a device that (as reported) lacks the feature."""
+    report, artifacts = native_run
+    assert "shader-f16" in report["adapter"]["device_features"]
+    spelled = {c["name"]: c for c in report["cases"] if c["kv_f16"]}
+    assert len(spelled) == 5 and all(c["kv_f16_refused"] is None for c in spelled.values())
+    assert all("kv_f16" in step["routes"] for c in spelled.values() for step in c["steps"])
+    assert not any("kv_f16" in step["routes"] for c in report["cases"] if not c["kv_f16"] for step in c["steps"])
+    case = spelled["llama.s1.p1500.kvf16"]
+    assert case["kernels"][:2] == ["kvf16_sdpa_decode_sg_w2u2p", "kvf16_sdpa_flash_split_sg_g4w2u2h1"]
+    unattested = copy.deepcopy(case)
+    unattested["steps"][0]["routes"].remove("kv_f16")
+    with pytest.raises(AssertionError, match="expected"):
+        verify_attention_report({**report, "cases": [unattested]}, artifacts.__getitem__)
+    packed = copy.deepcopy(case)
+    packed["kernels"][1] = "sdpa_flash_split_sg_g4w2u2h1"
+    with pytest.raises(AssertionError, match="ran sdpa_flash_split_sg_g4w2u2h1 with the cache in shader-f16 types"):
+        verify_attention_report({**report, "cases": [packed]}, artifacts.__getitem__)
+    adapter = {**report["adapter"], "device_features": [f for f in report["adapter"]["device_features"]
+                                                        if f != "shader-f16"]}
+    with pytest.raises(AssertionError, match="with the cache packed"):
+        verify_attention_report({**report, "adapter": adapter, "cases": [case]}, artifacts.__getitem__)
 
 
 def test_positions_past_the_cache_and_wrong_shapes_are_refused_before_dispatch():
@@ -153,12 +179,23 @@ def test_q32_is_opt_in_and_falls_back_to_q16_without_its_workgroup_memory():
     assert "not sdpa_q32: needs 22976 bytes of workgroup memory and 256 invocations; the device allows 16384" in why
 
 
-async def _decode_setup(k_host, v_host, q_host):
-    """A native runtime, a KV cache holding k_host and v_host (f32 [capacity, Hkv, D], written as f16) and
-    the decode's q (q_host, [1, H, D]) and out, with their scratch."""
+def _spellings(prefix: str) -> list:
+    """(kernel, f16) for every kernel of a family (prefix), packed, and again with the cache in shader-f16
+    types for those with a kvf16_ twin (lavapipe has shader-f16; sdpa maps the name to the twin)."""
+    names = [n for n in kernel_names() if n.startswith(prefix)]
+    return [(n, False) for n in names] + [(n, True) for n in names if n in kv_f16_twins()]
+
+
+def _attested(route: str, f16: bool) -> list[str]:
+    return [route, "kv_f16"] if f16 else [route]
+
+
+async def _decode_setup(k_host, v_host, q_host, f16: bool = False):
+    """A native runtime, a KV cache holding k_host and v_host (f32 [capacity, Hkv, D], written as f16; its
+    kernels in shader-f16 types where `f16`) and the decode's q (q_host, [1, H, D]) and out, with their scratch."""
     (capacity, kv_heads, dim), heads = k_host.shape, q_host.shape[1]
     runtime = await Runtime.create("native")
-    cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
+    cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim, f16=f16)
     scratch = await AttentionScratch.allocate(runtime, "s", heads=heads, head_dim=dim, max_tokens=1, capacity=capacity)
     k, v = [await tensor(runtime, role, (capacity, kv_heads, dim)) for role in ("k", "v")]
     q, out = [await tensor(runtime, role, (1, heads, dim)) for role in ("q", "o")]
@@ -168,8 +205,8 @@ async def _decode_setup(k_host, v_host, q_host):
     return runtime, cache, scratch, q, out
 
 
-@pytest.mark.parametrize("name", [n for n in kernel_names() if n.startswith("sdpa_flash_split_sg_")])
-def test_every_subgroup_split_variant_matches_the_oracle(name):
+@pytest.mark.parametrize("name, f16", _spellings("sdpa_flash_split_sg_"))
+def test_every_subgroup_split_variant_matches_the_oracle(name, f16):
     """Shipped and sweep variants alike (the sweep's figures only count if its kernels are right), at a
     short context and at one of several splits, or of one split of many steps."""
     values = kernel(name).template_values
@@ -181,14 +218,14 @@ def test_every_subgroup_split_variant_matches_the_oracle(name):
     runs = ((5, 2), (capacity, 2), (capacity, 64))          # (context, workgroups wanted)
 
     async def main():
-        runtime, cache, scratch, q, out = await _decode_setup(k_host, v_host, q_host)
+        runtime, cache, scratch, q, out = await _decode_setup(k_host, v_host, q_host, f16)
         outputs = []
         for ctx, workgroups in runs:
             plan = Plan(runtime, "attn", live={"tokens": 1, "pos": ctx - 1})
             await plan.add(sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
                                 force="sdpa_flash_subgroup", flash_split=(name, workgroups)))
             plan.record()
-            assert list((await plan.replay()).routes) == ["sdpa_flash_subgroup"]
+            assert list((await plan.replay()).routes) == _attested("sdpa_flash_subgroup", f16)
             outputs.append(np.frombuffer(await runtime.device.read_buffer(out.buffer), np.float32).reshape(q_host.shape))
             plan.release()
         return runtime.device.adapter.info, outputs
@@ -201,9 +238,9 @@ def test_every_subgroup_split_variant_matches_the_oracle(name):
         assert np.all(np.abs(got - exact) <= bound), (name, ctx, workgroups, float(np.abs(got - exact).max()))
 
 
-@pytest.mark.parametrize("name", [n for n in kernel_names() if n.startswith("sdpa_decode_sg_")
-                                  and not n.startswith("sdpa_decode_sg_i8x_")])
-def test_every_one_pass_decode_variant_matches_the_oracle(name):
+@pytest.mark.parametrize("name, f16", [(n, f16) for n, f16 in _spellings("sdpa_decode_sg_")
+                                       if not n.startswith("sdpa_decode_sg_i8x_")])
+def test_every_one_pass_decode_variant_matches_the_oracle(name, f16):
     """Shipped and sweep variants alike, at G 1, 3 and 4 (a workgroup per query head: any G), at a
     context of one key, one past a step of every slot, and many steps; head_dim 40 leaves lanes of the
     last word idle."""
@@ -218,7 +255,7 @@ def test_every_one_pass_decode_variant_matches_the_oracle(name):
         rng = np.random.default_rng(group * dim)
         k_host, v_host = (rng.uniform(-1, 1, (capacity, kv_heads, dim)).astype(np.float32) for _ in range(2))
         q_host = rng.uniform(-1, 1, (1, heads, dim)).astype(np.float32)
-        runtime, cache, scratch, q, out = await _decode_setup(k_host, v_host, q_host)
+        runtime, cache, scratch, q, out = await _decode_setup(k_host, v_host, q_host, f16)
         plan = Plan(runtime, "attn", live={"tokens": 1, "pos": 0})
         await plan.add(sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
                             force="sdpa_decode_subgroup", decode_kernel=name))
@@ -226,7 +263,7 @@ def test_every_one_pass_decode_variant_matches_the_oracle(name):
         outputs = []
         for ctx in runs:
             plan.resize(pos=ctx - 1)
-            assert list((await plan.replay()).routes) == ["sdpa_decode_subgroup"]
+            assert list((await plan.replay()).routes) == _attested("sdpa_decode_subgroup", f16)
             outputs.append(np.frombuffer(await runtime.device.read_buffer(out.buffer), np.float32).reshape(q_host.shape))
         plan.release()
         return runtime.device.adapter.info, (k_host, v_host, q_host), outputs
@@ -241,8 +278,8 @@ def test_every_one_pass_decode_variant_matches_the_oracle(name):
             assert np.all(np.abs(got - exact) <= bound), (name, group, dim, ctx, float(np.abs(got - exact).max()))
 
 
-@pytest.mark.parametrize("name", [n for n in kernel_names() if n.startswith("sdpa_prefill_sg_")])
-def test_every_subgroup_prefill_variant_matches_the_oracle(name):
+@pytest.mark.parametrize("name, f16", _spellings("sdpa_prefill_sg_"))
+def test_every_subgroup_prefill_variant_matches_the_oracle(name, f16):
     """Shipped and sweep variants alike, at every G a workgroup's rows take (1 to 8, and 3: rows left idle)
     over prefills from position 0 and from inside the context: a token alone, fewer tokens than a
     workgroup owns, and several workgroups of them (the last one partly filled)."""
@@ -259,7 +296,7 @@ def test_every_subgroup_prefill_variant_matches_the_oracle(name):
         narrowest = runtime.device.adapter.info.get("subgroupMinSize") or 4
         if values["SUB"] > narrowest:           # the route's guard refuses it here (checked on the H200)
             return None, f"{name} needs subgroups of {values['SUB']}; this adapter's smallest is {narrowest}"
-        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
+        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim, f16=f16)
         k, v = [await tensor(runtime, role, (capacity, kv_heads, dim)) for role in ("k", "v")]
         runtime.device.write_buffer(k.buffer, k_host.tobytes())
         runtime.device.write_buffer(v.buffer, v_host.tobytes())
@@ -277,6 +314,7 @@ def test_every_subgroup_prefill_variant_matches_the_oracle(name):
             runtime.device.write_buffer(q.buffer, q_host.tobytes())
             op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
                       force="sdpa_prefill_subgroup", prefill_kernel=name, tokens=tokens, pos=pos)
+            assert [call.kernel for call in op.calls] == [kv_f16_twins()[name] if f16 else name]
             got = await run_op(runtime, op, read=[out])
             results.append((q_host, np.frombuffer(got[out.name], np.float32).reshape(q_host.shape)))
         return runtime.device.adapter.info, results

@@ -155,6 +155,19 @@ def test_the_unfused_and_materialized_routes_match_transformers_too():
     assert "sdpa_materialized" in _routes(report, 0) and not _routes(report, 0) & {"sdpa_k16", "sdpa_prefill_subgroup"}
 
 
+def test_the_kv_cache_in_shader_f16_types_matches_transformers_too(llama):
+    """kv="f16" (lavapipe has shader-f16): every layer's cache written by the RoPE writer's kvf16_ spelling at
+    the prefill and at each decode step, read by the subgroup prefill and decode passes' (attested kv_f16
+    at every step), judged by the same oracle and bound; the same bytes, so the same greedy tokens as packed."""
+    report, artifacts = _run({"model": "llama", "kv": "f16", **CI})
+    judged = verify_model_report(report, artifacts.__getitem__)
+    assert judged["worst_of_tolerance"] <= 1, judged
+    assert report["kv_f16_refused"] is None and report["options"]["kv"] == "f16"
+    assert all({"kv_f16", "rope_kv_cache_write"} <= set(step["routes"]) for step in report["steps"])
+    packed, _ = llama
+    assert report["tokens"] == packed["tokens"] and report["free_tokens"] == packed["free_tokens"]
+
+
 def test_interleaved_rope_and_an_untied_head_match_through_the_per_head_permutation():
     report, artifacts = _run({"model": "awkward", "layers": 2, "prompt": 9, "decode": 3})
     assert report["config"]["rope_layout"] == "interleaved" and not report["config"]["tied_embeddings"]

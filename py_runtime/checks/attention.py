@@ -42,13 +42,15 @@ class AttentionCase:
     rope: bool = False      # the step's q and k rotated by rope_kv_cache_write (the model's RoPE layout)
     prefill: str | None = None  # the prefill's route forced (the decode's stays the table's)
     prefill_kernel: str | None = None   # an sdpa_prefill_sg variant in place of the table's
+    kv_f16: bool = False    # the cache's kernels in shader-f16 types where the device has it (KVCache(f16=))
 
     @property
     def name(self) -> str:
         return (f"{self.geometry}.s{self.tokens}.p{self.pos}" + (f".{self.force}" if self.force else "")
                 + (".q32" if self.q32 else "") + (".rope" if self.rope else "")
                 + (f".{self.prefill}" if self.prefill else "")
-                + (f".{self.prefill_kernel.removeprefix('sdpa_prefill_sg_')}" if self.prefill_kernel else ""))
+                + (f".{self.prefill_kernel.removeprefix('sdpa_prefill_sg_')}" if self.prefill_kernel else "")
+                + (".kvf16" if self.kv_f16 else ""))
 
     @property
     def config(self) -> ModelConfig:
@@ -70,7 +72,8 @@ PRESETS = {
     # workgroup-memory FlashDecoding for a decode (where subgroups are, only the awkward geometry takes it);
     # Qwen3's opt-in 32-row prefill (Q16 where the device lacks its workgroup memory); the K16 and Q16
     # prefills forced where the subgroup prefill would run; RoPE fused into the cache write in both pair
-    # layouts.
+    # layouts; the cache in shader-f16 types (packed where the device lacks it): each writer, the subgroup
+    # prefill, the one pass and FlashDecoding's split pass in it, and routes without an f16 spelling reading it.
     "ci": _matrix((1, 7, 129), (0, 1, 300), ("llama", "qwen3", "awkward")) + [
                                                AttentionCase("gqa3", 1, 300), AttentionCase("gqa3", 7, 1),
                                                AttentionCase("llama", 1, 1000, force="sdpa_materialized"),
@@ -83,7 +86,12 @@ PRESETS = {
                                                AttentionCase("llama", 129, 1, prefill="sdpa_k16"),
                                                AttentionCase("qwen3", 7, 300, prefill="sdpa_q16"),
                                                AttentionCase("llama", 7, 300, rope=True),
-                                               AttentionCase("qwen3", 7, 1, rope=True)],
+                                               AttentionCase("qwen3", 7, 1, rope=True),
+                                               AttentionCase("llama", 7, 300, rope=True, kv_f16=True),
+                                               AttentionCase("qwen3", 129, 1, kv_f16=True),
+                                               AttentionCase("llama", 1, 1500, kv_f16=True),
+                                               AttentionCase("qwen3", 1, 1500, rope=True, kv_f16=True),
+                                               AttentionCase("awkward", 7, 1, kv_f16=True)],
     # Every subgroup prefill variant (shipped and sweep) at the three geometries of D 64 and 128, short and
     # long: for adapters whose smallest subgroup holds 16 invocations (the H200's 32, natively and in
     # Chromium); elsewhere the route refuses the wider variants by name.
@@ -111,7 +119,8 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
     config, tensors, device = case.config, runtime.tensors, runtime.device
     heads, kv_heads, dim = config.heads, config.kv_heads, config.head_dim
     prefix = f"attn.{case.name}"
-    cache = await KVCache.allocate(runtime, f"{prefix}.cache", capacity=case.capacity, kv_heads=kv_heads, head_dim=dim)
+    cache = await KVCache.allocate(runtime, f"{prefix}.cache", capacity=case.capacity, kv_heads=kv_heads, head_dim=dim,
+                                   f16=case.kv_f16)
     scratch = await AttentionScratch.allocate(runtime, f"{prefix}.scratch", heads=heads, head_dim=dim,
                                               max_tokens=case.tokens, capacity=case.capacity)
     q = await tensors.allocate(f"{prefix}.q", (case.tokens, heads, dim))
@@ -166,7 +175,8 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
         tensors.release(tensor.name)
     return {"name": case.name, "geometry": case.geometry, "heads": heads, "kv_heads": kv_heads, "head_dim": dim,
             "tokens": case.tokens, "pos": case.pos, "capacity": case.capacity, "force": case.force, "q32": case.q32,
-            "prefill": case.prefill, "prefill_kernel": case.prefill_kernel,
+            "prefill": case.prefill, "prefill_kernel": case.prefill_kernel, "kv_f16": case.kv_f16,
+            "kv_f16_refused": cache.f16_refused,
             "rope": case.rope, "rope_layout": config.rope_layout, "rope_theta": config.rope_theta,
             "llama3_scaling": config.rope_scaling is not None, "index": index,
             "scale": 1.0 / dim ** 0.5, "why": [d.to_json() for d in attention.decisions],

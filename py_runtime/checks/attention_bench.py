@@ -39,6 +39,7 @@ class AttentionBenchCase:
     flash_split: tuple[str, int] | None = None     # a sweep's split-pass kernel and workgroups (sdpa(flash_split=))
     prefill_kernel: str | None = None               # a sweep's subgroup prefill variant (sdpa(prefill_kernel=))
     decode_kernel: str | None = None                # a sweep's one-pass decode variant (sdpa(decode_kernel=))
+    kv_f16: bool = False                            # the caches' kernels in shader-f16 types (KVCache(f16=))
 
     @property
     def name(self) -> str:
@@ -47,7 +48,7 @@ class AttentionBenchCase:
             if self.flash_split else f"[{self.prefill_kernel.removeprefix('sdpa_prefill_sg_')}]" \
             if self.prefill_kernel else f"[{self.decode_kernel.removeprefix('sdpa_decode_sg_')}]" \
             if self.decode_kernel else ""
-        return f"{self.config.key}.{what}.{self.route.removeprefix('sdpa_')}{swept}"
+        return f"{self.config.key}.{what}.{self.route.removeprefix('sdpa_')}{swept}{'.kvf16' if self.kv_f16 else ''}"
 
     @property
     def kv_bytes(self) -> int:
@@ -104,12 +105,21 @@ ATTENTION_PRESETS = {
                           for s in (128, 512, 2048) for route in (*one_pass, "sdpa_materialized")],
     "attention_prefill_sweep": [case for m in _MODELS for case in _prefill_sweep(m)],
     "attention_flash_sweep": [case for m in _MODELS for case in _flash_sweep(m, 4096)],
+    # The cache's two spellings side by side, each route's packed u32 then shader-f16 kernels (rows of the
+    # latter are skipped where the device lacks the feature: Chromium on NVIDIA needs the f16 flag).
+    "attention_kv_f16": [AttentionBenchCase(m, tokens, ctx, route, kv_f16=f16) for m in _MODELS
+                         for tokens, ctx, route in ((1, 128, "sdpa_decode_subgroup"), (1, 512, "sdpa_decode_subgroup"),
+                                                    (1, 1024, "sdpa_flash_subgroup"), (1, 4096, "sdpa_flash_subgroup"),
+                                                    (512, 512, "sdpa_prefill_subgroup"),
+                                                    (2048, 2048, "sdpa_prefill_subgroup"))
+                         for f16 in (False, True)],
     # SmolLM2-135M's 9/3/64: the G 3 subgroup split pass against the workgroup-memory one it replaced.
     "attention_gqa3": [AttentionBenchCase(GQA3, 1, ctx, route) for ctx in (128, 1024, 4096)
                        for route in ("sdpa_flash_subgroup", "sdpa_flash_decode")],
     # Toy sizes for CPU adapters and tests.
     "attention_tiny": [AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_decode_subgroup"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_subgroup"),
+                       AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_subgroup", kv_f16=True),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_flash_decode"),
                        AttentionBenchCase(LLAMA_3_2_1B, 1, 64, "sdpa_materialized"),
                        AttentionBenchCase(LLAMA_3_2_1B, 8, 8, "sdpa_materialized"),
@@ -144,9 +154,11 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
     plan = Plan(runtime, f"bench.{case.name}", live={"tokens": case.tokens, "pos": case.context - case.tokens})
     for layer in range(layers):
         cache = await KVCache.allocate(runtime, f"{prefix}.cache{layer}", capacity=case.context, kv_heads=kv_heads,
-                                       head_dim=dim)
+                                       head_dim=dim, f16=case.kv_f16)
         owned += [cache.k, cache.v]
         try:
+            if cache.f16_refused:
+                raise RouteUnavailable(f"the cache in shader-f16 types: {cache.f16_refused}")
             op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
                       force=case.route, q32=case.route == "sdpa_q32", flash_split=case.flash_split,
                       prefill_kernel=case.prefill_kernel, decode_kernel=case.decode_kernel)

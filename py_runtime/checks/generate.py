@@ -116,14 +116,15 @@ async def _build(runtime, config, options: dict, setting: dict, progress) -> Dec
     return await Decoder.create(runtime, config, seed=options["seed"], max_prompt=options["prompt"],
                                 capacity=capacity, policy=setting["policy"],
                                 gpu_position=POSITIONS[setting["position"]], attention=setting["attention"],
-                                fused=setting["fused"], progress=progress)
+                                fused=setting["fused"], kv=setting.get("kv", "packed"), progress=progress)
 
 
 def _setting_name(setting: dict) -> str:
     """A side's name on the page: its policy, and the route choices that differ from the defaults."""
     return setting["policy"] + ("" if setting["position"] == "auto" else f", position on the {setting['position']}") \
         + ("" if setting["attention"] == "auto" else f", {setting['attention']} attention") \
-        + ("" if setting["fused"] else ", nothing fused")
+        + ("" if setting["fused"] else ", nothing fused") \
+        + (", KV in shader-f16 types" if setting.get("kv") == "f16" else "")
 
 
 async def _warm_up(decoder: Decoder, prompt: list[int], steps: int, progress) -> None:
@@ -159,7 +160,7 @@ async def run_generate(runtime, options: dict, sink=None, progress=no_progress) 
     options["layers"] = config.layers
     prompt = prompt_ids(config.vocab, options["seed"], options["prompt"])
     started = time.perf_counter()
-    setting = {key: options[key] for key in ("policy", "position", "attention", "fused")}
+    setting = {key: options[key] for key in ("policy", "position", "attention", "fused", "kv")}
     decoder = await _build(runtime, config, options, setting, progress)
     try:
         build_s = time.perf_counter() - started
@@ -234,7 +235,8 @@ async def run_compare(runtime, options: dict, sink=None, progress=no_progress) -
         return await compare_with_peer(runtime, options, choice, sink, progress)
     prompt = prompt_ids(base.vocab, options["seed"], options["prompt"])
     sides = {label: {"policy": options[label], "position": options[f"{label}_position"],
-                     "attention": options[f"{label}_attention"], "fused": options[f"{label}_fused"]}
+                     "attention": options[f"{label}_attention"], "fused": options[f"{label}_fused"],
+                     "kv": options[f"{label}_kv"]}
              for label in ("a", "b")}
     started = time.perf_counter()
     decoders: dict[str, Decoder] = {}

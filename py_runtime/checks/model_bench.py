@@ -69,7 +69,8 @@ def kernel_rows(execution, phase: str) -> list[dict]:
 async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int | None = None, prompt: int = 128,
                           decode: int = 64, policy: str = "f32", seed: int = 7, batch: int = 16,
                           profile: bool = True, context: int = 0, position: str = "auto", fuse_norm: bool = True,
-                          attention: str = "auto", per_submit: int = 0, progress=no_progress) -> dict:
+                          attention: str = "auto", per_submit: int = 0, kv: str = "packed",
+                          progress=no_progress) -> dict:
     config = model_config(model, layers)
     if position not in POSITIONS:
         raise ValueError(f"position {position!r}: one of {list(POSITIONS)}")
@@ -83,7 +84,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
     decoder = await Decoder.create(runtime, config, seed=seed, max_prompt=prompt,
                                    capacity=prompt + fill + decode + PROFILED_STEPS,
                                    policy=policy, gpu_position=POSITIONS[position], fuse_norm=fuse_norm,
-                                   attention=attention)
+                                   attention=attention, kv=kv)
     try:
         build_s = time.perf_counter() - started
         progress("model bench", 1, 4)
@@ -138,7 +139,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
                                                     PREFILL_TRIALS) / 1e3
             quantized = bool(profiled.quantized or profiled_step.quantized)
         progress("model bench", 4, 4)
-        recorded, position_on_gpu = len(decoder.plan), decoder.position_on_gpu
+        recorded, position_on_gpu, kv_f16_refused = len(decoder.plan), decoder.position_on_gpu, decoder.kv_f16_refused
     finally:
         decoder.release()
     return {
@@ -147,7 +148,9 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         "config": config.to_json(),
         "options": {"model": model, "layers": config.layers, "prompt": prompt, "decode": decode, "policy": policy,
                     "seed": seed, "batch": batch, "context": prompt + fill + decode, "position": position,
-                    "fuse_norm": fuse_norm, "attention": attention, "per_submit": per_submit or SUBMIT_STEPS},
+                    "fuse_norm": fuse_norm, "attention": attention, "per_submit": per_submit or SUBMIT_STEPS,
+                    "kv": kv},
+        "kv_f16_refused": kv_f16_refused,
         "position_on_gpu": position_on_gpu,
         "build_s": round(build_s, 3),
         "prefill_tok_s": prompt / prefill_s,

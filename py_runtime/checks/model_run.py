@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass
 
 from ..models.config import MODELS, model_config
-from ..models.decoder import ATTENTION, POLICIES, Decoder
+from ..models.decoder import ATTENTION, KV_SPELLINGS, POLICIES, Decoder
 from ..ops.synth import synth_hash
 from ..runtime import Runtime
 from .outcome import FAILED, NOT_CHECKED, no_progress
 
-__all__ = ["ModelRunOptions", "MODEL_KEYS", "POLICIES", "ATTENTION", "prompt_ids", "run_model_check"]
+__all__ = ["ModelRunOptions", "MODEL_KEYS", "POLICIES", "ATTENTION", "KV_SPELLINGS", "prompt_ids", "run_model_check"]
 
 MODEL_KEYS = tuple(MODELS)
 PROMPT_STREAM = 77
@@ -39,6 +39,7 @@ class ModelRunOptions:
     attention: str = "auto"     # models/decoder.py ATTENTION
     fused: bool = True          # the fused QKV and gate/up + SwiGLU routes where they apply
     fuse_norm: bool = True      # int8x: the decode norms inside the GEMVs that read them where they apply
+    kv: str = "packed"          # models/decoder.py KV_SPELLINGS
     artifacts: bool = True
 
 
@@ -56,7 +57,7 @@ async def run_model_check(runtime: Runtime, options: ModelRunOptions, sink=None,
     decoder = await Decoder.create(runtime, config, seed=options.seed, max_prompt=options.prompt,
                                    capacity=options.prompt + options.decode, policy=options.policy,
                                    attention=options.attention, fused=options.fused,
-                                   fuse_norm=options.fuse_norm)
+                                   fuse_norm=options.fuse_norm, kv=options.kv)
     try:
         build_s = time.perf_counter() - started
         progress("model", 1, stages)
@@ -91,7 +92,8 @@ async def run_model_check(runtime: Runtime, options: ModelRunOptions, sink=None,
         "options": {"model": options.model, "layers": options.layers, "prompt": options.prompt,
                     "decode": options.decode, "policy": options.policy, "seed": options.seed, "batch": options.batch,
                     "attention": options.attention, "fused": options.fused,
-                    "fuse_norm": options.fuse_norm},
+                    "fuse_norm": options.fuse_norm, "kv": options.kv},
+        "kv_f16_refused": decoder.kv_f16_refused,
         "prompt_ids": prompt,
         "tokens": checked,                  # one per logits artifact: the greedy token each step chose
         "free_tokens": free["ids"],

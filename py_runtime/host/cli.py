@@ -367,7 +367,7 @@ def _bench(args) -> int:
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
                           "decode", "policy", "batch", "profile", "context", "position", "peer", "flavour",
-                          "peer_device", "seed", "checked", "fuse_norm", "attention", "per_submit"))
+                          "peer_device", "seed", "checked", "fuse_norm", "attention", "per_submit", "kv"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -561,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--attention", choices=_choices(benches, "attention"),
                        help="model: attention routes (default auto: the one-pass decode up to its reach, "
                             "FlashDecoding past it; flash: FlashDecoding at every decode context)")
+    bench.add_argument("--kv", choices=_choices(benches, "kv"),
+                       help="model: the KV caches' kernels (default packed: f16 pairs in u32; f16: shader-f16 types "
+                            "where the device has the feature)")
     bench.add_argument("--peer", choices=_choices(benches, "peer"), help="compare: the peer engine (default ort-web)")
     bench.add_argument("--flavour", choices=_choices(benches, "flavour"),
                        help="compare: ORT-web's wasm build (default jspi)")

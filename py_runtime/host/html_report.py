@@ -183,6 +183,10 @@ def _header(run: dict) -> _Html:
     if run.get("position_on_gpu") is not None:
         facts.append(("position", f"on the {'GPU' if run['position_on_gpu'] else 'host'} between decode steps"
                                   + (f" (asked: {o['position']})" if o.get("position") else "")))
+    if o.get("kv") == "f16":
+        refused = run.get("kv_f16_refused")
+        facts.append(("KV cache", f"asked for in shader-f16 types, run packed: {refused}" if refused
+                                  else "its kernels in shader-f16 types (the same bytes as the packed u32 pairs)"))
     facts += [("oracle", _oracle(run)), ("timestamps quantized", _quantized(run.get("timestamps_quantized")))]
     if d:
         facts.append(("dispatches", f"{d.get('recorded')} recorded; {d.get('prefill')} run per prefill, "

@@ -186,7 +186,7 @@ def format_model_bench(report: dict) -> str:
         f"{c['name']}, {o['layers']} layers, policy {o['policy']}: prompt {o['prompt']}, {o['decode']} greedy decode "
         f"steps ending at position {o['context']} (ids read {reads}); position on the "
         f"{'GPU' if report['position_on_gpu'] else 'host'}; {d['recorded']} dispatches recorded, {d['prefill']} run "
-        f"per prefill, {d['decode']} per decode step",
+        f"per prefill, {d['decode']} per decode step" + _kv_spelling(report),
         _table(["prefill tok/s", "TTFT ms", "prefill GPU us (one pass)", "decode tok/s", "host ms/token",
                 "GPU us/step (one pass)"],
                [[_figure(report["prefill_tok_s"]), _figure(report["ttft_ms"]),
@@ -213,6 +213,14 @@ def format_model_bench(report: dict) -> str:
     else:
         lines.append("per kernel: not profiled (no timestamp-query on this adapter, or --no-profile)")
     return "\n".join(lines)
+
+
+def _kv_spelling(report: dict) -> str:
+    """The KV cache's kernels where shader-f16 types were asked for (the default, packed u32, says nothing)."""
+    if report["options"].get("kv") != "f16":
+        return ""
+    refused = report.get("kv_f16_refused")
+    return f"; KV cache kernels packed u32 ({refused})" if refused else "; KV cache kernels in shader-f16 types"
 
 
 def format_model_soak(report: dict) -> str:

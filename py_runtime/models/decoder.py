@@ -48,6 +48,9 @@ Route choices beside the policy (for comparing routes; the defaults are the fast
              stays there)
   fused      True (the fused QKV GEMM/GEMV and, int8x, the fused gate/up + SwiGLU GEMV where they apply) or
              False (q, k, v as three linears; gate, up and swiglu apart at every step)
+  kv         "packed" (the KV caches' kernels read and write f16 pairs packed in u32) or "f16" (their shader-f16
+             spellings where they have one and the device has the feature: ops/attention.py; else packed, and
+             Decoder.kv_f16_refused says why)
   fuse_norm  True (int8x, fused: a decode step's RMSNorm + quantization runs inside the GEMV that reads it,
              each workgroup normalizing the residual row itself, where the route q4_gemv_int8x_qkv_rope_norm
              (Qwen3: _qkv_rope_qknorm_norm) or q4_gemv_int8x_glu_q8_norm runs; that norm's rms_norm_int8x
@@ -85,11 +88,12 @@ from .config import ModelConfig
 from .checkpoint_weights import load_weights
 from .weights import GROUP_SIZE, ModelWeights
 
-__all__ = ["POLICIES", "ATTENTION", "Decoder", "DecodeRun", "ContextFull"]
+__all__ = ["POLICIES", "ATTENTION", "KV_SPELLINGS", "Decoder", "DecodeRun", "ContextFull"]
 
 POLICIES = ("f32", "int8x", "f16")
 ATTENTION = ("auto", "flash", "materialized")    # the attention routes' choice: the guards', FlashDecoding at
                                                 # every decode context (the one pass off), or the materialized one
+KV_SPELLINGS = ("packed", "f16")                # the KV caches' kernels: u32-packed f16 pairs, or shader-f16 types
 SUBMIT_STEPS = 4            # decode steps per submit (decode(per_submit=)): the same step repeated in one command buffer
 DOWN_DECODE_GROUP = 32      # one 32-value chunk: the finest group the int8x GEMVs' per-chunk scales allow
 
@@ -148,11 +152,12 @@ class Decoder:
 
     def __init__(self, runtime, config: ModelConfig, weights: ModelWeights, *, max_prompt: int, capacity: int,
                  policy: str, gpu_position: bool | None, attention: str = "auto", fused: bool = True,
-                 fuse_norm: bool = True, sampling: Sampling | None = None):
+                 fuse_norm: bool = True, sampling: Sampling | None = None, kv: str = "packed"):
         self.runtime, self.config, self.weights = runtime, config, weights
         self.sampling = sampling
         self.max_prompt, self.capacity, self.policy = max_prompt, capacity, policy
-        self.attention, self.fused, self.fuse_norm = attention, fused, fuse_norm
+        self.attention, self.fused, self.fuse_norm, self.kv = attention, fused, fuse_norm, kv
+        self.kv_f16_refused: str | None = None     # why kv="f16" runs packed here
         self.gpu_position = gpu_position     # None: wherever the plan allows (position_on_gpu says)
         self.position_on_gpu = False
         self.position = 0           # positions the KV cache holds; the next step starts here (the host's count)
@@ -166,7 +171,7 @@ class Decoder:
     async def create(cls, runtime, config: ModelConfig, *, seed: int = 0, max_prompt: int, capacity: int,
                      policy: str = "f32", gpu_position: bool | None = None, attention: str = "auto",
                      fused: bool = True, fuse_norm: bool = True, sampling: Sampling | None = None, progress=None,
-                     checkpoint=None) -> "Decoder":
+                     checkpoint=None, kv: str = "packed") -> "Decoder":
         """Allocate the synthetic weights and every buffer, record the plan (every op validates its
         shapes here, before anything runs), then generate the weights on the GPU. `checkpoint` (a
         models.checkpoint_weights.CheckpointWeights, validated against `config`) loads its weights
@@ -174,7 +179,7 @@ class Decoder:
         False keeps the position on the host (every step re-sized); True refuses a plan that cannot
         keep it on the GPU; None (default) keeps it there where the plan allows. `progress(stage, done,
         total)` hears "pipelines" once per layer recorded (and the head) and "weights" around their generation.
-        `attention`, `fused` and `fuse_norm`: the route choices of the module docstring. `sampling` (a
+        `attention`, `fused`, `fuse_norm` and `kv`: the route choices of the module docstring. `sampling` (a
         Sampling) draws each token on the GPU; None picks greedily (argmax)."""
         if sampling is not None and not isinstance(sampling, Sampling):
             raise TypeError(f"sampling must be a Sampling or None (greedy), not {type(sampling).__name__}")
@@ -182,6 +187,8 @@ class Decoder:
             raise ValueError(f"unknown activation policy {policy!r}; known: {POLICIES}")
         if attention not in ATTENTION:
             raise ValueError(f"unknown attention choice {attention!r}; known: {ATTENTION}")
+        if kv not in KV_SPELLINGS:
+            raise ValueError(f"unknown KV cache spelling {kv!r}; known: {KV_SPELLINGS}")
         if not 1 <= max_prompt <= capacity:
             raise ValueError(f"{config.name}: max_prompt {max_prompt} must be 1..capacity ({capacity})")
         progress = progress or _no_progress
@@ -191,7 +198,7 @@ class Decoder:
             weights = await load_weights(runtime, config, checkpoint, scales_rows=policy == "int8x", progress=progress)
         decoder = cls(runtime, config, weights, max_prompt=max_prompt, capacity=capacity, policy=policy,
                       gpu_position=gpu_position, attention=attention, fused=fused, fuse_norm=fuse_norm,
-                      sampling=sampling)
+                      sampling=sampling, kv=kv)
         try:
             await decoder._record(progress)
             if weights.pending:
@@ -250,7 +257,8 @@ class Decoder:
         caches = []
         for i in range(c.layers):
             cache = await KVCache.allocate(self.runtime, f"{c.key}.kv{i}", capacity=self.capacity,
-                                           kv_heads=c.kv_heads, head_dim=hd, offset=self.offset)
+                                           kv_heads=c.kv_heads, head_dim=hd, offset=self.offset, f16=self.kv == "f16")
+            self.kv_f16_refused = cache.f16_refused
             self._owned += [cache.k, cache.v]
             caches.append(cache)
         scratch = await AttentionScratch.allocate(self.runtime, f"{c.key}.attn_scratch", heads=c.heads, head_dim=hd,

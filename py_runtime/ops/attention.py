@@ -1,4 +1,10 @@
-"""Attention over a per-layer KV cache stored as f16 packed two per u32 (no shader-f16 needed).
+"""Attention over a per-layer KV cache of f16 pairs, packed two per u32 (no shader-f16 needed).
+
+Where the device has shader-f16, a cache made with KVCache.allocate(f16=True) is written and read by the
+kernels' shader-f16 spellings (vec2<f16> pairs, vec4<f16> halves: the same bytes) where they have one
+(the cache writers and the subgroup decode and prefill passes: their kvf16_ twins), attested as kv_f16;
+the other routes read the same bytes as packed u32. Without the feature the cache stays packed and says
+why (KVCache.f16_refused).
 
 Layouts (../shared/reference/kernels.md section 3): q [tokens, Hq, D], k and v [tokens, Hkv, D] (f32),
 each cache u32 [capacity, Hkv, D / 2] (pack2x16float: element 2i in the low half). Hq % Hkv == 0: query
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cache as _memo
 
 from ..dispatch import CONTEXT, IDLE, POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
 from ..kernels import kernel, kernel_names
@@ -55,7 +62,7 @@ from .tuning import PORTABLE, Tuning, tuning_table
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
            "TILED_ROUTES", "FLASH_ROUTES", "flash_splits", "max_flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys",
            "subgroup_prefill_kernel", "subgroup_prefill_rows", "subgroup_prefill_tokens", "tiled_workgroup_bytes",
-           "one_pass_decode", "one_pass_kernel", "context_band", "ONE_PASS_SLOTS"]
+           "one_pass_decode", "one_pass_kernel", "context_band", "ONE_PASS_SLOTS", "KV_F16", "kv_f16_twins"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
 FLASH_MAX_GROUP_DIMS = 512      # ... MAXGD
@@ -82,6 +89,8 @@ class KVCache:
     capacity: int
     kv_heads: int
     head_dim: int
+    f16: bool = False                   # its kernels' shader-f16 spellings run where they have one (kv_f16)
+    f16_refused: str | None = None      # why f16 was asked for and not given
 
     def __post_init__(self):
         shape = (self.capacity, self.kv_heads, self.head_dim // 2)
@@ -93,15 +102,44 @@ class KVCache:
 
     @classmethod
     async def allocate(cls, runtime, name: str, *, capacity: int, kv_heads: int, head_dim: int,
-                       offset: Tensor | None = None) -> "KVCache":
-        """A zeroed cache; `offset` shares another cache's position offset (a decoder's layers)."""
+                       offset: Tensor | None = None, f16: bool = False) -> "KVCache":
+        """A zeroed cache; `offset` shares another cache's position offset (a decoder's layers). `f16` spells
+        its kernels in shader-f16 where the device has the feature (else packed, f16_refused saying so)."""
         if head_dim % 2 or capacity < 1:
             raise ValueError(f"KV cache {name!r}: head_dim {head_dim} must be even and capacity {capacity} positive")
         shape = (capacity, kv_heads, head_dim // 2)
         if offset is None:
             offset = await runtime.tensors.allocate(f"{name}.offset", (1,), "u32")
+        refused = None
+        if f16 and "shader-f16" not in runtime.device.adapter.device_features:
+            refused = "the device has no 'shader-f16' (the cache's kernels read and write packed u32 pairs)"
         return cls(await runtime.tensors.allocate(f"{name}.k", shape, "u32"),
-                   await runtime.tensors.allocate(f"{name}.v", shape, "u32"), offset, capacity, kv_heads, head_dim)
+                   await runtime.tensors.allocate(f"{name}.v", shape, "u32"), offset, capacity, kv_heads, head_dim,
+                   f16=f16 and refused is None, f16_refused=refused)
+
+
+KV_F16 = "kv_f16"           # the attestation of a dispatch running a kernel's shader-f16 spelling
+
+
+@_memo
+def kv_f16_twins() -> dict[str, str]:
+    """Each shipped kernel with a shader-f16 spelling of its KV cache -> that spelling: the kernel of the same
+    source whose template values differ only in KV_F16."""
+    def key(spec):
+        return spec.source, tuple(sorted((k, v) for k, v in spec.template_values.items() if k != "KV_F16"))
+    specs = [kernel(name) for name in kernel_names("shipped")]
+    packed = {key(spec): spec.name for spec in specs if spec.template_values.get("KV_F16") is False}
+    return {packed[key(spec)]: spec.name for spec in specs if spec.template_values.get("KV_F16") is True}
+
+
+def _spelled(op: Op, cache: KVCache) -> Op:
+    """`op` with each dispatch that has a shader-f16 spelling running it where the cache is spelled in f16
+    (attested kv_f16); the others read and write the same bytes as packed u32."""
+    if not cache.f16:
+        return op
+    twins = kv_f16_twins()
+    return replace(op, calls=tuple(replace(call, kernel=twins[call.kernel], attests=(*call.attests, KV_F16))
+                                   if call.kernel in twins else call for call in op.calls))
 
 
 @dataclass(frozen=True)
@@ -148,8 +186,8 @@ def kv_cache_write(*, k: Tensor, v: Tensor, cache: KVCache, tokens: int | str = 
                                               capacity=cache.capacity),
                       bytes_moved=pairs * 8 * 2 + pairs * 4 * 2)
 
-    return single(OpCall(label=label, kernel="kv_cache_write", route="kv_cache_write",
-                         tensors={"k": k, "v": v, "k_cache": cache.k, "v_cache": cache.v}, sizing=sizing))
+    return _spelled(single(OpCall(label=label, kernel="kv_cache_write", route="kv_cache_write",
+                                  tensors={"k": k, "v": v, "k_cache": cache.k, "v_cache": cache.v}, sizing=sizing)), cache)
 
 
 def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table: Tensor, cache: KVCache, heads: int,
@@ -203,9 +241,9 @@ def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table
                "offset": cache.offset}
     if qk_norm:
         tensors.update(q_norm=qk_norm[0], k_norm=qk_norm[1])
-    return single(OpCall(label=label, kernel=f"rope_kv_cache_write_{layout}{'_norm' if qk_norm else ''}",
-                         route="rope_kv_cache_write_norm" if qk_norm else "rope_kv_cache_write", tensors=tensors,
-                         sizing=sizing))
+    return _spelled(single(OpCall(label=label, kernel=f"rope_kv_cache_write_{layout}{'_norm' if qk_norm else ''}",
+                                  route="rope_kv_cache_write_norm" if qk_norm else "rope_kv_cache_write",
+                                  tensors=tensors, sizing=sizing)), cache)
 
 
 @dataclass(frozen=True)
@@ -709,7 +747,8 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         if why is not None:
             raise RouteUnavailable(f"{label} [decode]: route {force!r} cannot run here: {why}")
         req = replace(req, one_pass=(decode_kernel or one_pass_kernel(dim, adapter.info, int8 is not None), None))
-        return Op(label, tuple(_one_pass_build(req)), (Decision(label, "decode", force, (), forced=True),))
+        decision = Decision(label, "decode", force, (), forced=True)
+        return _spelled(Op(label, tuple(_one_pass_build(req)), (decision,)), cache)
     if force is not None:
         slot, routes = ("decode", DECODE_ROUTES) if force in {r.name for r in DECODE_ROUTES} else ("prefill",
                                                                                                    PREFILL_ROUTES)
@@ -717,8 +756,8 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         if (gpu_position or int8 is not None) and route.name not in FLASH_ROUTES:
             raise ValueError(f"{label}: {route.name} reads the position from its params alone and writes f32 "
                              f"only; gpu_position and int8 need a FlashDecoding route ({', '.join(FLASH_ROUTES)})")
-        return Op(label, tuple(_materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)),
-                  (decision,))
+        calls = _materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)
+        return _spelled(Op(label, tuple(calls), (decision,)), cache)
     decode, decode_why = choose(DECODE_ROUTES if one_pass else DECODE_ROUTES[1:], req, op=label, slot="decode")
     decisions = [decode_why]
     if decode.name == "sdpa_decode_subgroup":
@@ -738,8 +777,8 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         raise ValueError(f"{label}: the decode route here is sdpa_materialized ({decode_why}), whose passes are "
                          f"sized by the context on the host and write f32 only: neither gpu_position nor int8")
     elif decode.name == "sdpa_materialized":
-        return Op(label, tuple(decode.build(req)), (decode_why,))
+        return _spelled(Op(label, tuple(decode.build(req)), (decode_why,)), cache)
     else:
         decode_ops = decode.build(req)
     prefill, prefill_why = choose(PREFILL_ROUTES, req, op=label, slot="prefill", force=prefill_route)
-    return Op(label, tuple(decode_ops + prefill.build(req)), (*decisions, prefill_why))
+    return _spelled(Op(label, tuple(decode_ops + prefill.build(req)), (*decisions, prefill_why)), cache)

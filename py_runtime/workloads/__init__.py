@@ -24,6 +24,7 @@ from ..checks.host_cost import run_host_cost
 from ..checks.model_bench import POSITIONS, run_model_bench
 from ..checks.model_soak import run_model_soak
 from ..checks.model_run import ATTENTION as ATTENTION_CHOICES
+from ..checks.model_run import KV_SPELLINGS
 from ..checks.peer_bench import FLAVOURS, PEER_DEVICES, PEERS, run_peer_bench
 from ..checks.model_run import MODEL_KEYS, POLICIES, ModelRunOptions, run_model_check
 from ..checks.kernel_bench import BENCH_PRESETS, STEP_PRESETS, run_kernel_bench
@@ -181,6 +182,7 @@ async def _model(runtime, options, sink, progress):
 _MODEL = ModelRunOptions()
 _ATTENTION_HELP = "attention routes: the route tables' choice, FlashDecoding at every decode context, or materialized " \
                   "at every step"
+_KV_HELP = "the KV caches' kernels: f16 pairs packed in u32, or shader-f16 types where the device has the feature"
 MODEL = Workload(
     name="model", title="A whole model's prefill and greedy decode (logits judged by the transformers oracle)",
     kind="check",
@@ -198,6 +200,7 @@ MODEL = Workload(
              Option(name="fused", type="bool", default=_MODEL.fused, help="the fused QKV and gate/up + SwiGLU routes"),
              Option(name="fuse_norm", type="bool", default=_MODEL.fuse_norm,
                     help="int8x: each decode RMSNorm inside the GEMV that reads it (its _norm route)"),
+             Option(name="kv", type="str", default=_MODEL.kv, allowed=KV_SPELLINGS, help=_KV_HELP),
              _ARTIFACTS_ON),
     runner=_model, renderer="model")
 
@@ -252,7 +255,8 @@ MODEL_BENCH = Workload(
              Option(name="fuse_norm", type="bool", default=_MODEL_BENCH["fuse_norm"],
                     help="int8x: each decode RMSNorm inside the GEMV that reads it (its _norm route)"),
              Option(name="attention", type="str", default=_MODEL_BENCH["attention"], allowed=ATTENTION_CHOICES,
-                    help=_ATTENTION_HELP)),
+                    help=_ATTENTION_HELP),
+             Option(name="kv", type="str", default=_MODEL_BENCH["kv"], allowed=KV_SPELLINGS, help=_KV_HELP)),
     runner=_model_bench, renderer="model_bench", aliases=("model",))
 
 
@@ -349,6 +353,7 @@ GENERATE = Workload(
              Option(name="attention", type="str", default="auto", allowed=ATTENTION_CHOICES,
                     help=_ATTENTION_HELP),
              Option(name="fused", type="bool", default=True, help="the fused QKV and gate/up + SwiGLU routes"),
+             Option(name="kv", type="str", default="packed", allowed=KV_SPELLINGS, help=_KV_HELP),
              *_VIEW_TAIL),
     runner=run_generate, renderer="generate")
 
@@ -370,6 +375,8 @@ COMPARE = Workload(
              Option(name="b_attention", type="str", default="auto", allowed=ATTENTION_CHOICES, help="side b's attention routes"),
              Option(name="a_fused", type="bool", default=True, help="side a: the fused QKV and gate/up + SwiGLU"),
              Option(name="b_fused", type="bool", default=True, help="side b: the fused QKV and gate/up + SwiGLU"),
+             Option(name="a_kv", type="str", default="packed", allowed=KV_SPELLINGS, help="side a's KV cache kernels"),
+             Option(name="b_kv", type="str", default="packed", allowed=KV_SPELLINGS, help="side b's KV cache kernels"),
              Option(name="rounds", type="int", default=2, minimum=1, help="timed passes of each side, alternating"),
              Option(name="peer_key", type="str", default=None,
                     help="b=ort-web: the peer build under vendor/peer/ (default: the one index.json names)"),

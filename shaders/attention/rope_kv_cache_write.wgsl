@@ -16,7 +16,11 @@ $if NORM:
   // the sum of squares meeting in a workgroup tree; each invocation takes j = lane, lane + WG, ...
 $else:
   // One invocation per (token, head, j).
-// A position at or past the cache or the table writes nothing (the op refuses such sizes first).
+// A position at or past the cache or the table writes nothing (the op refuses such sizes first). The pairs
+// are ${"spelled vec2<f16>" if KV_F16 else "packed in u32"} (f16_pairs.wgsli).
+$if KV_F16:
+  enable f16;
+
 const WG: u32 = ${32 if NORM else 256}u;
 
 struct Params {
@@ -36,14 +40,16 @@ struct Params {
 @group(0) @binding(2) var<storage, read> v: array<f32>;
 @group(0) @binding(3) var<storage, read> table: array<vec2<f32>>;
 @group(0) @binding(4) var<storage, read_write> q_out: array<f32>;
-@group(0) @binding(5) var<storage, read_write> k_cache: array<u32>;
-@group(0) @binding(6) var<storage, read_write> v_cache: array<u32>;
+@group(0) @binding(5) var<storage, read_write> k_cache: array<KVPair>;
+@group(0) @binding(6) var<storage, read_write> v_cache: array<KVPair>;
 @group(0) @binding(7) var<storage, read> offset: array<u32>;   // the cache's GPU-side position offset
 @group(0) @binding(8) var<uniform> params: Params;
 $if NORM:
   @group(0) @binding(9) var<storage, read> q_norm: array<f32>;
   @group(0) @binding(10) var<storage, read> k_norm: array<f32>;
   var<workgroup> squares: array<f32, WG>;
+
+$include f16_pairs.wgsli
 
 fn rotate(a: f32, b: f32, rotation: vec2<f32>) -> vec2<f32> {
   return vec2<f32>(a * rotation.x - b * rotation.y, a * rotation.y + b * rotation.x);
@@ -96,10 +102,10 @@ fn rotate_store(t: u32, r: u32, j: u32, position: u32, x: vec4<f32>) {
   let h = r - params.heads;
   let base = (t * params.kv_heads + h) * dim;
   let row = (position * params.kv_heads + h) * params.half;
-  k_cache[row + e.x / 2u] = pack2x16float(out.xy);
-  k_cache[row + e.y / 2u] = pack2x16float(out.zw);
-  v_cache[row + e.x / 2u] = pack2x16float(vec2<f32>(v[base + e.x], v[base + e.x + 1u]));
-  v_cache[row + e.y / 2u] = pack2x16float(vec2<f32>(v[base + e.y], v[base + e.y + 1u]));
+  k_cache[row + e.x / 2u] = kv_pair(out.xy);
+  k_cache[row + e.y / 2u] = kv_pair(out.zw);
+  v_cache[row + e.x / 2u] = kv_pair(vec2<f32>(v[base + e.x], v[base + e.x + 1u]));
+  v_cache[row + e.y / 2u] = kv_pair(vec2<f32>(v[base + e.y], v[base + e.y + 1u]));
 }
 
 $if NORM:

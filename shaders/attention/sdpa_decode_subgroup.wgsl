@@ -10,7 +10,10 @@
 // loading while this step's are used" if PF else ""}. After the loop the slots rescale to the
 // workgroup's maximum and sum, by shuffles within a subgroup and then in workgroup memory; the head's
 // row is normalized and written${", and quantized to int8 for the int8x o-proj" if QUANT else ""}.
+// The cache is read ${"in shader-f16's types" if KV_F16 else "as f16 pairs packed in u32"} (f16_words.wgsli).
 enable subgroups;
+$if KV_F16:
+  enable f16;
 
 const WG: u32 = ${WG}u;
 const LANES: u32 = 4u;                  // invocations per slot
@@ -35,8 +38,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> k_cache: array<vec4<u32>>;   // four f16 pairs a word
-@group(0) @binding(2) var<storage, read> v_cache: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> k_cache: array<KVWord>;   // four f16 pairs a word (f16_words.wgsli)
+@group(0) @binding(2) var<storage, read> v_cache: array<KVWord>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> offset: array<u32>;
 @group(0) @binding(5) var<uniform> params: Params;

@@ -11,7 +11,10 @@
 // workgroup's maximum, sum by shuffles within a subgroup, then subgroup by subgroup in workgroup memory;
 // the partial (m, l) and unnormalized output o go to scratch [q head, split] for sdpa_flash_reduce, as
 // the workgroup-memory split pass writes them.
+// The cache is read ${"in shader-f16's types" if KV_F16 else "as f16 pairs packed in u32"} (f16_words.wgsli).
 enable subgroups;
+$if KV_F16:
+  enable f16;
 
 const WG: u32 = ${WG}u;
 const LANES: u32 = 4u;                  // invocations per slot
@@ -38,8 +41,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> k_cache: array<vec4<u32>>;   // four f16 pairs a word
-@group(0) @binding(2) var<storage, read> v_cache: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> k_cache: array<KVWord>;   // four f16 pairs a word (f16_words.wgsli)
+@group(0) @binding(2) var<storage, read> v_cache: array<KVWord>;
 @group(0) @binding(3) var<storage, read_write> part_ml: array<vec2<f32>>;
 @group(0) @binding(4) var<storage, read_write> part_o: array<f32>;
 @group(0) @binding(5) var<storage, read> offset: array<u32>;

@@ -15,8 +15,11 @@ $if KS > 1:
   // invocations in flight, each with a KS-th of the chain. Every slot runs the same trip count (steps
   // past the end are masked), so control flow stays uniform; at the end the KS partial (m, l, o) of a
   // row meet in workgroup memory (a row's slots may sit in one subgroup or several: any width works).
-// The cache is f16 packed two per u32, [capacity, Hkv, D / 2]; q and out are [tokens, Hq, D], f32.
+// The cache is f16 pairs, [capacity, Hkv, D / 2]${", read in shader-f16's types" if KV_F16 else " packed in u32"}; q and out are
+// [tokens, Hq, D], f32.
 enable subgroups;
+$if KV_F16:
+  enable f16;
 
 const WG: u32 = ${WG}u;
 const SUB: u32 = ${SUB}u;               // invocations per row
@@ -39,8 +42,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> k_cache: array<vec4<u32>>;   // four f16 pairs a word
-@group(0) @binding(2) var<storage, read> v_cache: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> k_cache: array<KVWord>;   // four f16 pairs a word (f16_words.wgsli)
+@group(0) @binding(2) var<storage, read> v_cache: array<KVWord>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(4) var<uniform> params: Params;
 
@@ -52,8 +55,8 @@ $if KS > 1:
 $include f16_words.wgsli
 
 struct Words {
-  k: array<vec4<u32>, U * W>,
-  v: array<vec4<u32>, U * W>,
+  k: array<KVWord, U * W>,
+  v: array<KVWord, U * W>,
 }
 
 // This lane's words of keys [first, first + U) (a key past `last` reads `last`'s words: it is masked).

@@ -182,6 +182,20 @@ def _check_rotated(case: dict, steps: list, k: np.ndarray, read) -> tuple[np.nda
     return k16, rotated_steps
 
 
+def _check_spelling(case: dict, adapter: dict) -> bool:
+    """Whether the case's cache was spelled in shader-f16 (asked for, and the device has the feature); if so
+    every subgroup pass (a `_sg_` kernel) ran its kvf16_ spelling (all of this suite's have one), else none did
+    and the cache says why it was refused."""
+    spelled = bool(case.get("kv_f16")) and "shader-f16" in adapter["device_features"]
+    for name in case["kernels"]:
+        if "_sg_" in name:
+            assert name.startswith("kvf16_") == spelled, (f"{case['name']}: ran {name} with the cache "
+                                                          f"{'in shader-f16 types' if spelled else 'packed'}")
+    assert bool(case.get("kv_f16_refused")) == (bool(case.get("kv_f16")) and not spelled), \
+        f"{case['name']}: kv_f16 {case.get('kv_f16')}, refused {case.get('kv_f16_refused')!r}"
+    return spelled
+
+
 def verify_attention_report(report: dict, read) -> dict:
     """Every case's cache and every step's output and routes; returns worst error/bound per case."""
     from ...checks.attention import QKV_RANGE
@@ -197,11 +211,13 @@ def verify_attention_report(report: dict, read) -> dict:
             k16 = _check_cache(f"{name} k", read(case["cache_artifacts"][0]), k)
         v16 = _check_cache(f"{name} v", read(case["cache_artifacts"][1]), v)
         write_route = "rope_kv_cache_write" if case.get("rope") else "kv_cache_write"
+        spelled = _check_spelling(case, report["adapter"])
         ratios = []
         for step, q in steps:
             route = expected_attention_route(case, step["tokens"], report["adapter"], step["pos"])
-            assert step["routes"] == [write_route, route], (f"{name} at {step['tokens']} tokens from "
-                                                            f"{step['pos']}: ran {step['routes']}, expected {route}")
+            expected = [write_route, *(["kv_f16"] if spelled else []), route]
+            assert step["routes"] == expected, (f"{name} at {step['tokens']} tokens from {step['pos']}: ran "
+                                                f"{step['routes']}, expected {expected}")
             assert step["attention_conflicts"] == 0, f"{name}: conflicting attention routes {step['routes']}"
             got = np.frombuffer(read(step["artifact"]), np.float32).reshape(q.shape).astype(np.float64)
             exact, bound = attention_reference(q, k16, v16, step["pos"], case["scale"], route,

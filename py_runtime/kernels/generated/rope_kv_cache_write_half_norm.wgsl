@@ -11,7 +11,8 @@
 // One workgroup of WG invocations per (token, head) row: q or k is first normalized over the head,
 // x * inverseSqrt(mean(x^2) + eps) * w (rms_norm.wgsl's heads form; w the head_dim weight of q or k),
 // the sum of squares meeting in a workgroup tree; each invocation takes j = lane, lane + WG, ...
-// A position at or past the cache or the table writes nothing (the op refuses such sizes first).
+// A position at or past the cache or the table writes nothing (the op refuses such sizes first). The pairs
+// are packed in u32 (f16_pairs.wgsli).
 const WG: u32 = 32u;
 
 struct Params {
@@ -30,13 +31,22 @@ struct Params {
 @group(0) @binding(2) var<storage, read> v: array<f32>;
 @group(0) @binding(3) var<storage, read> table: array<vec2<f32>>;
 @group(0) @binding(4) var<storage, read_write> q_out: array<f32>;
-@group(0) @binding(5) var<storage, read_write> k_cache: array<u32>;
-@group(0) @binding(6) var<storage, read_write> v_cache: array<u32>;
+@group(0) @binding(5) var<storage, read_write> k_cache: array<KVPair>;
+@group(0) @binding(6) var<storage, read_write> v_cache: array<KVPair>;
 @group(0) @binding(7) var<storage, read> offset: array<u32>;   // the cache's GPU-side position offset
 @group(0) @binding(8) var<uniform> params: Params;
 @group(0) @binding(9) var<storage, read> q_norm: array<f32>;
 @group(0) @binding(10) var<storage, read> k_norm: array<f32>;
 var<workgroup> squares: array<f32, WG>;
+
+// A KV cache pair (two f16 values in 4 bytes, element 2i in the low half, as pack2x16float orders them) as
+// a cache writer stores it. The includer's KV_F16 picks the spelling of the same bytes: shader-f16's
+// vec2<f16> (the includer enables f16), or the portable u32.
+alias KVPair = u32;
+
+fn kv_pair(x: vec2<f32>) -> KVPair {
+  return pack2x16float(x);
+}
 
 fn rotate(a: f32, b: f32, rotation: vec2<f32>) -> vec2<f32> {
   return vec2<f32>(a * rotation.x - b * rotation.y, a * rotation.y + b * rotation.x);
@@ -81,10 +91,10 @@ fn rotate_store(t: u32, r: u32, j: u32, position: u32, x: vec4<f32>) {
   let h = r - params.heads;
   let base = (t * params.kv_heads + h) * dim;
   let row = (position * params.kv_heads + h) * params.half;
-  k_cache[row + e.x / 2u] = pack2x16float(out.xy);
-  k_cache[row + e.y / 2u] = pack2x16float(out.zw);
-  v_cache[row + e.x / 2u] = pack2x16float(vec2<f32>(v[base + e.x], v[base + e.x + 1u]));
-  v_cache[row + e.y / 2u] = pack2x16float(vec2<f32>(v[base + e.y], v[base + e.y + 1u]));
+  k_cache[row + e.x / 2u] = kv_pair(out.xy);
+  k_cache[row + e.y / 2u] = kv_pair(out.zw);
+  v_cache[row + e.x / 2u] = kv_pair(vec2<f32>(v[base + e.x], v[base + e.x + 1u]));
+  v_cache[row + e.y / 2u] = kv_pair(vec2<f32>(v[base + e.y], v[base + e.y + 1u]));
 }
 
 @compute @workgroup_size(WG)

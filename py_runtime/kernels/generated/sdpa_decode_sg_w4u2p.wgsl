@@ -11,8 +11,8 @@
 // loading while this step's are used" if PF else ""}. After the loop the slots rescale to the
 // workgroup's maximum and sum, by shuffles within a subgroup and then in workgroup memory; the head's
 // row is normalized and written.
+// The cache is read as f16 pairs packed in u32 (f16_words.wgsli).
 enable subgroups;
-
 const WG: u32 = 256u;
 const LANES: u32 = 4u;                  // invocations per slot
 const SLOTS: u32 = WG / LANES;          // keys per step, U each
@@ -33,8 +33,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> k_cache: array<vec4<u32>>;   // four f16 pairs a word
-@group(0) @binding(2) var<storage, read> v_cache: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> k_cache: array<KVWord>;   // four f16 pairs a word (f16_words.wgsli)
+@group(0) @binding(2) var<storage, read> v_cache: array<KVWord>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> offset: array<u32>;
 @group(0) @binding(5) var<uniform> params: Params;
@@ -58,12 +58,16 @@ var<workgroup> subgroup_max: array<f32, MAX_SUBGROUPS>;
 var<workgroup> sums: array<f32, ROWS * ROW>;             // [subgroup % ROWS, dim]
 var<workgroup> sums_l: array<f32, ROWS>;
 var<workgroup> head_out: array<vec4<f32>, ROW / 4u>;
-// A KV cache word (four f16 pairs, pack2x16float's order) as its low and high four dims.
-fn low_half(word: vec4<u32>) -> vec4<f32> {
+// A KV cache word: 16 bytes, four f16 pairs in pack2x16float's order (element 2i in the low half of pair
+// i), read as its low and high four dims. The includer's KV_F16 picks the spelling of the same bytes.
+// The portable one: four u32 pairs.
+alias KVWord = vec4<u32>;
+
+fn low_half(word: KVWord) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y));
 }
 
-fn high_half(word: vec4<u32>) -> vec4<f32> {
+fn high_half(word: KVWord) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.z), unpack2x16float(word.w));
 }
 
@@ -73,8 +77,8 @@ fn high_half(word: vec4<u32>) -> vec4<f32> {
 // LANES and KEYS (keys its workgroup covers per unrolled key), and binds k_cache, v_cache and params
 // (head_dim, kv_heads).
 struct Words {
-  k: array<vec4<u32>, U * W>,
-  v: array<vec4<u32>, U * W>,
+  k: array<KVWord, U * W>,
+  v: array<KVWord, U * W>,
 }
 
 fn load_step(step: u32, key_slot: u32, part: u32, first: u32, end: u32, kv: u32) -> Words {

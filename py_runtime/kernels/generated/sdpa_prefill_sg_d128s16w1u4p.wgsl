@@ -10,9 +10,9 @@
 // consecutive tokens x the G heads of one KV head and walks the keys up to its last token's causal
 // bound (rows mask the keys past their own); the token tiles run from the last (the longest walks)
 // to the first, so the short ones fill in at the end. Grid: (ceil(tokens / T), Hkv).
-// The cache is f16 packed two per u32, [capacity, Hkv, D / 2]; q and out are [tokens, Hq, D], f32.
+// The cache is f16 pairs, [capacity, Hkv, D / 2] packed in u32; q and out are
+// [tokens, Hq, D], f32.
 enable subgroups;
-
 const WG: u32 = 128u;
 const SUB: u32 = 16u;               // invocations per row
 const W: u32 = 1u;                   // vec4 words per invocation
@@ -34,8 +34,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> k_cache: array<vec4<u32>>;   // four f16 pairs a word
-@group(0) @binding(2) var<storage, read> v_cache: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> k_cache: array<KVWord>;   // four f16 pairs a word (f16_words.wgsli)
+@group(0) @binding(2) var<storage, read> v_cache: array<KVWord>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(4) var<uniform> params: Params;
 
@@ -55,18 +55,22 @@ fn subgroup_order(index: u32, lane: u32) -> u32 {
   }
   return subgroupBroadcastFirst(ticket);
 }
-// A KV cache word (four f16 pairs, pack2x16float's order) as its low and high four dims.
-fn low_half(word: vec4<u32>) -> vec4<f32> {
+// A KV cache word: 16 bytes, four f16 pairs in pack2x16float's order (element 2i in the low half of pair
+// i), read as its low and high four dims. The includer's KV_F16 picks the spelling of the same bytes.
+// The portable one: four u32 pairs.
+alias KVWord = vec4<u32>;
+
+fn low_half(word: KVWord) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.x), unpack2x16float(word.y));
 }
 
-fn high_half(word: vec4<u32>) -> vec4<f32> {
+fn high_half(word: KVWord) -> vec4<f32> {
   return vec4<f32>(unpack2x16float(word.z), unpack2x16float(word.w));
 }
 
 struct Words {
-  k: array<vec4<u32>, U * W>,
-  v: array<vec4<u32>, U * W>,
+  k: array<KVWord, U * W>,
+  v: array<KVWord, U * W>,
 }
 
 // This lane's words of keys [first, first + U) (a key past `last` reads `last`'s words: it is masked).
