@@ -113,6 +113,20 @@ for s in $steps; do
     browser-check-dp4a) step "$s" 120 check --suite q4 --preset dp4a --backend browser --driver plain ;;
     native-attention)  step "$s" 120 check --suite attention --backend native ;;
     browser-attention) step "$s" 120 check --suite attention --backend browser --driver plain --timeout 110 ;;
+    # the KV cache in shader-f16 types (Chromium's f16 flag gives shader-f16 on NVIDIA): the attention suite,
+    # whose kv_f16 cases then run the kvf16_ spellings, and each route's two spellings side by side
+    browser-attention-f16) step "$s" 120 check --suite attention --backend browser --driver plain --timeout 110 \
+                           --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
+    browser-attn-kvf16)  step "$s" 200 bench kernels --backend browser --driver plain --preset attention_kv_f16 --timeout 190 \
+                           --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
+    native-attn-kvf16)   step "$s" 200 bench kernels --backend native --preset attention_kv_f16 ;;
+    # whole models with the caches' kernels packed and in shader-f16 types, alternating, f16 flag (CONTEXT=4096: the
+    # steps ending there)
+    browser-model-kvf16) for r in ${ROUNDS:-1}; do for m in ${MODELS:-llama qwen3}; do for k in packed f16; do
+                       step "$s-$m-$k-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --kv "$k" --context "${CONTEXT:-0}" --timeout 140 \
+                         --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
+                     done; done; done ;;
     native-attn-decode)  step "$s" 150 bench kernels --backend native --preset attention_decode ;;
     browser-attn-decode) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode --timeout 140 ;;
     # the FlashDecoding routes only (the materialized decode takes minutes at long contexts)

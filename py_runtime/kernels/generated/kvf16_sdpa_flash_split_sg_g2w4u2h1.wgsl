@@ -68,9 +68,9 @@ fn head(values: Heads, c: u32) -> f32 {
 
 // A KV cache word: 16 bytes, four f16 pairs in pack2x16float's order (element 2i in the low half of pair
 // i), read as its low and high four dims. The includer's KV_F16 picks the spelling of the same bytes.
-// shader-f16's: two vec4<f16> (the includer enables f16).
+// shader-f16's: two vec4<f16>, the struct aligned to 16 bytes as a vec4<u32> is (the includer enables f16).
 struct KVWord {
-  lo: vec4<f16>,
+  @align(16) lo: vec4<f16>,
   hi: vec4<f16>,
 }
 
