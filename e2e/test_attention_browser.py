@@ -19,3 +19,10 @@ def test_every_route_and_geometry_matches_the_oracle(lab, run_id):
     assert routes == {"sdpa_materialized", "sdpa_flash_subgroup", "sdpa_flash_decode", "sdpa_prefill_subgroup",
                       "sdpa_k16", "sdpa_q16", "sdpa_q32", "sdpa_decode_subgroup"}
     assert "Attention steps (attested routes)" in run.page_text
+    # the kv_f16 cases: SwiftShader has no shader-f16, so their caches fall back to the packed kernels and say
+    # why (the verifier checked the spelling of every subgroup pass either way)
+    spelled = [case for case in run.report["cases"] if case["kv_f16"]]
+    assert len(spelled) == 5
+    if "shader-f16" not in run.report["adapter"]["device_features"]:
+        assert all("no 'shader-f16'" in case["kv_f16_refused"] for case in spelled)
+        assert not any("kv_f16" in step["routes"] for case in run.report["cases"] for step in case["steps"])

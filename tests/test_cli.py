@@ -97,12 +97,16 @@ def test_bench_kernels_times_the_attention_routes(tmp_path):
     assert main(["bench", "kernels", "--backend", "native", "--preset", "attention_tiny", "--trials", "1",
                  "--json", str(target)]) == 0
     rows = json.loads(target.read_text())["rows"]
-    assert [r["route"] for r in rows] == ["sdpa_decode_subgroup", "sdpa_flash_subgroup", "sdpa_flash_decode",
-                                          "sdpa_materialized", "sdpa_materialized", "sdpa_k16", "sdpa_prefill_subgroup"]
-    decode = rows[:4]
+    assert [r["route"] for r in rows] == ["sdpa_decode_subgroup", "sdpa_flash_subgroup", "sdpa_flash_subgroup",
+                                          "sdpa_flash_decode", "sdpa_materialized", "sdpa_materialized", "sdpa_k16",
+                                          "sdpa_prefill_subgroup"]
+    # the split pass again with the cache in shader-f16 types (lavapipe has the feature): its kvf16_ spelling
+    assert rows[2]["case"].endswith(".kvf16") and sorted(rows[2]["kernel_ns"]) == [
+        "kvf16_sdpa_flash_split_sg_g4w2u2h1", "sdpa_flash_reduce"]
+    decode = rows[:5]
     # one layer's K and V over 64 positions, f16: 2 x 64 x 8 heads x 64 dims x 2 bytes
     assert all(r["kv_bytes"] == 2 * 64 * 8 * 64 * 2 and r["layers"] > 1 and r["ns"] > 0 for r in decode)
-    assert all(0 < r["ratio_same_bytes"] for r in decode) and all(r["flops"] > 0 for r in rows[4:])
+    assert all(0 < r["ratio_same_bytes"] for r in decode) and all(r["flops"] > 0 for r in rows[5:])
     # the two-pass floor: two near-empty dispatches per layer, cheaper than a route reading the whole cache
     assert all(0 < r["two_pass_floor_ns"] < r["ns"] for r in decode[:2])
 
