@@ -135,7 +135,7 @@ for s in $steps; do
     # every subgroup split-pass variant at several workgroup targets, context 4096
     browser-flash-sweep) step "$s" 290 bench kernels --backend browser --driver plain --preset attention_flash_sweep --trials 3 --timeout 280 ;;
     # the decode routes on subgroups (the one pass, FlashDecoding) against the stream, contexts 128..8192
-    browser-attn-decode) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode \
+    browser-attn-decode-sg) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_decode \
                            --only decode_subgroup flash_subgroup --timeout 140 ;;
     # the one-pass decode's variants against FlashDecoding on subgroups, contexts 128..2048 (its reach)
     browser-onepass-sweep) step "$s" 290 bench kernels --backend browser --driver plain --preset attention_decode_sweep --trials 3 --timeout 280 ;;
