@@ -386,12 +386,14 @@ def test_rope_fused_with_the_cache_write_matches_float64(config):
     assert not k_cache[:pos].any() and not k_cache[pos + 6:].any() and not v_cache[pos + 6:].any()
 
 
-@pytest.mark.parametrize("route", ["flash", "sdpa_decode_subgroup"])
+@pytest.mark.parametrize("route, f16", [("flash", False), ("sdpa_decode_subgroup", False),
+                                       ("sdpa_decode_subgroup", True)])
 @pytest.mark.parametrize("dim", [64, 128])
-def test_the_decode_quantizes_its_output_as_quantize_activations_bit_for_bit(dim, route):
-    """sdpa(int8=...): a decode's FlashDecoding reduce, or the one pass, also writes its row as int8 for
-    the int8x o-proj; the words and stats must be quantize_activations' of the same f32 output, bit for
-    bit (one group per head at D 64, two at D 128), including a head of zeros (scale 0)."""
+def test_the_decode_quantizes_its_output_as_quantize_activations_bit_for_bit(dim, route, f16):
+    """sdpa(int8=...): a decode's FlashDecoding reduce, or the one pass (also its kvf16_ twin, the cache in
+    shader-f16 types), also writes its row as int8 for the int8x o-proj; the words and stats must be
+    quantize_activations' of the same f32 output, bit for bit (one group per head at D 64, two at D 128),
+    including a head of zeros (scale 0), and that output the float64 oracle's within its bound."""
     from py_runtime.ops.int8_activations import Int8Activations, quantize_activations
 
     heads, kv_heads, capacity, pos = 8, 2, 64, 40
@@ -400,7 +402,7 @@ def test_the_decode_quantizes_its_output_as_quantize_activations_bit_for_bit(dim
     async def main():
         runtime = await Runtime.create("native")
         adapter = runtime.device.adapter
-        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim)
+        cache = await KVCache.allocate(runtime, "c", capacity=capacity, kv_heads=kv_heads, head_dim=dim, f16=f16)
         scratch = await AttentionScratch.allocate(runtime, "s", heads=heads, head_dim=dim, max_tokens=1,
                                                   capacity=capacity)
         keys = rng.uniform(-2, 2, (capacity, kv_heads, dim)).astype(np.float32)
@@ -409,7 +411,8 @@ def test_the_decode_quantizes_its_output_as_quantize_activations_bit_for_bit(dim
         k = await tensor(runtime, "k", (capacity, kv_heads, dim), data=keys.tobytes())
         v = await tensor(runtime, "v", (capacity, kv_heads, dim), data=values.tobytes())
         await run_op(runtime, kv_cache_write(k=k, v=v, cache=cache), tokens=capacity, pos=0)
-        q = await tensor(runtime, "q", (1, heads, dim), data=rng.uniform(-1, 1, (heads, dim)).astype(np.float32).tobytes())
+        queries = rng.uniform(-1, 1, (1, heads, dim)).astype(np.float32)
+        q = await tensor(runtime, "q", (1, heads, dim), data=queries.tobytes())
         out = await tensor(runtime, "out", (1, heads, dim))
         rows = Tensor(out.name, (1, heads * dim), "f32", out.usage, out.buffer)
         fused, alone = (await Int8Activations.allocate(runtime, rows, 64), await Int8Activations.allocate(
@@ -418,12 +421,17 @@ def test_the_decode_quantizes_its_output_as_quantize_activations_bit_for_bit(dim
         op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=adapter, int8=fused,
                   force=flash if route == "flash" else route)
         last = [c.kernel for c in op.calls if c.phase == "decode"][-1]
-        assert last.startswith("sdpa_decode_sg_i8x_") if route == "sdpa_decode_subgroup" else last == "sdpa_flash_reduce_i8x"
-        got = await run_op(runtime, op, quantize_activations(alone), read=[fused.words, fused.stats, alone.words,
+        one_pass = ("kvf16_" if f16 else "") + "sdpa_decode_sg_i8x_"
+        assert last.startswith(one_pass) if route == "sdpa_decode_subgroup" else last == "sdpa_flash_reduce_i8x"
+        got = await run_op(runtime, op, quantize_activations(alone), read=[out, fused.words, fused.stats, alone.words,
                                                                           alone.stats], tokens=1, pos=pos)
-        return got, (fused, alone)
+        return got, (fused, alone), (keys, values, queries), op.calls[0].route, adapter.info
 
-    got, (fused, alone) = asyncio.run(main())
+    got, (fused, alone), (keys, values, queries), ran, info = asyncio.run(main())
+    k16, v16 = (host.astype(np.float16).astype(np.float64) for host in (keys, values))   # within f16's normal range
+    exact, bound = attention_reference(queries, k16, v16, pos, 1 / dim ** 0.5, ran, info)
+    output = np.frombuffer(got["out"], np.float32).reshape(queries.shape)
+    assert np.all(np.abs(output - exact) <= bound), float(np.abs(output - exact).max())
     assert got[fused.words.name] == got[alone.words.name]
     assert got[fused.stats.name] == got[alone.stats.name]
     stats = np.frombuffer(got[fused.stats.name], np.float32).reshape(-1, 2)

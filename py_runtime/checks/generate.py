@@ -116,7 +116,7 @@ async def _build(runtime, config, options: dict, setting: dict, progress) -> Dec
     return await Decoder.create(runtime, config, seed=options["seed"], max_prompt=options["prompt"],
                                 capacity=capacity, policy=setting["policy"],
                                 gpu_position=POSITIONS[setting["position"]], attention=setting["attention"],
-                                fused=setting["fused"], kv=setting.get("kv", "packed"), progress=progress)
+                                fused=setting["fused"], kv=setting["kv"], progress=progress)
 
 
 def _setting_name(setting: dict) -> str:
@@ -124,7 +124,7 @@ def _setting_name(setting: dict) -> str:
     return setting["policy"] + ("" if setting["position"] == "auto" else f", position on the {setting['position']}") \
         + ("" if setting["attention"] == "auto" else f", {setting['attention']} attention") \
         + ("" if setting["fused"] else ", nothing fused") \
-        + (", KV in shader-f16 types" if setting.get("kv") == "f16" else "")
+        + (", KV in shader-f16 types" if setting["kv"] == "f16" else "")
 
 
 async def _warm_up(decoder: Decoder, prompt: list[int], steps: int, progress) -> None:

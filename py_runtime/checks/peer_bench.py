@@ -211,7 +211,7 @@ async def compare_with_peer(runtime: Runtime, options: dict, choice: dict, sink,
     decode, rounds = options["decode"], options["rounds"]
     key, build = await _peer_build(config, options["seed"], options.get("peer_key"))
     setting = {"policy": options["a"], "position": options["a_position"], "attention": options["a_attention"],
-               "fused": options["a_fused"], "kv": options.get("a_kv", "packed")}
+               "fused": options["a_fused"], "kv": options["a_kv"]}
     share_device = peer_shares_device(runtime.device.adapter, options.get("peer_device", "auto"))
     started = time.perf_counter()
     decoder = await _build(runtime, config, options, setting, progress)

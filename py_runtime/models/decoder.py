@@ -258,9 +258,9 @@ class Decoder:
         for i in range(c.layers):
             cache = await KVCache.allocate(self.runtime, f"{c.key}.kv{i}", capacity=self.capacity,
                                            kv_heads=c.kv_heads, head_dim=hd, offset=self.offset, f16=self.kv == "f16")
-            self.kv_f16_refused = cache.f16_refused
             self._owned += [cache.k, cache.v]
             caches.append(cache)
+        self.kv_f16_refused = caches[0].f16_refused       # (one device: every layer's cache alike)
         scratch = await AttentionScratch.allocate(self.runtime, f"{c.key}.attn_scratch", heads=c.heads, head_dim=hd,
                                                   max_tokens=rows, capacity=self.capacity)
         self._owned += [scratch.scores, scratch.part_ml, scratch.part_o]

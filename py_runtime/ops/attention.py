@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import cache as _memo
+from functools import cache as _memo, wraps
 
 from ..dispatch import CONTEXT, IDLE, POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value, single
 from ..kernels import kernel, kernel_names
@@ -132,14 +132,18 @@ def kv_f16_twins() -> dict[str, str]:
     return {packed[key(spec)]: spec.name for spec in specs if spec.template_values.get("KV_F16") is True}
 
 
-def _spelled(op: Op, cache: KVCache) -> Op:
-    """`op` with each dispatch that has a shader-f16 spelling running it where the cache is spelled in f16
-    (attested kv_f16); the others read and write the same bytes as packed u32."""
-    if not cache.f16:
-        return op
-    twins = kv_f16_twins()
-    return replace(op, calls=tuple(replace(call, kernel=twins[call.kernel], attests=(*call.attests, KV_F16))
-                                   if call.kernel in twins else call for call in op.calls))
+def _kv_spelled(builder):
+    """An op builder over a KV cache (its keyword `cache`) whose dispatches with a shader-f16 spelling run it
+    where that cache is spelled in f16 (attested kv_f16); the others read and write the same bytes as packed u32."""
+    @wraps(builder)
+    def build(**kwargs) -> Op:
+        op, cache = builder(**kwargs), kwargs["cache"]
+        if not cache.f16:
+            return op
+        twins = kv_f16_twins()
+        return replace(op, calls=tuple(replace(call, kernel=twins[call.kernel], attests=(*call.attests, KV_F16))
+                                       if call.kernel in twins else call for call in op.calls))
+    return build
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,7 @@ def _window(tokens, pos, live, capacity: int, op: str) -> tuple[int, int]:
     return t, p
 
 
+@_kv_spelled
 def kv_cache_write(*, k: Tensor, v: Tensor, cache: KVCache, tokens: int | str = TOKENS, pos: int | str = POS) -> Op:
     """cache[pos:pos + tokens] = f16(k), f16(v), for k and v [>= tokens, Hkv, D] f32."""
     row = (cache.kv_heads, cache.head_dim)
@@ -186,10 +191,11 @@ def kv_cache_write(*, k: Tensor, v: Tensor, cache: KVCache, tokens: int | str = 
                                               capacity=cache.capacity),
                       bytes_moved=pairs * 8 * 2 + pairs * 4 * 2)
 
-    return _spelled(single(OpCall(label=label, kernel="kv_cache_write", route="kv_cache_write",
-                                  tensors={"k": k, "v": v, "k_cache": cache.k, "v_cache": cache.v}, sizing=sizing)), cache)
+    return single(OpCall(label=label, kernel="kv_cache_write", route="kv_cache_write",
+                         tensors={"k": k, "v": v, "k_cache": cache.k, "v_cache": cache.v}, sizing=sizing))
 
 
+@_kv_spelled
 def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table: Tensor, cache: KVCache, heads: int,
                         layout: str, tokens: int | str = TOKENS, pos: int | str = POS,
                         qk_norm: tuple[Tensor, Tensor] | None = None, eps: float = 1e-6) -> Op:
@@ -241,9 +247,9 @@ def rope_kv_cache_write(*, q: Tensor, k: Tensor, v: Tensor, q_out: Tensor, table
                "offset": cache.offset}
     if qk_norm:
         tensors.update(q_norm=qk_norm[0], k_norm=qk_norm[1])
-    return _spelled(single(OpCall(label=label, kernel=f"rope_kv_cache_write_{layout}{'_norm' if qk_norm else ''}",
-                                  route="rope_kv_cache_write_norm" if qk_norm else "rope_kv_cache_write",
-                                  tensors=tensors, sizing=sizing)), cache)
+    return single(OpCall(label=label, kernel=f"rope_kv_cache_write_{layout}{'_norm' if qk_norm else ''}",
+                         route="rope_kv_cache_write_norm" if qk_norm else "rope_kv_cache_write", tensors=tensors,
+                         sizing=sizing))
 
 
 @dataclass(frozen=True)
@@ -690,6 +696,7 @@ PREFILL_ROUTES = (_TILED["sdpa_q32"],
                   Route(name="sdpa_materialized", build=lambda req: _materialized(req, "prefill")))
 
 
+@_kv_spelled
 def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, heads: int, adapter,
          scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
          q32: bool = False, flash_split: tuple[str, int] | None = None, gpu_position: bool = False,
@@ -747,8 +754,7 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         if why is not None:
             raise RouteUnavailable(f"{label} [decode]: route {force!r} cannot run here: {why}")
         req = replace(req, one_pass=(decode_kernel or one_pass_kernel(dim, adapter.info, int8 is not None), None))
-        decision = Decision(label, "decode", force, (), forced=True)
-        return _spelled(Op(label, tuple(_one_pass_build(req)), (decision,)), cache)
+        return Op(label, tuple(_one_pass_build(req)), (Decision(label, "decode", force, (), forced=True),))
     if force is not None:
         slot, routes = ("decode", DECODE_ROUTES) if force in {r.name for r in DECODE_ROUTES} else ("prefill",
                                                                                                    PREFILL_ROUTES)
@@ -756,8 +762,8 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         if (gpu_position or int8 is not None) and route.name not in FLASH_ROUTES:
             raise ValueError(f"{label}: {route.name} reads the position from its params alone and writes f32 "
                              f"only; gpu_position and int8 need a FlashDecoding route ({', '.join(FLASH_ROUTES)})")
-        calls = _materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)
-        return _spelled(Op(label, tuple(calls), (decision,)), cache)
+        return Op(label, tuple(_materialized(req, "any") if route.name == "sdpa_materialized" else route.build(req)),
+                  (decision,))
     decode, decode_why = choose(DECODE_ROUTES if one_pass else DECODE_ROUTES[1:], req, op=label, slot="decode")
     decisions = [decode_why]
     if decode.name == "sdpa_decode_subgroup":
@@ -777,8 +783,8 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         raise ValueError(f"{label}: the decode route here is sdpa_materialized ({decode_why}), whose passes are "
                          f"sized by the context on the host and write f32 only: neither gpu_position nor int8")
     elif decode.name == "sdpa_materialized":
-        return _spelled(Op(label, tuple(decode.build(req)), (decode_why,)), cache)
+        return Op(label, tuple(decode.build(req)), (decode_why,))
     else:
         decode_ops = decode.build(req)
     prefill, prefill_why = choose(PREFILL_ROUTES, req, op=label, slot="prefill", force=prefill_route)
-    return _spelled(Op(label, tuple(decode_ops + prefill.build(req)), (*decisions, prefill_why)), cache)
+    return Op(label, tuple(decode_ops + prefill.build(req)), (*decisions, prefill_why))
