@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from py_runtime.app import run
-from py_runtime.checks.generate import COMPARE_SIZES, SIZES, resolve_size, software_adapter
+from py_runtime.checks.generate import COMPARE_SIZES, SIZES, _setting_name, resolve_size, software_adapter
 from py_runtime.page import check, merge_verdicts
 
 SWIFTSHADER = {"vendor": "google", "architecture": "swiftshader", "description": "SwiftShader Device (Subzero)",
@@ -128,3 +128,13 @@ def test_compare_the_position_on_the_gpu_against_the_host_gives_the_same_tokens(
     assert (a["setting"], b["setting"]) == ("int8x, position on the gpu", "int8x, position on the host")
     assert a["tokens"] == b["tokens"] and report["tokens_agree"]["first_difference"] is None
     assert report["oracle"]["verdict"] == "not checked" and report["oracle_runs"] == []
+
+
+def test_a_sides_name_says_how_its_kv_cache_ran():
+    """The compare view names a side by what differs from the defaults; kv="f16" by what ran: its shader-f16
+    kernels, or the packed ones where the decoder's cache refused f16 (SwiftShader has no shader-f16)."""
+    side = {"policy": "int8x", "position": "auto", "attention": "auto", "fused": True, "kv": "packed"}
+    assert _setting_name(side, None) == "int8x"
+    assert _setting_name({**side, "kv": "f16"}, None) == "int8x, KV in shader-f16 types"
+    refused = "the device has no 'shader-f16' (the cache's kernels read and write packed u32 pairs)"
+    assert _setting_name({**side, "kv": "f16", "fused": False}, refused) == "int8x, nothing fused, KV packed (no shader-f16)"

@@ -119,12 +119,14 @@ async def _build(runtime, config, options: dict, setting: dict, progress) -> Dec
                                 fused=setting["fused"], kv=setting["kv"], progress=progress)
 
 
-def _setting_name(setting: dict) -> str:
-    """A side's name on the page: its policy, and the route choices that differ from the defaults."""
+def _setting_name(setting: dict, kv_f16_refused: str | None) -> str:
+    """A side's name on the page: its policy, and the route choices that differ from the defaults (the KV
+    cache's as it ran: `kv_f16_refused`, the decoder's, says where f16 was asked for and not given)."""
     return setting["policy"] + ("" if setting["position"] == "auto" else f", position on the {setting['position']}") \
         + ("" if setting["attention"] == "auto" else f", {setting['attention']} attention") \
         + ("" if setting["fused"] else ", nothing fused") \
-        + (", KV in shader-f16 types" if setting["kv"] == "f16" else "")
+        + ("" if setting["kv"] != "f16" else ", KV packed (no shader-f16)" if kv_f16_refused
+           else ", KV in shader-f16 types")
 
 
 async def _warm_up(decoder: Decoder, prompt: list[int], steps: int, progress) -> None:
@@ -171,7 +173,7 @@ async def run_generate(runtime, options: dict, sink=None, progress=no_progress) 
             progress("profile", 0, 1)
             kernels, quantized, unprofiled = await _profiled(decoder, prompt, runtime)
             progress("profile", 1, 1)
-        dispatches, position_on_gpu = len(decoder.plan), decoder.position_on_gpu
+        dispatches, position_on_gpu, kv_f16_refused = len(decoder.plan), decoder.position_on_gpu, decoder.kv_f16_refused
     finally:
         decoder.release()
     run = _oracle_run("generate", config, options, options["policy"], prompt, timed)
@@ -189,6 +191,7 @@ async def run_generate(runtime, options: dict, sink=None, progress=no_progress) 
         "timestamps_quantized": quantized,
         "dispatches_recorded": dispatches,
         "position_on_gpu": position_on_gpu,
+        "kv_f16_refused": kv_f16_refused,
         "build_s": round(build_s, 3),
         "wall_s": round(time.perf_counter() - started, 3),
         "oracle_runs": [run] if options["oracle"] else [],
@@ -255,6 +258,7 @@ async def run_compare(runtime, options: dict, sink=None, progress=no_progress) -
                                                        _prefixed(progress, label)))
         progress("rounds", options["rounds"], options["rounds"])
         on_gpu = {label: decoder.position_on_gpu for label, decoder in decoders.items()}
+        refused = {label: decoder.kv_f16_refused for label, decoder in decoders.items()}
         kernels = {label: [] for label in sides}
         unprofiled = "profile=0"
         if options["profile"]:
@@ -270,7 +274,8 @@ async def run_compare(runtime, options: dict, sink=None, progress=no_progress) -
         await _hand_over(sink, run, last)
         runs.append(run)
         result_sides[label] = {
-            **setting, "setting": _setting_name(setting), "position_on_gpu": on_gpu[label], **_summary(last),
+            **setting, "setting": _setting_name(setting, refused[label]), "position_on_gpu": on_gpu[label],
+            "kv_f16_refused": refused[label], **_summary(last),
             "prefill_tok_s": _median([p["prefill_tok_s"] for p in passes[label]]),
             "ttft_ms": _median([p["ttft_ms"] for p in passes[label]]),
             "decode_tok_s": _median([p["decode_tok_s"] for p in passes[label]]),

@@ -236,6 +236,7 @@ async def compare_with_peer(runtime: Runtime, options: dict, choice: dict, sink,
         if options["profile"]:
             kernels, _, unprofiled = await _profiled(decoder, prompt, runtime)
         position_on_gpu, peer_info = decoder.position_on_gpu, runtime.device.peer_info(engine)
+        kv_f16_refused = decoder.kv_f16_refused
     finally:
         if engine is not None:
             await runtime.device.release_peer(engine)
@@ -249,7 +250,8 @@ async def compare_with_peer(runtime: Runtime, options: dict, choice: dict, sink,
                 await sink(run["logits"][str(step)], data)
     peer_name = f"{options['b']} (ONNX Runtime Web {peer_info.get('ortVersion') or ''}, {options.get('flavour', 'jspi')})"
     sides = {
-        "a": {**setting, "setting": _setting_name(setting), "position_on_gpu": position_on_gpu, **_summary(last_a),
+        "a": {**setting, "setting": _setting_name(setting, kv_f16_refused), "position_on_gpu": position_on_gpu,
+              "kv_f16_refused": kv_f16_refused, **_summary(last_a),
               "prefill_tok_s": _median([p["prefill_tok_s"] for p in ours]),
               "ttft_ms": _median([p["ttft_ms"] for p in ours]),
               "decode_tok_s": _median([p["decode_tok_s"] for p in ours]),
