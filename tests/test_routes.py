@@ -18,7 +18,7 @@ from py_runtime.ops.q4 import Q4Weight
 from py_runtime.models.config import LAYOUTS
 from py_runtime.ops.attention import KVCache
 from py_runtime.ops.q4_linear import (GEMM_DP4A_SHAPE, GemmTile, NormPrologue, QKVRope, gemm_sgmat_shapes, k_splits, q4_linear,
-                                      q4_linear_glu, q4_linear_qkv, split_k_room)
+                                      q4_linear_glu, q4_linear_qkv, sgmat_workgroup_bytes, split_k_room)
 from py_runtime.ops.tuning import tuning_for
 from py_runtime.routing import RouteUnavailable
 from py_runtime.tensors import Tensor
@@ -273,7 +273,7 @@ def test_the_dp4a_gemm_takes_the_prefill_only_where_every_row_is_quantized():
     assert [call.route for call in qkv.at(128)] == ["q4_gemm_dp4a"] * 3
     assert [call.route for call in qkv.at(1)] == ["q4_gemv_int8x_qkv"]
     assert "not q4_qkv_fused_bk64: int8 activations of every row: the separate linears take an int8 GEMM" in qkv.explain()
-    with pytest.raises(ValueError, match="unknown int8 GEMM tile 'm32k32'"):
+    with pytest.raises(ValueError, match="unknown GEMM tile 'm32k32'"):
         q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act(128), gemm_shape="m32k32")
     with pytest.raises(ValueError, match="x holds 128"):
         act(129)
@@ -306,7 +306,14 @@ def test_the_subgroup_matrix_gemm_takes_the_int8_prefill_where_the_device_allows
         ["q4gsw_gemm_sgmat_m32n64w4p"]                          # 256 tiles
     assert prefill(able, gemm_shape="m32n64w4")[0] == ["q4gsw_gemm_sgmat_m32n64w4"]
     assert prefill(able, gemm_shape="m64k64")[0] == ["q4gsw_gemm_dp4a_m64k64"]
-    assert "not q4_gemm_sgmat_i8: the pinned tile 'm64k64' is a DP4A one" in prefill(able, gemm_shape="m64k64")[1]
+    assert "not q4_gemm_sgmat_i8: the pinned tile 'm64k64' is not an int8 subgroup-matrix one" in \
+        prefill(able, gemm_shape="m64k64")[1]
+    # the double-buffered tiles: twice the staging and the sums, refused where they do not fit
+    assert sgmat_workgroup_bytes("m32n64w4pd") == 2 * (88 * (32 + 64) + 4 * 32 * 64) == 33280
+    assert prefill(able, gemm_shape="m32n64w4pd")[0] == ["q4gsw_gemm_sgmat_m32n64w4pd"]
+    squeezed = replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 32768})
+    assert "the m32n64w4pd tile needs 33280 bytes of workgroup memory" in prefill(squeezed, gemm_shape="m32n64w4pd")[1]
+    assert prefill(squeezed, gemm_shape="m32n64w4pd")[0] == ["q4gsw_gemm_bk64"]     # (the pin refuses DP4A too)
     assert prefill(able, force="q4_gemm_dp4a")[0] == ["q4gsw_gemm_dp4a_m64k64"]
     missing = {
         "no int8 subgroup-matrix config": replace(able, info={**able.info, "subgroupMatrixConfigs": [{**SGMAT_I8, "K": 16}]}),
@@ -402,6 +409,18 @@ def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_p
     }.items():
         routes, explained = prefill(adapter, half=True)
         assert routes == ["q4_gemm_bk64"] and why in explained, (why, explained)
+    # a pinned f16 tile runs (the double-buffered one where its doubled staging fits); an int8 one is not f16's
+    kernels = lambda adapter, shape: [c.kernel for c in q4_linear(x=x, weight=w, out=out, adapter=adapter, half=True,  # noqa: E731
+                                                                 gemm_shape=shape).at(128)]
+    assert kernels(able, "m32n64w4d") == ["q4gsw_gemm_sgmat_f16_m32n64w4d"]
+    assert sgmat_workgroup_bytes("m32n64w4d", "q4gsw_gemm_sgmat_f16") == 2 * 144 * (32 + 64) + 4 * 32 * 64
+    small = replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 32768})
+    assert kernels(small, "m32n64w4") == ["q4gsw_gemm_sgmat_f16_m32n64w4"]
+    assert kernels(small, "m32n64w4d") == ["q4gsw_gemm_bk64"]
+    assert "the m32n64w4d tile needs 35840 bytes of workgroup memory" in \
+        q4_linear(x=x, weight=w, out=out, adapter=small, half=True, gemm_shape="m32n64w4d").explain()
+    assert "the pinned tile 'm32n64w4pd' is not an f16 subgroup-matrix one" in \
+        q4_linear(x=x, weight=w, out=out, adapter=able, half=True, gemm_shape="m32n64w4pd").explain()
 
 
 def _attention_stubs(heads: int, kv_heads: int, dim: int, capacity: int):

@@ -27,8 +27,8 @@ from ..ops.int8_activations import Int8Activations, quantize_activations, rms_no
 from ..ops.norm import rms_norm
 from ..ops.probe import arith_probe, PROBE_KINDS, probe_for, probe_unavailable
 from ..ops.q4 import Q4Weight, q4_quantize, q4_scales_rows, q4_weight_bytes, stream_read
-from ..ops.q4_linear import (NormPrologue, gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_int8_max_k,
-                             gemv_shapes, split_k_room, q4_linear, q4_linear_glu, q4_linear_qkv)
+from ..ops.q4_linear import (NormPrologue, gemm_dp4a_shapes, gemm_sgmat_f16_shapes, gemm_sgmat_shapes, gemv_group_size,
+                             gemv_int8_max_k, gemv_shapes, split_k_room, q4_linear, q4_linear_glu, q4_linear_qkv)
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, TINY, ModelConfig
@@ -65,7 +65,7 @@ class BenchCase:
     norm: bool = False                  # glu_q8: making its activations too, the RMSNorm as a prologue (_norm)
     scales_rows: bool = False           # int8x: the weight carries a row-major scale copy (the _sr variants)
     dp4a: bool = False                  # int8 activations of every row (quantized once, timed apart): an int8 GEMM
-    gemm_shape: str | None = None       # dp4a: pin the int8 GEMM's tile (None: the route's choice)
+    gemm_shape: str | None = None       # dp4a or half: pin the GEMM's tile (None: the route's choice)
     half: bool = False                  # f32 x, the prefill may take the f16 subgroup-matrix GEMM
     split_k: bool = False               # dp4a: a partials scratch, so the int8 GEMM may split K (its reduce timed too)
 
@@ -163,6 +163,11 @@ BENCH_PRESETS = {
     "prefill_sgmat": [BenchCase(f"llama.{name}.m{m}.sgmat", k, n, m, route="q4_gemm_sgmat_i8", dp4a=True,
                                 gemm_shape=tile)
                       for name, k, n in _LLAMA if name != "lm_head" for m in (128, 512) for tile in gemm_sgmat_shapes()],
+    # The f16 subgroup-matrix GEMM's tiles at the same shapes (shader-f16 and the f16 config: the f16 flag).
+    "prefill_sgmat_f16": [BenchCase(f"llama.{name}.m{m}.f16", k, n, m, route="q4_gemm_sgmat_f16", half=True,
+                                    gemm_shape=tile)
+                          for name, k, n in _LLAMA if name != "lm_head" for m in (128, 512)
+                          for tile in gemm_sgmat_f16_shapes()],
 }
 
 

@@ -18,7 +18,7 @@ from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.q4 import Q4Weight, q4_embedding, q4_quantize, q4_scales_rows
 from ..ops.attention import KVCache, rope_kv_cache_write
-from ..ops.q4_linear import (NormPrologue, QKVRope, gemm_dp4a_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_shapes, q4_linear,
+from ..ops.q4_linear import (NormPrologue, QKVRope, gemm_dp4a_shapes, gemm_sgmat_f16_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_shapes, q4_linear,
                               split_k_room,
                              q4_linear_glu, q4_linear_qkv)
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies
@@ -72,7 +72,7 @@ class LinearCase:
                                              # itself (norm=NormPrologue, its _norm route), bit for bit
     dp4a: bool = False                       # int8x of every row: the prefill takes an int8 GEMM (the
                                              # subgroup-matrix one where the adapter has it, else DP4A)
-    gemm_shape: str | None = None            # dp4a only: pin the int8 GEMM's tile (None: the route's choice)
+    gemm_shape: str | None = None            # dp4a or half: pin the GEMM's tile (None: the route's choice)
     half: bool = False                       # f32 x, the prefill on the f16 subgroup-matrix GEMM (opt-in)
     split_k: bool = False                    # dp4a only: a partials scratch, so the subgroup-matrix GEMM may
                                              # split K where its grid is small (q4_linear(partials=))
@@ -356,12 +356,15 @@ PRESETS = {
     "sgmat": ([c for c in _cases((1, 7), (1,), None, (1, 7, 128, 129, 512)) if c.dp4a and not c.gemm_shape]
               + [LinearCase(f"sgmat.tile.{shape}", 160, 131, (2, 129), group_size=32, bias=True, int8x=True,
                             dp4a=True, gemm_shape=shape, stream=700 + i) for i, shape in enumerate(gemm_sgmat_shapes())]
+              + [LinearCase(f"sgmat.tile.{shape}.gs128", 384, 40, (9, 33), group_size=128, int8x=True, dp4a=True,
+                            gemm_shape=shape, stream=740 + i) for i, shape in enumerate(gemm_sgmat_shapes())]
               + [LinearCase(f"sgmat.tile.{shape}.llama.gate_up", *_LLAMA["gate_up"], (7, 512), int8x=True, dp4a=True,
                             gemm_shape=shape, stream=720 + i) for i, shape in enumerate(gemm_sgmat_shapes())]
               + _split_k("sgmat", (7, 128, 129, 512), 780) + _SPLIT_K_AWKWARD),
     # The f16 subgroup-matrix GEMM (half=True): every projection of both models at the prefill row counts,
-    # then K tails within a K tile, N not a multiple of the tile, gs 32 and 128, a bias; only for an
-    # adapter with shader-f16 and the f16 config (Chromium on NVIDIA with the f16 flag).
+    # then K tails within a K tile, N not a multiple of the tile, gs 32 and 128, a bias, and every tile pinned
+    # at an awkward shape and at Llama's gate/up; only for an adapter with shader-f16 and the f16 config
+    # (Chromium on NVIDIA with the f16 flag).
     "sgmat_f16": ([LinearCase(f"f16.{prefix}.{name}", k, n, (7, 128, 129, 512), half=True, stream=740 + i)
                    for i, (prefix, name, k, n) in enumerate(
                        (prefix, name, k, n) for prefix, config in (("llama", LLAMA_3_2_1B), ("qwen", QWEN3_0_6B))
@@ -369,7 +372,11 @@ PRESETS = {
                   + [LinearCase("f16.k96_n1", 96, 1, (3, 7), group_size=32, half=True, stream=760),
                      LinearCase("f16.k160_bias", 160, 72, (5, 67), group_size=32, bias=True, half=True, stream=761),
                      LinearCase("f16.gs128", 256, 40, (9, 33), group_size=128, half=True, stream=762),
-                     LinearCase("f16.n_odd_gs64", 128, 131, (65, 130), bias=True, half=True, stream=763)]),
+                     LinearCase("f16.n_odd_gs64", 128, 131, (65, 130), bias=True, half=True, stream=763)]
+                  + [LinearCase(f"f16.tile.{shape}", 160, 131, (2, 129), group_size=32, bias=True, half=True,
+                                gemm_shape=shape, stream=770 + i) for i, shape in enumerate(gemm_sgmat_f16_shapes())]
+                  + [LinearCase(f"f16.tile.{shape}.llama.gate_up", *_LLAMA["gate_up"], (7, 512), half=True,
+                                gemm_shape=shape, stream=790 + i) for i, shape in enumerate(gemm_sgmat_f16_shapes())]),
 }
 
 

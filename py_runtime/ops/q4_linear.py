@@ -73,8 +73,8 @@ from .q4 import Q4Weight, q4_weight_bytes
 from .tuning import Tuning, tuning_for
 
 __all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "NormPrologue", "gemv_shapes", "gemv_int8_max_k",
-           "gemv_group_size", "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE", "gemm_sgmat_shapes", "GEMM_SGMAT_SHAPE",
-           "k_splits", "split_k_room", "GemmTile",
+           "gemv_group_size", "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE", "gemm_sgmat_shapes", "gemm_sgmat_f16_shapes",
+           "sgmat_workgroup_bytes", "GEMM_SGMAT_SHAPE", "k_splits", "split_k_room", "GemmTile",
            "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GLU_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
 
 _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
@@ -138,6 +138,14 @@ def gemm_sgmat_shapes(tier: str | None = None) -> tuple[str, ...]:
                  if name.startswith(prefix) and not name.startswith(("q4gsw_gemm_sgmat_f16_", "q4gsw_gemm_sgmat_sk_")))
 
 
+@cache
+def gemm_sgmat_f16_shapes(tier: str | None = None) -> tuple[str, ...]:
+    """The f16 subgroup-matrix GEMM's tile variants (suffixes of q4gsw_gemm_sgmat_f16_), `tier` as for
+    gemv_shapes."""
+    prefix = "q4gsw_gemm_sgmat_f16_"
+    return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
+
+
 def _sgmat_tile(shape: str, family: str = "q4gsw_gemm_sgmat") -> tuple[int, int, int]:
     """(rows, columns, invocations) of a subgroup-matrix GEMM variant's workgroup."""
     v = {key: int(value) for key, value in kernel(f"{family}_{shape}").template_values.items()}
@@ -146,14 +154,27 @@ def _sgmat_tile(shape: str, family: str = "q4gsw_gemm_sgmat") -> tuple[int, int,
 
 # Workgroup bytes per tile row or column of each subgroup-matrix family: int8 (q4gsw_gemm_sgmat.wgsl) an
 # 80-byte staged row and two f32 scales; f16 (q4gsw_gemm_sgmat_f16.wgsl) 72 staged halves. Both add 4
-# bytes per output element (the i32 sums or f32 results the tile folds or stores through).
+# bytes per output element (the i32 sums or f32 results the tile folds or stores through). A
+# double-buffered variant (DB) has two of each staged tile, and the int8 one two of its sums.
 _SGMAT_ROW_BYTES = {"q4gsw_gemm_sgmat": 88, "q4gsw_gemm_sgmat_f16": 144}
+
+
+def _double_buffered(name: str) -> bool:
+    return bool(kernel(name).template_values.get("DB"))
+
+
+def sgmat_workgroup_bytes(shape: str, family: str = "q4gsw_gemm_sgmat") -> int:
+    """The workgroup memory of a subgroup-matrix GEMM tile."""
+    tm, tn, _ = _sgmat_tile(shape, family)
+    buffers = 2 if _double_buffered(f"{family}_{shape}") else 1
+    per_output = 4 * tm * tn * (buffers if family == "q4gsw_gemm_sgmat" else 1)   # f16 stores its results once
+    return _SGMAT_ROW_BYTES[family] * (tm + tn) * buffers + per_output
 
 
 def _sgmat_fits(req: _Linear, shape: str, family: str = "q4gsw_gemm_sgmat") -> str | None:
     """Whether the adapter gives a subgroup-matrix tile its workgroup memory and invocations."""
-    tm, tn, invocations = _sgmat_tile(shape, family)
-    need = _SGMAT_ROW_BYTES[family] * (tm + tn) + 4 * tm * tn
+    _, _, invocations = _sgmat_tile(shape, family)
+    need = sgmat_workgroup_bytes(shape, family)
     storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
     allowed = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
     if storage < need or allowed < invocations:
@@ -167,7 +188,8 @@ def _dp4a_workgroup_bytes(shape: str) -> int:
     per row and column, and one f32 scale per row and column per 32-value chunk."""
     values = kernel(f"q4gsw_gemm_dp4a_{shape}").template_values
     tm, bk = int(values["TM"]), int(values["BK"])
-    return bk * (tm + _TILE) + 4 * (bk // 32) * (tm + _TILE)
+    buffers = 2 if _double_buffered(f"q4gsw_gemm_dp4a_{shape}") else 1
+    return (bk * (tm + _TILE) + 4 * (bk // 32) * (tm + _TILE)) * buffers
 
 
 @cache
@@ -588,7 +610,7 @@ def _sgmat_guard(req: _Linear) -> str | None:
     if why := _every_row_guard(req):
         return why
     if req.gemm_shape is not None and req.gemm_shape not in gemm_sgmat_shapes():
-        return f"the pinned tile {req.gemm_shape!r} is a DP4A one"
+        return f"the pinned tile {req.gemm_shape!r} is not an int8 subgroup-matrix one"
     if why := subgroup_matrix_unavailable(req.adapter, "i8"):
         return why
     return _sgmat_fits(req, req.gemm_shape or GEMM_SGMAT_SHAPE)
@@ -599,15 +621,18 @@ def _sgmat_f16_guard(req: _Linear) -> str | None:
         return "f16 rounding not asked for (half=True)"
     if req.prequantized:
         return "int8 activations given: the int8 routes take them"
+    if req.gemm_shape is not None and req.gemm_shape not in gemm_sgmat_f16_shapes():
+        return f"the pinned tile {req.gemm_shape!r} is not an f16 subgroup-matrix one"
     if why := subgroup_matrix_unavailable(req.adapter, "f16"):
         return why
-    return _sgmat_fits(req, GEMM_SGMAT_F16_SHAPE, "q4gsw_gemm_sgmat_f16")
+    return _sgmat_fits(req, req.gemm_shape or GEMM_SGMAT_F16_SHAPE, "q4gsw_gemm_sgmat_f16")
 
 
 def _sgmat_f16_prefill(req: _Linear) -> OpCall:
     w, has_bias = req.weight, req.bias is not None
-    name = f"q4gsw_gemm_sgmat_f16_{GEMM_SGMAT_F16_SHAPE}"
-    tile_m, tile_n, _ = _sgmat_tile(GEMM_SGMAT_F16_SHAPE, "q4gsw_gemm_sgmat_f16")
+    shape = req.gemm_shape or GEMM_SGMAT_F16_SHAPE
+    name = f"q4gsw_gemm_sgmat_f16_{shape}"
+    tile_m, tile_n, _ = _sgmat_tile(shape, "q4gsw_gemm_sgmat_f16")
 
     def sizing(spec, live):
         m = req.rows(live)
@@ -625,7 +650,7 @@ def _dp4a_guard(req: _Linear) -> str | None:
     if why := _every_row_guard(req):
         return why
     if req.gemm_shape is not None and req.gemm_shape not in gemm_dp4a_shapes():
-        return f"the pinned tile {req.gemm_shape!r} is a subgroup-matrix one"
+        return f"the pinned tile {req.gemm_shape!r} is not a DP4A one"
     shape = req.gemm_shape or GEMM_DP4A_SHAPE
     storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
     invocations = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
@@ -839,9 +864,9 @@ def _with_split_k(req: _Linear, slots: dict[str, OpCall]) -> dict[str, OpCall]:
 
 def _check_pin(req: _Linear) -> None:
     """A pinned variant must be one of the route's own; an int8 one must fit this weight."""
-    known = gemm_dp4a_shapes() + gemm_sgmat_shapes()
+    known = gemm_dp4a_shapes() + gemm_sgmat_shapes() + gemm_sgmat_f16_shapes()
     if req.gemm_shape is not None and req.gemm_shape not in known:
-        raise ValueError(f"{req.label}: unknown int8 GEMM tile {req.gemm_shape!r}; known: {known}")
+        raise ValueError(f"{req.label}: unknown GEMM tile {req.gemm_shape!r}; known: {known}")
     shape, w = req.gemv_shape, req.weight
     if shape is None:
         return

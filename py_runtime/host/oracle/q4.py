@@ -139,6 +139,9 @@ def verify_q4_report(report: dict, read) -> dict:
                 bound = bound + np.abs(b) * 2.0 ** -23
                 if half_runs:
                     half_bound = half_bound + np.abs(b) * 2.0 ** -23
+        if half_runs and case.get("gemm_shape"):
+            assert case["kernels"][-1] == f"q4gsw_gemm_sgmat_f16_{case['gemm_shape']}", \
+                f"{case['name']}: the prefill ran {case['kernels'][-1]}, not the {case['gemm_shape']} tile"
         for run in half_runs:
             m = run["rows"]
             assert run["routes"] == ["q4_gemm_sgmat_f16"], \
