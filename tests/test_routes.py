@@ -254,7 +254,7 @@ def test_the_dp4a_gemm_takes_the_prefill_only_where_every_row_is_quantized():
     assert "not q4_gemm_dp4a: no int8 activations of the prefill rows given" in decode_only.explain()
     every_row = q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act(128))
     assert [call.route for call in every_row] == ["q4_gemv_int8x", "q4_gemm_dp4a"]
-    assert [call.kernel for call in every_row.at(128)] == ["q4gsw_gemm_dp4a_m64k64"]
+    assert [call.kernel for call in every_row.at(128)] == ["q4gsw_gemm_dp4a_m64k64p"]
     pinned = q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act(128), gemm_shape="m128k32")
     assert [call.kernel for call in pinned.at(7)] == ["q4gsw_gemm_dp4a_m128k32"]
     too_few = q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act(64))
@@ -264,7 +264,7 @@ def test_the_dp4a_gemm_takes_the_prefill_only_where_every_row_is_quantized():
                           limits={"maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupStorageSize": 8192})
     fallback = q4_linear(x=x, weight=w, out=out, adapter=small, int8=act(128))
     assert [call.route for call in fallback.at(128)] == ["q4_linear_generic"]
-    assert "the m64k64 tile needs 9216 bytes of workgroup memory and 256 invocations" in fallback.explain()
+    assert "the m64k64p tile needs 9216 bytes of workgroup memory and 256 invocations" in fallback.explain()
     wq = _weight(k, 3072, 64, False)
     outs = (Tensor("q", (128, 2048), "f32", 0), Tensor("k", (128, 512), "f32", 0), Tensor("v", (128, 512), "f32", 0))
     assert [c.route for c in q4_linear_qkv(x=x, weight=wq, outs=outs, adapter=adapter, int8=act(1)).at(128)] == \
@@ -295,26 +295,27 @@ def test_the_subgroup_matrix_gemm_takes_the_int8_prefill_where_the_device_allows
 
     assert prefill(able)[0] == ["q4gsw_gemm_sgmat_m32n64w4p"]
     assert not [shape for shape in gemm_sgmat_shapes() if "f16" in shape]     # the f16 family is another route's
-    # both recorded; at a large grid (>= 384 DP4A tiles) the DP4A one runs and the other idles
+    # both recorded; at a large grid (>= 256 DP4A tiles) the DP4A one runs and the other idles
     both = q4_linear(x=x, weight=w, out=out, adapter=able, int8=act)
     assert [call.route for call in both] == ["q4_gemv_int8x", "q4_gemm_sgmat_i8", "q4_gemm_dp4a"]
     wide = _weight(k, 16384, 64, False)
     wide_out = Tensor("wide", (128, 16384), "f32", 0)
     assert [call.kernel for call in q4_linear(x=x, weight=wide, out=wide_out, adapter=able, int8=act).at(128)] == \
-        ["q4gsw_gemm_dp4a_m64k64"]                              # 256 x 2 = 512 tiles
+        ["q4gsw_gemm_dp4a_m64k64p"]                             # 256 x 2 = 512 tiles
     assert [call.kernel for call in q4_linear(x=x, weight=wide, out=wide_out, adapter=able, int8=act).at(64)] == \
-        ["q4gsw_gemm_sgmat_m32n64w4p"]                          # 256 tiles
+        ["q4gsw_gemm_dp4a_m64k64p"]                             # 256 tiles
+    assert [call.kernel for call in q4_linear(x=x, weight=w, out=out, adapter=able, int8=act).at(64)] == \
+        ["q4gsw_gemm_sgmat_m32n64w4p"]                          # 32 tiles
     assert prefill(able, gemm_shape="m32n64w4")[0] == ["q4gsw_gemm_sgmat_m32n64w4"]
     assert prefill(able, gemm_shape="m64k64")[0] == ["q4gsw_gemm_dp4a_m64k64"]
     assert "not q4_gemm_sgmat_i8: the pinned tile 'm64k64' is not an int8 subgroup-matrix one" in \
         prefill(able, gemm_shape="m64k64")[1]
-    # the double-buffered tiles: twice the staging and the sums, refused where they do not fit
-    assert sgmat_workgroup_bytes("m32n64w4pd") == 2 * (88 * (32 + 64) + 4 * 32 * 64) == 33280
-    assert prefill(able, gemm_shape="m32n64w4pd")[0] == ["q4gsw_gemm_sgmat_m32n64w4pd"]
-    squeezed = replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 32768})
-    assert "the m32n64w4pd tile needs 33280 bytes of workgroup memory" in prefill(squeezed, gemm_shape="m32n64w4pd")[1]
-    assert prefill(squeezed, gemm_shape="m32n64w4pd")[0] == ["q4gsw_gemm_bk64"]     # (the pin refuses DP4A too)
-    assert prefill(able, force="q4_gemm_dp4a")[0] == ["q4gsw_gemm_dp4a_m64k64"]
+    # a pinned tile that does not fit is refused with its size (and the pin refuses DP4A too)
+    assert sgmat_workgroup_bytes("m64n64") == 88 * (64 + 64) + 4 * 64 * 64 == 27648
+    squeezed = replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 24576})
+    assert "the m64n64 tile needs 27648 bytes of workgroup memory" in prefill(squeezed, gemm_shape="m64n64")[1]
+    assert prefill(squeezed, gemm_shape="m64n64")[0] == ["q4gsw_gemm_bk32"]         # (BK64 needs 32 KiB too)
+    assert prefill(able, force="q4_gemm_dp4a")[0] == ["q4gsw_gemm_dp4a_m64k64p"]
     missing = {
         "no int8 subgroup-matrix config": replace(able, info={**able.info, "subgroupMatrixConfigs": [{**SGMAT_I8, "K": 16}]}),
         "the subgroup_matrix_i8 probe kernel did not compile: error: unresolved":
@@ -327,7 +328,7 @@ def test_the_subgroup_matrix_gemm_takes_the_int8_prefill_where_the_device_allows
     }
     for why, adapter in missing.items():
         kernels, explained = prefill(adapter)
-        assert kernels == ["q4gsw_gemm_dp4a_m64k64"] and why in explained, (why, explained)
+        assert kernels == ["q4gsw_gemm_dp4a_m64k64p"] and why in explained, (why, explained)
         with pytest.raises(RouteUnavailable, match="route 'q4_gemm_sgmat_i8' cannot run here"):
             q4_linear(x=x, weight=w, out=out, adapter=adapter, int8=act, force="q4_gemm_sgmat_i8")
 
@@ -369,15 +370,16 @@ def test_a_small_int8_gemm_grid_splits_k_and_a_reduce_adds_the_splits():
     assert [call.route for call in op] == ["q4_gemv_int8x", "q4_gemm_sgmat_i8", "q4_gemm_dp4a", "q4_gemm_split_k"]
     gemm, large, reduce = op.calls[1:]
     assert gemm.kernel == "q4gsw_gemm_sgmat_sk_m32n64w4p" and gemm.tensors["partials"] is partials
-    assert large.kernel == "q4gsw_gemm_dp4a_m64k64" and "partials" not in large.tensors
+    assert large.kernel == "q4gsw_gemm_dp4a_m64k64p" and "partials" not in large.tensors
 
     def grid(call, m):
         return call.sizing(kernel(call.kernel), {"tokens": m}).workgroups
 
     assert grid(gemm, 128) == (32, 4, 4) and grid(reduce, 128) == (1024, 1, 1)     # 128 x 2048 outputs
-    assert grid(gemm, 512) == (32, 16, 1) and grid(reduce, 512) == (0, 0, 0)
+    assert grid(gemm, 256) == (32, 8, 2) and grid(large, 256) == (0, 0, 0)        # 128 DP4A tiles
+    assert grid(gemm, 512) == (0, 0, 0) and grid(large, 512) == (32, 8, 1) and grid(reduce, 512) == (0, 0, 0)
     plain = q4_linear(x=x, weight=w, out=out, adapter=ADAPTERS["other-sg32"], int8=act, partials=partials)
-    assert [call.kernel for call in plain.at(128)] == ["q4gsw_gemm_dp4a_sk_m64k64", "q4gsw_gemm_split_reduce"]
+    assert [call.kernel for call in plain.at(128)] == ["q4gsw_gemm_dp4a_sk_m64k64p", "q4gsw_gemm_split_reduce"]
     assert grid(plain.calls[1], 128) == (32, 2, 4) and grid(plain.calls[2], 2048 // 4) == (0, 0, 0)
     with pytest.raises(ValueError, match="partials .* must be an f32 scratch of its own"):
         q4_linear(x=x, weight=w, out=out, adapter=ADAPTERS["h200-chromium-sgmat"], int8=act, partials=out)
@@ -409,18 +411,18 @@ def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_p
     }.items():
         routes, explained = prefill(adapter, half=True)
         assert routes == ["q4_gemm_bk64"] and why in explained, (why, explained)
-    # a pinned f16 tile runs (the double-buffered one where its doubled staging fits); an int8 one is not f16's
+    # a pinned f16 tile runs where it fits, else the f32 GEMM says why; an int8 tile is not f16's
     kernels = lambda adapter, shape: [c.kernel for c in q4_linear(x=x, weight=w, out=out, adapter=adapter, half=True,  # noqa: E731
                                                                  gemm_shape=shape).at(128)]
-    assert kernels(able, "m32n64w4d") == ["q4gsw_gemm_sgmat_f16_m32n64w4d"]
-    assert sgmat_workgroup_bytes("m32n64w4d", "q4gsw_gemm_sgmat_f16") == 2 * 144 * (32 + 64) + 4 * 32 * 64
+    assert kernels(able, "m64n64w4") == ["q4gsw_gemm_sgmat_f16_m64n64w4"]
+    assert sgmat_workgroup_bytes("m64n64w4", "q4gsw_gemm_sgmat_f16") == 144 * (64 + 64) + 4 * 64 * 64 == 34816
     small = replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 32768})
     assert kernels(small, "m32n64w4") == ["q4gsw_gemm_sgmat_f16_m32n64w4"]
-    assert kernels(small, "m32n64w4d") == ["q4gsw_gemm_bk64"]
-    assert "the m32n64w4d tile needs 35840 bytes of workgroup memory" in \
-        q4_linear(x=x, weight=w, out=out, adapter=small, half=True, gemm_shape="m32n64w4d").explain()
-    assert "the pinned tile 'm32n64w4pd' is not an f16 subgroup-matrix one" in \
-        q4_linear(x=x, weight=w, out=out, adapter=able, half=True, gemm_shape="m32n64w4pd").explain()
+    assert kernels(small, "m64n64w4") == ["q4gsw_gemm_bk64"]
+    assert "the m64n64w4 tile needs 34816 bytes of workgroup memory" in \
+        q4_linear(x=x, weight=w, out=out, adapter=small, half=True, gemm_shape="m64n64w4").explain()
+    assert "the pinned tile 'm32n64w4p' is not an f16 subgroup-matrix one" in \
+        q4_linear(x=x, weight=w, out=out, adapter=able, half=True, gemm_shape="m32n64w4p").explain()
 
 
 def _attention_stubs(heads: int, kv_heads: int, dim: int, capacity: int):

@@ -79,14 +79,14 @@ __all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "NormProlog
 
 _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
 _GEMV_INVOCATIONS = 256         # every GEMV variant's workgroup (q4gsw_gemv.yaml)
-GEMM_DP4A_SHAPE = "m64k64"      # the DP4A GEMM's tile the route runs (q4gsw_gemm_dp4a.yaml)
+GEMM_DP4A_SHAPE = "m64k64p"     # the DP4A GEMM's tile the route runs (q4gsw_gemm_dp4a.yaml)
 GEMM_SGMAT_SHAPE = "m32n64w4p"  # the subgroup-matrix GEMM's tile the route runs (q4gsw_gemm_sgmat.yaml)
 SGMAT_I8_CONFIG = {"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32}
 # The int8 prefill takes the subgroup-matrix GEMM while the DP4A GEMM's grid would be small, and DP4A from
 # this many of its 64 x 64 tiles on (both recorded, one idle at any M): on the H200 the subgroup-matrix
-# GEMM is 1.0-1.8x faster up to 256 tiles and DP4A 1.15-1.3x faster from 384 (Llama's projections at M 128
-# and 512, docs/PERFORMANCE.md "Session 8").
-SGMAT_UNTIL_DP4A_TILES = 384
+# GEMM is 1.06-1.35x faster up to 96 tiles and DP4A's m64k64p 1.23-1.41x faster from 256 (Llama's
+# projections at M 128 and 512, docs/PERFORMANCE.md "Session 19").
+SGMAT_UNTIL_DP4A_TILES = 256
 # K splits of the subgroup-matrix GEMM where its grid is small (q4_linear(partials=)): workgroups wanted
 # (the H200's 132 SMs hold 4 of its 128-invocation workgroups each), splits at most, chunks a split at least.
 SPLIT_K_WORKGROUPS = 512
@@ -154,21 +154,14 @@ def _sgmat_tile(shape: str, family: str = "q4gsw_gemm_sgmat") -> tuple[int, int,
 
 # Workgroup bytes per tile row or column of each subgroup-matrix family: int8 (q4gsw_gemm_sgmat.wgsl) an
 # 80-byte staged row and two f32 scales; f16 (q4gsw_gemm_sgmat_f16.wgsl) 72 staged halves. Both add 4
-# bytes per output element (the i32 sums or f32 results the tile folds or stores through). A
-# double-buffered variant (DB) has two of each staged tile, and the int8 one two of its sums.
+# bytes per output element (the i32 sums or f32 results the tile folds or stores through).
 _SGMAT_ROW_BYTES = {"q4gsw_gemm_sgmat": 88, "q4gsw_gemm_sgmat_f16": 144}
-
-
-def _double_buffered(name: str) -> bool:
-    return bool(kernel(name).template_values.get("DB"))
 
 
 def sgmat_workgroup_bytes(shape: str, family: str = "q4gsw_gemm_sgmat") -> int:
     """The workgroup memory of a subgroup-matrix GEMM tile."""
     tm, tn, _ = _sgmat_tile(shape, family)
-    buffers = 2 if _double_buffered(f"{family}_{shape}") else 1
-    per_output = 4 * tm * tn * (buffers if family == "q4gsw_gemm_sgmat" else 1)   # f16 stores its results once
-    return _SGMAT_ROW_BYTES[family] * (tm + tn) * buffers + per_output
+    return _SGMAT_ROW_BYTES[family] * (tm + tn) + 4 * tm * tn
 
 
 def _sgmat_fits(req: _Linear, shape: str, family: str = "q4gsw_gemm_sgmat") -> str | None:
@@ -188,8 +181,7 @@ def _dp4a_workgroup_bytes(shape: str) -> int:
     per row and column, and one f32 scale per row and column per 32-value chunk."""
     values = kernel(f"q4gsw_gemm_dp4a_{shape}").template_values
     tm, bk = int(values["TM"]), int(values["BK"])
-    buffers = 2 if _double_buffered(f"q4gsw_gemm_dp4a_{shape}") else 1
-    return (bk * (tm + _TILE) + 4 * (bk // 32) * (tm + _TILE)) * buffers
+    return bk * (tm + _TILE) + 4 * (bk // 32) * (tm + _TILE)
 
 
 @cache

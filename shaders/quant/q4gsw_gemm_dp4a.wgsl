@@ -18,9 +18,6 @@ $if PF:
   // each invocation's share of a tile (at most ${(TM * BK + 4095) // 4096} activation vec4(s), one activation scale,
   // one weight vec4 and its scale) is read into registers by `fetch` and written into workgroup memory
   // by `stage`, so its loads are in flight during the dot products, not after the barrier.
-$if DB:
-  // Double-buffered (DB): two of each staged tile, so a K tile costs one barrier, not two: the next
-  // tile is staged into the other buffer while this one's dot products run.
 // The scales of each chunk's group are staged beside the tile (${BK // 32} x (${TM} + 64) f32). Rows past M
 // read zeros with scale 0, columns past N the zero weight; nothing past M x N is stored. A non-finite
 // activation group has a NaN scale (int8_activations.wgsl): its row's outputs are NaN. Weights in the
@@ -38,10 +35,10 @@ const CHUNKS: u32 = ${BK // 32}u;       // 32-value chunks per K tile
 
 $include int8_gemm_interface.wgsli
 
-var<workgroup> x_tile: array<vec4<u32>, ${BK // 4 * TM // 4 * (2 if DB else 1)}>;     // [word of k][m / 4]
-var<workgroup> w_tile: array<vec4<u32>, ${BK // 4 * 16 * (2 if DB else 1)}>;         // [word of k][n / 4]
-var<workgroup> x_scale: array<f32, ${BK // 32 * TM * (2 if DB else 1)}>;             // [chunk][m]
-var<workgroup> w_scale: array<f32, ${BK // 32 * 64 * (2 if DB else 1)}>;             // [chunk][n]
+var<workgroup> x_tile: array<vec4<u32>, ${BK // 4 * TM // 4}>;     // [word of k][m / 4]
+var<workgroup> w_tile: array<vec4<u32>, ${BK // 4 * 16}>;         // [word of k][n / 4]
+var<workgroup> x_scale: array<f32, ${BK // 32 * TM}>;             // [chunk][m]
+var<workgroup> w_scale: array<f32, ${BK // 32 * 64}>;             // [chunk][n]
 
 // Nibbles 0..15 in the low half of each byte -> the signed bytes nib - 8: xor 8 gives the 4-bit two's
 // complement, and bytes whose bit 3 is then set (nib < 8) get their high half filled (8 x 30 = 0xF0,
@@ -99,34 +96,29 @@ $if PF:
   }
 
   // Invocation t's share into the tiles, k-major; the weights expanded to 8 words of signed int8.
-  fn stage(t: u32, share: Share${", buf: u32" if DB else ""}) {
-    $if DB:
-      let xo = buf * ${BK // 4 * TM // 4}u;    // buffer buf's first vec4 or scale of each staged array
-      let wo = buf * ${BK // 4 * 16}u;
-      let xso = buf * CHUNKS * TM;
-      let wso = buf * CHUNKS * TN;
+  fn stage(t: u32, share: Share) {
     for (var j = 0u; j < XN; j++) {
       let i = t + 256u * j;
       if (i < TM * CHUNKS * 2u) {
         let r = i / (CHUNKS * 2u);
         let word = ((i / 2u) % CHUNKS) * 8u + (i % 2u) * 4u;      // its first word of k in the tile
         for (var w = 0u; w < 4u; w++) {
-          x_tile[${"xo + " if DB else ""}(word + w) * (TM / 4u) + r / 4u][r % 4u] = share.x[j][w];
+          x_tile[(word + w) * (TM / 4u) + r / 4u][r % 4u] = share.x[j][w];
         }
       }
     }
     if (t < TM * CHUNKS) {
-      x_scale[${"xso + " if DB else ""}(t % CHUNKS) * TM + t / CHUNKS] = share.x_scale;
+      x_scale[(t % CHUNKS) * TM + t / CHUNKS] = share.x_scale;
     }
     if (t < TN * CHUNKS) {
       let r = t / CHUNKS;
       let c = t % CHUNKS;
       for (var j = 0u; j < 4u; j++) {
         let word = c * 8u + 2u * j;
-        w_tile[${"wo + " if DB else ""}word * 16u + r / 4u][r % 4u] = signed_bytes(share.w[j] & 0x0F0F0F0Fu);
-        w_tile[${"wo + " if DB else ""}(word + 1u) * 16u + r / 4u][r % 4u] = signed_bytes((share.w[j] >> 4u) & 0x0F0F0F0Fu);
+        w_tile[word * 16u + r / 4u][r % 4u] = signed_bytes(share.w[j] & 0x0F0F0F0Fu);
+        w_tile[(word + 1u) * 16u + r / 4u][r % 4u] = signed_bytes((share.w[j] >> 4u) & 0x0F0F0F0Fu);
       }
-      w_scale[${"wso + " if DB else ""}c * TN + r] = share.w_scale;
+      w_scale[c * TN + r] = share.w_scale;
     }
   }
 
@@ -157,122 +149,83 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   $for r in range(TM // 16):
     var dot${r} = vec4<i32>(0);
     var acc${r} = vec4<f32>(0.0);
-  $if DB:
+  $if PF:
     var prefetched = fetch(t, m0, n0, first, chunks);
-    stage(t, prefetched, 0u);
-    if (first + CHUNKS < end) {
-      prefetched = fetch(t, m0, n0, first + CHUNKS, chunks);
+  for (var c0 = first; c0 < end; c0 += CHUNKS) {
+    $if PF:
+      stage(t, prefetched);
+      workgroupBarrier();
+      if (c0 + CHUNKS < end) {
+        prefetched = fetch(t, m0, n0, c0 + CHUNKS, chunks);
+      }
+    $else:
+      // Activations: TM rows x CHUNKS chunks x 2 planes, one vec4 (4 words of k) each; consecutive
+      // invocations take one row's vec4s, then the next row's.
+      for (var i = t; i < TM * CHUNKS * 2u; i += 256u) {
+        let r = i / (CHUNKS * 2u);
+        let plane = i % 2u;
+        let c = (i / 2u) % CHUNKS;
+        let m = m0 + r;
+        var v = vec4<u32>(0u);
+        if (m < params.m && c0 + c < chunks) {
+          v = xq[m * row_vec4s + plane * chunks + c0 + c];
+        }
+        let word = c * 8u + plane * 4u;    // its first word of k in the tile
+        for (var j = 0u; j < 4u; j++) {
+          x_tile[(word + j) * (TM / 4u) + r / 4u][r % 4u] = v[j];
+        }
+      }
+      for (var i = t; i < TM * CHUNKS; i += 256u) {
+        let r = i / CHUNKS;
+        let c = i % CHUNKS;
+        let m = m0 + r;
+        var scale = 0.0;
+        if (m < params.m && c0 + c < chunks) {
+          scale = xstats[m * chunks + c0 + c].x;
+        }
+        x_scale[c * TM + r] = scale;
+      }
+      // Weights: TN rows x CHUNKS chunks, one vec4 (32 nibbles) each, expanded to 8 words of signed int8.
+      for (var i = t; i < TN * CHUNKS; i += 256u) {
+        let r = i / CHUNKS;
+        let c = i % CHUNKS;
+        let n = n0 + r;
+        var w = vec4<u32>(0x88888888u);   // the nibble 8 is the value 0: columns past N add nothing
+        var scale = 0.0;
+        if (n < params.n && c0 + c < chunks) {
+          let row = n + params.n_offset;
+          w = weights[row * chunks + c0 + c];
+          scale = scales[((c0 + c) * 32u / params.group_size) * params.n_total + row];
+        }
+        for (var j = 0u; j < 4u; j++) {
+          let word = c * 8u + 2u * j;
+          w_tile[word * 16u + r / 4u][r % 4u] = signed_bytes(w[j] & 0x0F0F0F0Fu);
+          w_tile[(word + 1u) * 16u + r / 4u][r % 4u] = signed_bytes((w[j] >> 4u) & 0x0F0F0F0Fu);
+        }
+        w_scale[c * TN + r] = scale;
+      }
+      workgroupBarrier();
+    for (var c = 0u; c < CHUNKS; c++) {
+      for (var j = 0u; j < 8u; j++) {         // a constant trip count, for the compiler to unroll
+        let word = c * 8u + j;
+        let b = w_tile[word * 16u + lid.x];
+        $for v in range(TM // 64):
+          let a${v} = x_tile[word * (TM / 4u) + lid.y * ${TM // 64}u + ${v}u];
+        $for r in range(TM // 16):
+          dot${r} += dots(a${r // 4}[${r % 4}], b);
+      }
+      // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
+      let next = c0 + c + 1u;
+      if ((next * 32u) % params.group_size == 0u || next == end) {
+        let sw = vec4<f32>(w_scale[c * TN + lid.x * 4u], w_scale[c * TN + lid.x * 4u + 1u],
+                           w_scale[c * TN + lid.x * 4u + 2u], w_scale[c * TN + lid.x * 4u + 3u]);
+        $for r in range(TM // 16):
+          acc${r} += vec4<f32>(dot${r}) * (x_scale[c * TM + lid.y * ${TM // 16}u + ${r}u] * sw);
+          dot${r} = vec4<i32>(0);
+      }
     }
     workgroupBarrier();
-    var buf = 0u;                            // the buffer this tile's dot products read
-    for (var c0 = first; c0 < end; c0 += CHUNKS) {
-      // the next tile into the other buffer (read before the last barrier), the one after it fetched
-      if (c0 + CHUNKS < end) {
-        stage(t, prefetched, 1u - buf);
-        if (c0 + 2u * CHUNKS < end) {
-          prefetched = fetch(t, m0, n0, c0 + 2u * CHUNKS, chunks);
-        }
-      }
-      for (var c = 0u; c < CHUNKS; c++) {
-        for (var j = 0u; j < 8u; j++) {         // a constant trip count, for the compiler to unroll
-          let word = c * 8u + j;
-          let b = w_tile[buf * ${BK // 4 * 16}u + word * 16u + lid.x];
-          $for v in range(TM // 64):
-            let a${v} = x_tile[buf * ${BK // 4 * TM // 4}u + word * (TM / 4u) + lid.y * ${TM // 64}u + ${v}u];
-          $for r in range(TM // 16):
-            dot${r} += dots(a${r // 4}[${r % 4}], b);
-        }
-        // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
-        let next = c0 + c + 1u;
-        if ((next * 32u) % params.group_size == 0u || next == end) {
-          let sw = vec4<f32>(w_scale[(buf * CHUNKS + c) * TN + lid.x * 4u], w_scale[(buf * CHUNKS + c) * TN + lid.x * 4u + 1u],
-                             w_scale[(buf * CHUNKS + c) * TN + lid.x * 4u + 2u], w_scale[(buf * CHUNKS + c) * TN + lid.x * 4u + 3u]);
-          $for r in range(TM // 16):
-            acc${r} += vec4<f32>(dot${r}) * (x_scale[(buf * CHUNKS + c) * TM + lid.y * ${TM // 16}u + ${r}u] * sw);
-            dot${r} = vec4<i32>(0);
-        }
-      }
-      workgroupBarrier();
-      buf = 1u - buf;
-    }
-  $else:
-    $if PF:
-      var prefetched = fetch(t, m0, n0, first, chunks);
-    for (var c0 = first; c0 < end; c0 += CHUNKS) {
-      $if PF:
-        stage(t, prefetched);
-        workgroupBarrier();
-        if (c0 + CHUNKS < end) {
-          prefetched = fetch(t, m0, n0, c0 + CHUNKS, chunks);
-        }
-      $else:
-        // Activations: TM rows x CHUNKS chunks x 2 planes, one vec4 (4 words of k) each; consecutive
-        // invocations take one row's vec4s, then the next row's.
-        for (var i = t; i < TM * CHUNKS * 2u; i += 256u) {
-          let r = i / (CHUNKS * 2u);
-          let plane = i % 2u;
-          let c = (i / 2u) % CHUNKS;
-          let m = m0 + r;
-          var v = vec4<u32>(0u);
-          if (m < params.m && c0 + c < chunks) {
-            v = xq[m * row_vec4s + plane * chunks + c0 + c];
-          }
-          let word = c * 8u + plane * 4u;    // its first word of k in the tile
-          for (var j = 0u; j < 4u; j++) {
-            x_tile[(word + j) * (TM / 4u) + r / 4u][r % 4u] = v[j];
-          }
-        }
-        for (var i = t; i < TM * CHUNKS; i += 256u) {
-          let r = i / CHUNKS;
-          let c = i % CHUNKS;
-          let m = m0 + r;
-          var scale = 0.0;
-          if (m < params.m && c0 + c < chunks) {
-            scale = xstats[m * chunks + c0 + c].x;
-          }
-          x_scale[c * TM + r] = scale;
-        }
-        // Weights: TN rows x CHUNKS chunks, one vec4 (32 nibbles) each, expanded to 8 words of signed int8.
-        for (var i = t; i < TN * CHUNKS; i += 256u) {
-          let r = i / CHUNKS;
-          let c = i % CHUNKS;
-          let n = n0 + r;
-          var w = vec4<u32>(0x88888888u);   // the nibble 8 is the value 0: columns past N add nothing
-          var scale = 0.0;
-          if (n < params.n && c0 + c < chunks) {
-            let row = n + params.n_offset;
-            w = weights[row * chunks + c0 + c];
-            scale = scales[((c0 + c) * 32u / params.group_size) * params.n_total + row];
-          }
-          for (var j = 0u; j < 4u; j++) {
-            let word = c * 8u + 2u * j;
-            w_tile[word * 16u + r / 4u][r % 4u] = signed_bytes(w[j] & 0x0F0F0F0Fu);
-            w_tile[(word + 1u) * 16u + r / 4u][r % 4u] = signed_bytes((w[j] >> 4u) & 0x0F0F0F0Fu);
-          }
-          w_scale[c * TN + r] = scale;
-        }
-        workgroupBarrier();
-      for (var c = 0u; c < CHUNKS; c++) {
-        for (var j = 0u; j < 8u; j++) {         // a constant trip count, for the compiler to unroll
-          let word = c * 8u + j;
-          let b = w_tile[word * 16u + lid.x];
-          $for v in range(TM // 64):
-            let a${v} = x_tile[word * (TM / 4u) + lid.y * ${TM // 64}u + ${v}u];
-          $for r in range(TM // 16):
-            dot${r} += dots(a${r // 4}[${r % 4}], b);
-        }
-        // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
-        let next = c0 + c + 1u;
-        if ((next * 32u) % params.group_size == 0u || next == end) {
-          let sw = vec4<f32>(w_scale[c * TN + lid.x * 4u], w_scale[c * TN + lid.x * 4u + 1u],
-                             w_scale[c * TN + lid.x * 4u + 2u], w_scale[c * TN + lid.x * 4u + 3u]);
-          $for r in range(TM // 16):
-            acc${r} += vec4<f32>(dot${r}) * (x_scale[c * TM + lid.y * ${TM // 16}u + ${r}u] * sw);
-            dot${r} = vec4<i32>(0);
-        }
-      }
-      workgroupBarrier();
-    }
+  }
   $for r in range(TM // 16):
     store_row(m0 + lid.y * ${TM // 16}u + ${r}u, n0 + lid.x * 4u, wid.z, acc${r});
 }

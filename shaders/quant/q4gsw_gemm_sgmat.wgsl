@@ -19,13 +19,6 @@
 // activation scale (a non-finite group) makes its row's outputs NaN. K is a multiple of the group size,
 // itself a multiple of 32. Needs subgroups of exactly 32 (the route's guard).
 //
-$if DB:
-  // Double-buffered (DB): two of each staged tile and of each subgroup's sums, so a K tile costs one
-  // barrier, not three: the next tile is put into the other buffer while this one's products run, and a
-  // group's sums are stored before the barrier and folded after it (the scales it needs read into
-  // registers before it), where the next put cannot reach them. Groups of 32 (a group ending at a tile's
-  // first chunk) take two more barriers.
-  //
 // Split K: workgroup z walks chunks [z * split_chunks, ...) only (whole groups and whole K tiles), so a
 // grid too small to fill the GPU runs `splits` times as many workgroups, each with a share of the
 // latency-bound K walk. With splits > 1 each writes its f32 sums to partials [split][m][n]${" and" if SK else ""}
@@ -44,11 +37,11 @@ const WG: u32 = ${32 * SGM * SGN}u;
 
 $include int8_gemm_interface.wgsli
 
-var<workgroup> x_tile: array<i32, ${16 * SGM * FM * 20 * (2 if DB else 1)}>;             // [m][80 bytes], int8 in i32 words
-var<workgroup> w_tile: array<i32, ${16 * SGN * FN * 20 * (2 if DB else 1)}>;             // [n][80 bytes]
-var<workgroup> x_scale: array<f32, ${32 * SGM * FM * (2 if DB else 1)}>;             // [chunk][m]
-var<workgroup> w_scale: array<f32, ${32 * SGN * FN * (2 if DB else 1)}>;             // [chunk][n]
-var<workgroup> sums: array<i32, ${256 * SGM * FM * SGN * FN * (2 if DB else 1)}>;               // [subgroup][matrix][16 x 16]
+var<workgroup> x_tile: array<i32, ${16 * SGM * FM * 20}>;             // [m][80 bytes], int8 in i32 words
+var<workgroup> w_tile: array<i32, ${16 * SGN * FN * 20}>;             // [n][80 bytes]
+var<workgroup> x_scale: array<f32, ${32 * SGM * FM}>;             // [chunk][m]
+var<workgroup> w_scale: array<f32, ${32 * SGN * FN}>;             // [chunk][n]
+var<workgroup> sums: array<i32, ${256 * SGM * FM * SGN * FN}>;               // [subgroup][matrix][16 x 16]
 
 // Nibbles 0..15 in the low half of each byte -> the signed bytes nib - 8 (q4gsw_gemm_dp4a.wgsl).
 fn signed_bytes(nibbles: u32) -> i32 {
@@ -106,26 +99,21 @@ fn fetch(t: u32, m0: u32, n0: u32, c0: u32, chunks: u32) -> Share {
 
 // An invocation's share into the tiles: activation bytes as they are, the weights expanded to 8 words
 // of signed int8 per chunk.
-fn put(t: u32, share: Share${", buf: u32" if DB else ""}) {
-  $if DB:
-    let xo = buf * TM * 20u;                // buffer buf's first word or scale of each staged array
-    let wo = buf * TN * 20u;
-    let xso = buf * TM * 2u;
-    let wso = buf * TN * 2u;
+fn put(t: u32, share: Share) {
   $for j in range(-(-64 * FM // (32 * SGN))):
     {
       let i = t + ${j}u * WG;
       if (i < TM * 4u) {
         let word = ((i / 4u) * XS + (i % 2u) * 32u + ((i / 2u) % 2u) * 16u) / 4u;
         $for c in range(4):
-          x_tile[${"xo + " if DB else ""}word + ${c}u] = bitcast<i32>(share.x[${j}][${c}]);
+          x_tile[word + ${c}u] = bitcast<i32>(share.x[${j}][${c}]);
       }
     }
   $for j in range(-(-32 * FM // (32 * SGN))):
     {
       let i = t + ${j}u * WG;
       if (i < TM * 2u) {
-        x_scale[${"xso + " if DB else ""}(i % 2u) * TM + i / 2u] = share.x_scale[${j}];
+        x_scale[(i % 2u) * TM + i / 2u] = share.x_scale[${j}];
       }
     }
   $for j in range(-(-32 * FN // (32 * SGM))):
@@ -134,22 +122,12 @@ fn put(t: u32, share: Share${", buf: u32" if DB else ""}) {
       if (i < TN * 2u) {
         let word = ((i / 2u) * XS + (i % 2u) * 32u) / 4u;
         $for c in range(4):
-          w_tile[${"wo + " if DB else ""}word + ${2 * c}u] = signed_bytes(share.w[${j}][${c}] & 0x0F0F0F0Fu);
-          w_tile[${"wo + " if DB else ""}word + ${2 * c + 1}u] = signed_bytes((share.w[${j}][${c}] >> 4u) & 0x0F0F0F0Fu);
-        w_scale[${"wso + " if DB else ""}(i % 2u) * TN + i / 2u] = share.w_scale[${j}];
+          w_tile[word + ${2 * c}u] = signed_bytes(share.w[${j}][${c}] & 0x0F0F0F0Fu);
+          w_tile[word + ${2 * c + 1}u] = signed_bytes((share.w[${j}][${c}] >> 4u) & 0x0F0F0F0Fu);
+        w_scale[(i % 2u) * TN + i / 2u] = share.w_scale[${j}];
       }
     }
 }
-
-$if DB:
-  // A group's i32 sums (this lane's 8 elements of a matrix stored at sums[base - lane..]) into its f32
-  // accumulators. The arrays are indexed by constants only (registers, not local memory).
-  fn folded(acc: array<f32, 8>, base: u32, xs: array<f32, 8>, ws: f32) -> array<f32, 8> {
-    var total = acc;
-    $for v in range(8):
-      total[${v}] += f32(sums[base + ${32 * v}u]) * (xs[${v}] * ws);
-    return total;
-  }
 
 fn store(m: u32, n: u32, split: u32, value: f32) {
   if (m < params.m && n < params.n) {
@@ -177,126 +155,58 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     $for j in range(FN):
       var sum${i}${j} = subgroup_matrix_result<i32, 16, 16>();
       var acc${i}${j}: array<f32, 8>;
-  $if DB:
+  $if PF:
     var next_share = fetch(t, m0, n0, first, chunks);
-    put(t, next_share, 0u);
-    if (first + 2u < end) {
-      next_share = fetch(t, m0, n0, first + 2u, chunks);
-    }
-    workgroupBarrier();
-    var buf = 0u;                            // the buffer this tile's products read
-    for (var c0 = first; c0 < end; c0 += 2u) {
-      // the next tile into the other buffer (read before the last barrier), the one after it fetched
-      if (c0 + 2u < end) {
-        put(t, next_share, 1u - buf);
-        if (c0 + 4u < end) {
-          next_share = fetch(t, m0, n0, c0 + 4u, chunks);
-        }
-      }
-      let at = buf * ${256 * SGM * FM * SGN * FN}u + sg * ${256 * FM * FN}u;   // the subgroup's sums, this buffer
-      var fold_after = false;                // a group ended in this tile: fold it after the barrier
-      $for i in range(FM):
-        var xs${i}: array<f32, 8>;           // the ending group's scales of this lane's elements
-      $for j in range(FN):
-        var ws${j} = 0.0;
-      $for ch in range(2):
-        if (c0 + ${ch}u < end) {
-          $for i in range(FM):
-            let left${i} = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(
-                &x_tile, (buf * TM + sm + ${16 * i}u) * XS + ${32 * ch}u, false, XS);
-          $for j in range(FN):
-            let right${j} = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(
-                &w_tile, (buf * TN + sn + ${16 * j}u) * XS + ${32 * ch}u, true, XS);
-          $for i in range(FM):
-            $for j in range(FN):
-              sum${i}${j} = subgroupMatrixMultiplyAccumulate(left${i}, right${j}, sum${i}${j});
-          let next = c0 + ${ch + 1}u;
-          if ((next * 32u) % params.group_size == 0u || next == end) {
-            $for i in range(FM):
-              $for j in range(FN):
-                subgroupMatrixStore(&sums, at + ${256 * (i * FN + j)}u, sum${i}${j}, false, 16u);
-                sum${i}${j} = subgroup_matrix_result<i32, 16, 16>();
-            // Element e = lane + 32 v of a 16 x 16 matrix: row e / 16, column e % 16 (lane % 16).
-            $for i in range(FM):
-              $for v in range(8):
-                xs${i}[${v}] = x_scale[(2u * buf + ${ch}u) * TM + sm + ${16 * i + 2 * v}u + lane / 16u];
-            $for j in range(FN):
-              ws${j} = w_scale[(2u * buf + ${ch}u) * TN + sn + ${16 * j}u + lane % 16u];
-            $if ch == 0:
-              if (next < end) {              // groups of 32: chunk 1 starts the next one, so fold now
-                workgroupBarrier();
-                $for i in range(FM):
-                  $for j in range(FN):
-                    acc${i}${j} = folded(acc${i}${j}, at + lane + ${256 * (i * FN + j)}u, xs${i}, ws${j});
-                workgroupBarrier();
-              } else {
-                fold_after = true;
-              }
-            $else:
-              fold_after = true;
-          }
-        }
+  for (var c0 = first; c0 < end; c0 += 2u) {
+    $if PF:
+      // the next tile's loads are issued here and land while this tile's products run
+      put(t, next_share);
       workgroupBarrier();
-      if (fold_after) {
+      if (c0 + 2u < end) {
+        next_share = fetch(t, m0, n0, c0 + 2u, chunks);
+      }
+    $else:
+      put(t, fetch(t, m0, n0, c0, chunks));
+      workgroupBarrier();
+    $for ch in range(2):
+      if (c0 + ${ch}u < end) {
+        let chunk = ${ch}u;
+        $for i in range(FM):
+          let left${i} = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(
+              &x_tile, (sm + ${16 * i}u) * XS + chunk * 32u, false, XS);
+        $for j in range(FN):
+          let right${j} = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(
+              &w_tile, (sn + ${16 * j}u) * XS + chunk * 32u, true, XS);
         $for i in range(FM):
           $for j in range(FN):
-            acc${i}${j} = folded(acc${i}${j}, at + lane + ${256 * (i * FN + j)}u, xs${i}, ws${j});
-      }
-      buf = 1u - buf;
-    }
-  $else:
-    $if PF:
-      var next_share = fetch(t, m0, n0, first, chunks);
-    for (var c0 = first; c0 < end; c0 += 2u) {
-      $if PF:
-        // the next tile's loads are issued here and land while this tile's products run
-        put(t, next_share);
-        workgroupBarrier();
-        if (c0 + 2u < end) {
-          next_share = fetch(t, m0, n0, c0 + 2u, chunks);
-        }
-      $else:
-        put(t, fetch(t, m0, n0, c0, chunks));
-        workgroupBarrier();
-      $for ch in range(2):
-        if (c0 + ${ch}u < end) {
-          let chunk = ${ch}u;
-          $for i in range(FM):
-            let left${i} = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(
-                &x_tile, (sm + ${16 * i}u) * XS + chunk * 32u, false, XS);
-          $for j in range(FN):
-            let right${j} = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(
-                &w_tile, (sn + ${16 * j}u) * XS + chunk * 32u, true, XS);
+            sum${i}${j} = subgroupMatrixMultiplyAccumulate(left${i}, right${j}, sum${i}${j});
+        // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
+        let next = c0 + chunk + 1u;
+        if ((next * 32u) % params.group_size == 0u || next == end) {
           $for i in range(FM):
             $for j in range(FN):
-              sum${i}${j} = subgroupMatrixMultiplyAccumulate(left${i}, right${j}, sum${i}${j});
-          // At the last chunk of a group (or of K), the group's exact sums go into the f32 accumulators.
-          let next = c0 + chunk + 1u;
-          if ((next * 32u) % params.group_size == 0u || next == end) {
-            $for i in range(FM):
-              $for j in range(FN):
-                subgroupMatrixStore(&sums, (sg * ${FM * FN}u + ${i * FN + j}u) * 256u, sum${i}${j}, false, 16u);
-                sum${i}${j} = subgroup_matrix_result<i32, 16, 16>();
-            workgroupBarrier();
-            // Element e = lane + 32 v of a 16 x 16 matrix: row e / 16, column e % 16 (lane % 16). The loops
-            // over v are unrolled here: an accumulator array indexed by a loop variable lives in local
-            // memory on NVIDIA, not in registers.
-            $for i in range(FM):
-              $for j in range(FN):
-                {
-                  let base = (sg * ${FM * FN}u + ${i * FN + j}u) * 256u + lane;
-                  let sw = w_scale[chunk * TN + sn + ${16 * j}u + lane % 16u];
-                  let rows = chunk * TM + sm + ${16 * i}u + lane / 16u;
-                  $for v in range(8):
-                    acc${i}${j}[${v}] += f32(sums[base + ${32 * v}u]) * (x_scale[rows + ${2 * v}u] * sw);
-                }
-            $if ch == 0:
-              workgroupBarrier();   // another group may end at chunk 1 (after it, the tile's closing
-                                    // barrier orders the next store after these reads)
-          }
+              subgroupMatrixStore(&sums, (sg * ${FM * FN}u + ${i * FN + j}u) * 256u, sum${i}${j}, false, 16u);
+              sum${i}${j} = subgroup_matrix_result<i32, 16, 16>();
+          workgroupBarrier();
+          // Element e = lane + 32 v of a 16 x 16 matrix: row e / 16, column e % 16 (lane % 16). The loops
+          // over v are unrolled here: an accumulator array indexed by a loop variable lives in local
+          // memory on NVIDIA, not in registers.
+          $for i in range(FM):
+            $for j in range(FN):
+              {
+                let base = (sg * ${FM * FN}u + ${i * FN + j}u) * 256u + lane;
+                let sw = w_scale[chunk * TN + sn + ${16 * j}u + lane % 16u];
+                let rows = chunk * TM + sm + ${16 * i}u + lane / 16u;
+                $for v in range(8):
+                  acc${i}${j}[${v}] += f32(sums[base + ${32 * v}u]) * (x_scale[rows + ${2 * v}u] * sw);
+              }
+          $if ch == 0:
+            workgroupBarrier();   // another group may end at chunk 1 (after it, the tile's closing
+                                  // barrier orders the next store after these reads)
         }
-      workgroupBarrier();
-    }
+      }
+    workgroupBarrier();
+  }
   $for i in range(FM):
     $for j in range(FN):
       $for v in range(8):

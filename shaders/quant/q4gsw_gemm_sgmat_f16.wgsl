@@ -16,9 +16,6 @@
 // Rows past M read zeros, columns past N the scale 0; K is a multiple of the group size, itself a
 // multiple of 32. An x beyond f16's range becomes an infinity (the output says so, it is not clamped).
 // Needs subgroups of exactly 32 (the route's guard).
-$if DB:
-  // Double-buffered (DB): two of each staged tile, so a K tile costs one barrier, not two: the next tile
-  // is put into the other buffer while this one's products run.
 enable f16;
 enable subgroups;
 enable chromium_experimental_subgroup_matrix;
@@ -48,8 +45,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 @group(0) @binding(5) var<uniform> params: Params;
 
-var<workgroup> x_tile: array<f16, ${16 * SGM * FM * 72 * (2 if DB else 1)}>;      // [m][72]
-var<workgroup> w_tile: array<f16, ${16 * SGN * FN * 72 * (2 if DB else 1)}>;      // [n][72]
+var<workgroup> x_tile: array<f16, ${16 * SGM * FM * 72}>;      // [m][72]
+var<workgroup> w_tile: array<f16, ${16 * SGN * FN * 72}>;      // [n][72]
 var<workgroup> results: array<f32, ${256 * SGM * FM * SGN * FN}>;   // [subgroup][matrix][16 x 16]
 
 // An invocation's share of a K tile (64 values of rows m0.. and columns n0.. from k0), as read from
@@ -90,12 +87,12 @@ fn fetch(t: u32, m0: u32, n0: u32, k0: u32) -> Share {
 }
 
 // A weight word's low nibbles are its even k, its high nibbles its odd k (the reference layout).
-fn put(t: u32, share: Share${", buf: u32" if DB else ""}) {
+fn put(t: u32, share: Share) {
   $for j in range(-(-16 * FM // (2 * SGN))):
     {
       let i = t + ${j}u * WG;
       if (i < TM * 16u) {
-        let at = ${"buf * TM * XS + " if DB else ""}(i / 16u) * XS + (i % 16u) * 4u;
+        let at = (i / 16u) * XS + (i % 16u) * 4u;
         $for c in range(4):
           x_tile[at + ${c}u] = f16(share.x[${j}][${c}]);
       }
@@ -104,7 +101,7 @@ fn put(t: u32, share: Share${", buf: u32" if DB else ""}) {
     {
       let i = t + ${j}u * WG;
       if (i < TN * 8u) {
-        let at = ${"buf * TN * XS + " if DB else ""}(i / 8u) * XS + (i % 8u) * 8u;
+        let at = (i / 8u) * XS + (i % 8u) * 8u;
         let s = share.w_scale[${j}];
         $for b in range(4):
           w_tile[at + ${2 * b}u] = f16(f32(i32((share.w[${j}] >> ${8 * b}u) & 0xFu) - 8) * s);
@@ -123,59 +120,27 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   $for i in range(FM):
     $for j in range(FN):
       var sum${i}${j} = subgroup_matrix_result<f32, 16, 16>();
-  $if DB:
-    var next_share = fetch(t, m0, n0, 0u);
-    put(t, next_share, 0u);
-    if (64u < params.k) {
-      next_share = fetch(t, m0, n0, 64u);
-    }
+  var next_share = fetch(t, m0, n0, 0u);
+  for (var k0 = 0u; k0 < params.k; k0 += 64u) {
+    put(t, next_share);
     workgroupBarrier();
-    var buf = 0u;                            // the buffer this tile's products read
-    for (var k0 = 0u; k0 < params.k; k0 += 64u) {
-      // the next tile into the other buffer (read before the last barrier), the one after it fetched
-      if (k0 + 64u < params.k) {
-        put(t, next_share, 1u - buf);
-        if (k0 + 128u < params.k) {
-          next_share = fetch(t, m0, n0, k0 + 128u);
-        }
-      }
-      $for kk in range(4):
-        {
-          $for i in range(FM):
-            let left${i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(
-                &x_tile, (buf * TM + sm + ${16 * i}u) * XS + ${16 * kk}u, false, XS);
-          $for j in range(FN):
-            let right${j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(
-                &w_tile, (buf * TN + sn + ${16 * j}u) * XS + ${16 * kk}u, true, XS);
-          $for i in range(FM):
-            $for j in range(FN):
-              sum${i}${j} = subgroupMatrixMultiplyAccumulate(left${i}, right${j}, sum${i}${j});
-        }
-      workgroupBarrier();
-      buf = 1u - buf;
+    if (k0 + 64u < params.k) {
+      next_share = fetch(t, m0, n0, k0 + 64u);
     }
-  $else:
-    var next_share = fetch(t, m0, n0, 0u);
-    for (var k0 = 0u; k0 < params.k; k0 += 64u) {
-      put(t, next_share);
-      workgroupBarrier();
-      if (k0 + 64u < params.k) {
-        next_share = fetch(t, m0, n0, k0 + 64u);
-      }
-      $for kk in range(4):
-        {
-          $for i in range(FM):
-            let left${i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(
-                &x_tile, (sm + ${16 * i}u) * XS + ${16 * kk}u, false, XS);
+    $for kk in range(4):
+      {
+        $for i in range(FM):
+          let left${i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(
+              &x_tile, (sm + ${16 * i}u) * XS + ${16 * kk}u, false, XS);
+        $for j in range(FN):
+          let right${j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(
+              &w_tile, (sn + ${16 * j}u) * XS + ${16 * kk}u, true, XS);
+        $for i in range(FM):
           $for j in range(FN):
-            let right${j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(
-                &w_tile, (sn + ${16 * j}u) * XS + ${16 * kk}u, true, XS);
-          $for i in range(FM):
-            $for j in range(FN):
-              sum${i}${j} = subgroupMatrixMultiplyAccumulate(left${i}, right${j}, sum${i}${j});
-        }
-      workgroupBarrier();
-    }
+            sum${i}${j} = subgroupMatrixMultiplyAccumulate(left${i}, right${j}, sum${i}${j});
+      }
+    workgroupBarrier();
+  }
   $for i in range(FM):
     $for j in range(FN):
       subgroupMatrixStore(&results, (sg * ${FM * FN}u + ${i * FN + j}u) * 256u, sum${i}${j}, false, 16u);

@@ -291,7 +291,7 @@ def expected_int8_gemm(case: dict, adapter: dict, m: int = 0, n: int = 0) -> str
     ops/q4_linear.py: a pinned tile names its kernel family; else the subgroup-matrix GEMM where the
     device has the feature, lists the i8 x i8 -> i32 16x16x32 config, compiled the probe, runs 32-wide
     subgroups and has the m32n64w4p tile's 16,640 bytes of workgroup memory and 128 invocations, and
-    the DP4A GEMM's 64 x 64 grid at (m, n) is under 384 tiles; else DP4A."""
+    the DP4A GEMM's 64 x 64 grid at (m, n) is under 256 tiles; else DP4A."""
     from ...ops.q4_linear import gemm_sgmat_shapes
 
     if case.get("gemm_shape"):
@@ -303,7 +303,7 @@ def expected_int8_gemm(case: dict, adapter: dict, m: int = 0, n: int = 0) -> str
             and (info.get("subgroupMinSize"), info.get("subgroupMaxSize")) == (32, 32)
             and limits.get("maxComputeWorkgroupStorageSize", 0) >= 16640
             and limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 128)
-    small = -(-n // 64) * -(-m // 64) < 384
+    small = -(-n // 64) * -(-m // 64) < 256
     return "q4_gemm_sgmat_i8" if able and small else "q4_gemm_dp4a"
 
 
