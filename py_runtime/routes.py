@@ -69,6 +69,7 @@ ROUTES = (
     "q4_gemm_split_k",      # a prefill GEMM's K splits added up (with its bias and residual), small grids
     "sdpa_decode_subgroup",  # attention of one live token in one pass on subgroups (short contexts), any G
     "kv_f16",               # the KV cache written or read in shader-f16 types (the same bytes as the u32-packed pairs)
+    "q4_qkv_fused_dp4a",    # the prefill's Q/K/V as one DP4A GEMM writing three outputs (large grids)
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup", "sdpa_prefill_subgroup",

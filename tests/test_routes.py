@@ -141,6 +141,8 @@ def test_the_ci_check_pins_every_shipped_gemv_and_dp4a_gemm_variant():
             pinned.add(("q4gsw_gemm_dp4a", case.gemm_shape))
         if case.split_k:                        # (the _sk form of the route's own tile)
             pinned.add(("q4gsw_gemm_dp4a_sk", GEMM_DP4A_SHAPE))
+        if case.n_kv and case.dp4a and any(-(-(case.n + 2 * case.n_kv) // 64) * -(-m // 64) >= 256 for m in case.rows):
+            pinned.add(("q4gsw_gemm_dp4a_qkv", GEMM_DP4A_SHAPE))     # (the fused QKV, where its grid is large)
         if case.gemv_shape is None:
             continue
         pinned.add((case.gemv_kind or "q4gsw_gemv", case.gemv_shape))

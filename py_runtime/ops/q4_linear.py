@@ -55,9 +55,9 @@ default until an adapter's measurements pick otherwise); `force` runs a named ro
 from __future__ import annotations
 
 import math
-
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import cache
 
 from ..dispatch import Op, OpCall, Sizing, IDLE, POS, TOKENS, linear_grid, live_limit, live_value
@@ -127,7 +127,7 @@ def gemm_dp4a_shapes(tier: str | None = None) -> tuple[str, ...]:
     """The DP4A GEMM's tile variants (suffixes of q4gsw_gemm_dp4a_), `tier` as for gemv_shapes."""
     prefix = "q4gsw_gemm_dp4a_"
     return tuple(name[len(prefix):] for name in kernel_names(tier)
-                 if name.startswith(prefix) and not name.startswith("q4gsw_gemm_dp4a_sk_"))
+                 if name.startswith(prefix) and not name.startswith(("q4gsw_gemm_dp4a_sk_", "q4gsw_gemm_dp4a_qkv_")))
 
 
 @cache
@@ -274,6 +274,12 @@ class _Linear:
         if not 0 <= m <= self.capacity:
             raise ValueError(f"{self.label}: {m} rows, but x/outputs hold {self.capacity}")
         return m
+
+
+def _int8_cost(weight: Q4Weight, m: int, has_bias: bool, accumulate: bool = False) -> tuple[int, int]:
+    """_cost with x read as int8 rows and their chunk stats (the int8 GEMMs)."""
+    moved, flops = _cost(weight, m, has_bias, accumulate)
+    return moved - 4 * m * weight.k + m * weight.k + 8 * m * (weight.k // 32), flops
 
 
 def _cost(weight: Q4Weight, m: int, has_bias: bool, accumulate: bool = False) -> tuple[int, int]:
@@ -718,8 +724,7 @@ def _int8_gemm_prefill(req: _Linear, route: str, rows: str = "all") -> OpCall:
 
     def sizing(spec, live):
         m = req.rows(live)
-        f32_moved, flops = _cost(w, m, has_bias, req.accumulate)
-        moved = f32_moved - 4 * m * w.k + m * w.k + 8 * m * (w.k // 32)    # int8 rows and chunk stats for f32 x
+        moved, flops = _int8_cost(w, m, has_bias, req.accumulate)
         active = m > 1 and runs(m)
         splits, split_chunks = k_splits(w.k, w.n, w.group_size, m, tile, req.partials.numel) if split else \
             (1, w.k // 32)
@@ -1004,6 +1009,54 @@ def _qkv_fused_prefill(req: _Linear) -> OpCall:
                            "out_k": req.outs[1], "out_v": req.outs[2]}, sizing=sizing, phase="prefill")
 
 
+def _qkv_dp4a_guard(req: _Linear, separate: list[dict]) -> str | None:
+    if not all(call.route in INT8_GEMM_ROUTES for slots in separate for slot, call in slots.items()
+               if slot.startswith("prefill") and slot != "prefill_split_k"):
+        return "the separate linears take no int8 GEMM (int8 activations of every row, int8=)"
+    if req.limits.get("maxStorageBuffersPerShaderStage", 0) < 8:
+        return "needs 8 storage buffers per shader stage"
+    return _dp4a_guard(req)
+
+
+def _qkv_dp4a_prefill(req: _Linear) -> OpCall:
+    """The three prefills as one DP4A GEMM over the stacked weight, where its grid has at least
+    SGMAT_UNTIL_DP4A_TILES tiles (one dispatch where the separate linears would take three, on grids
+    too large to split K); the separate linears run below that (q4_linear_qkv idles them above)."""
+    w, act = req.weight, req.int8
+    n_q, n_kv = req.outs[0].shape[-1], req.outs[1].shape[-1]
+    name = f"q4gsw_gemm_dp4a_qkv_{GEMM_DP4A_SHAPE}"
+    tile = GemmTile.of(name)
+
+    def runs(m: int) -> bool:
+        return _dp4a_tiles(w, m) >= SGMAT_UNTIL_DP4A_TILES
+
+    def sizing(spec, live):
+        m = req.rows(live)
+        moved, flops = _int8_cost(w, m, False)
+        active = m > 1 and runs(m)
+        grid = (-(-w.n // tile.n), -(-m // tile.m), 1) if active else IDLE
+        params = spec.pack_params(m=m, k=w.k, n=w.n, n_total=w.n_total, n_offset=w.n_offset, group_size=w.group_size,
+                                  has_bias=False, accumulate=False, splits=1, split_chunks=w.k // 32, n_q=n_q, n_kv=n_kv)
+        return Sizing(workgroups=grid, params=params, bytes_moved=moved if active else 0, flops=flops if active else 0)
+
+    tensors = {"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales, "out": req.outs[0],
+               "out_k": req.outs[1], "out_v": req.outs[2]}
+    return OpCall(label=f"{req.label}.fused", kernel=name, route="q4_qkv_fused_dp4a", tensors=tensors, sizing=sizing,
+                  phase="prefill", runs=runs)
+
+
+def _idle_where(call: OpCall, other: OpCall, rows: Callable) -> OpCall:
+    """`call`, idle at the token counts where `other` runs (there it does the same work)."""
+    def runs(m: int) -> bool:
+        return not other.runs_with(m) and call.runs_with(m)
+
+    def sizing(spec, live):
+        sized = call.sizing(spec, live)
+        return sized if runs(rows(live)) else Sizing(workgroups=IDLE, params=sized.params)
+
+    return replace(call, runs=runs, sizing=sizing)
+
+
 def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,
                   tokens: int | str = TOKENS, int8: Int8Activations | None = None, gemv_shape: str | None = None,
                   tuning: str | None = None, rope: QKVRope | None = None, half: bool = False,
@@ -1079,11 +1132,19 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
                            guard=lambda r: _int8x_guard(r) or separate_decode(r) or _plain_pin("_qkv", "RoPE")(r),
                            build=_int8x_decode))
     prefill_routes = (Route(name="q4_qkv_fused_bk64", guard=lambda r: _qkv_fused_guard(r, separate),
-                            build=_qkv_fused_prefill),)
+                            build=_qkv_fused_prefill),
+                      Route(name="q4_qkv_fused_dp4a", guard=lambda r: _qkv_dp4a_guard(r, separate),
+                            build=_qkv_dp4a_prefill))
     fused_decode, decode_why = choose(decode_routes, req, op=label, slot="decode")
     fused_prefill, prefill_why = choose(prefill_routes, req, op=label, slot="prefill")
     calls = [fused_decode.build(req)] if fused_decode else [s["decode"] for s in separate if "decode" in s]
-    calls += [fused_prefill.build(req)] if fused_prefill else [s[slot] for s in separate for slot in
-                                                                ("prefill", "prefill_large", "prefill_split_k") if slot in s]
+    separate_prefills = [s[slot] for s in separate for slot in ("prefill", "prefill_large", "prefill_split_k") if slot in s]
+    if fused_prefill is None:
+        calls += separate_prefills
+    elif fused_prefill.name == "q4_qkv_fused_dp4a":     # large grids only: the separate linears below them
+        fused = fused_prefill.build(req)
+        calls += [fused] + [_idle_where(call, fused, req.rows) for call in separate_prefills]
+    else:
+        calls.append(fused_prefill.build(req))
     calls += [s["generic"] for s in separate if "generic" in s]
     return Op(label, tuple(calls), (decode_why, prefill_why, *decisions))

@@ -24,6 +24,11 @@ $if PF:
 // reference layout (q4gsw_quantize.wgsl), rows n_offset.. of a packed matrix with n_total rows; K is a
 // multiple of the group size, itself a multiple of 32.
 //
+$if QKV:
+  // The fused QKV form: the weight is a decoder layer's stacked [q; k; v] rows and each output column goes
+  // to its own tensor (columns [0, n_q) to out, the next n_kv to out_k, the last n_kv to out_v), so one
+  // grid of N = n_q + 2 n_kv replaces three (no bias, no residual).
+  //
 // Split K: workgroup z walks chunks [z * split_chunks, ...) only (whole groups and whole K tiles), so a
 // grid too small to fill the GPU runs `splits` times as many workgroups, each with a share of the
 // latency-bound K walk. With splits > 1 each writes its f32 sums to partials [split][m][n]${" and" if SK else ""}
@@ -131,8 +136,17 @@ fn store_row(m: u32, first: u32, split: u32, values: vec4<f32>) {
         continue;
       }
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = values[j] + select(0.0, bias[n], params.has_bias != 0u)
-                              + select(0.0, out[m * params.n + n], params.accumulate != 0u);
+      $if QKV:
+        if (n < params.n_q) {
+          out[m * params.n_q + n] = values[j];
+        } else if (n < params.n_q + params.n_kv) {
+          out_k[m * params.n_kv + n - params.n_q] = values[j];
+        } else {
+          out_v[m * params.n_kv + n - params.n_q - params.n_kv] = values[j];
+        }
+      $else:
+        out[m * params.n + n] = values[j] + select(0.0, bias[n], params.has_bias != 0u)
+                                + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
   }
 }

@@ -322,6 +322,13 @@ def _splits_k(case: dict, adapter: dict, m: int, n: int) -> bool:
     return k_splits(case["k"], n, case["group_size"], m, GemmTile.of(name), split_k_room())[0] > 1
 
 
+def _fused_qkv(case: dict, adapter: dict, m: int, n: int) -> bool:
+    """Whether a QKV case's prefill at m rows is the one fused DP4A GEMM (ops/q4_linear.py's rule): its
+    stacked grid of 64 x 64 tiles at least 256, and 8 storage buffers a shader stage."""
+    return (bool(case["n_kv"]) and -(-n // 64) * -(-m // 64) >= 256
+            and adapter["limits"].get("maxStorageBuffersPerShaderStage", 0) >= 8)
+
+
 def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter: dict) -> float:
     """The int8 prefill runs of a case: attestation (the int8 producer, then the int8 GEMM the adapter
     allows (expected_int8_gemm): q4_gemm_sgmat_i8 or q4_gemm_dp4a, of the tile asked for; both compute
@@ -344,8 +351,11 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter:
     for run in runs:
         m = run["rows"]
         producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
-        routes = {expected_int8_gemm(case, adapter, m, width) for width in widths}
-        routes = sorted(routes | ({"q4_gemm_split_k"} if any(_splits_k(case, adapter, m, w) for w in widths) else set()))
+        if _fused_qkv(case, adapter, m, n):
+            routes = ["q4_qkv_fused_dp4a"]
+        else:
+            routes = {expected_int8_gemm(case, adapter, m, width) for width in widths}
+            routes = sorted(routes | ({"q4_gemm_split_k"} if any(_splits_k(case, adapter, m, w) for w in widths) else set()))
         assert run["routes"][0] == producer and sorted(run["routes"][1:]) == routes, \
             f"{case['name']} rows {m}: attested {run['routes']}, expected the int8 producer and {routes}"
         extra = 3 if case.get("norm") else 2
