@@ -15,13 +15,13 @@ An op takes either a fixed int or the name of a live size for each of these.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from .kernels import Kernel
 from .tensors import Tensor
 
-__all__ = ["Op", "OpCall", "Sizing", "single", "IDLE", "runs_at", "TOKENS", "POS", "LENGTH", "CONTEXT", "MAX_PER_DIM_KEY", "linear_grid",
+__all__ = ["Op", "OpCall", "Sizing", "single", "idle_where", "IDLE", "runs_at", "TOKENS", "POS", "LENGTH", "CONTEXT", "MAX_PER_DIM_KEY", "linear_grid",
            "live_limit", "live_value", "resolve_length"]
 
 TOKENS = "tokens"
@@ -106,6 +106,22 @@ class Op:
 def single(call: OpCall) -> Op:
     """The Op of a one-dispatch, one-route op."""
     return Op(call.label, (call,))
+
+
+def idle_where(op: Op, other: OpCall) -> Op:
+    """`op`, each dispatch idle at the live token counts where `other` runs (a fused dispatch doing the
+    same work there)."""
+    def idled(call: OpCall) -> OpCall:
+        def runs(tokens: int) -> bool:
+            return not other.runs_with(tokens) and call.runs_with(tokens)
+
+        def sizing(spec, live):
+            sized = call.sizing(spec, live)
+            return sized if runs(live[TOKENS]) else Sizing(workgroups=IDLE, params=sized.params)
+
+        return replace(call, runs=runs, sizing=sizing)
+
+    return Op(op.name, tuple(idled(call) for call in op.calls), op.decisions)
 
 
 def runs_at(workgroups) -> bool:

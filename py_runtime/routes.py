@@ -70,6 +70,7 @@ ROUTES = (
     "sdpa_decode_subgroup",  # attention of one live token in one pass on subgroups (short contexts), any G
     "kv_f16",               # the KV cache written or read in shader-f16 types (the same bytes as the u32-packed pairs)
     "q4_qkv_fused_dp4a",    # the prefill's Q/K/V as one DP4A GEMM writing three outputs (large grids)
+    "q4_glu_dp4a",          # the prefill's gate/up + SwiGLU as one DP4A GEMM (large grids)
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup", "sdpa_prefill_subgroup",

@@ -48,7 +48,7 @@ GEMV_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.w
 # decode the 3 its tables pick of 7, each also with the i8x epilogue. The three attention families ship each
 # pick once more: its kvf16_ twin (the cache in shader-f16 types).
 COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (212, 106),
-          "shaders/quant/q4gsw_gemm_dp4a.wgsl": (3, 16), "shaders/quant/q4gsw_gemm_sgmat.wgsl": (2, 18),
+          "shaders/quant/q4gsw_gemm_dp4a.wgsl": (4, 16), "shaders/quant/q4gsw_gemm_sgmat.wgsl": (2, 18),
           "shaders/quant/q4gsw_gemm_sgmat_f16.wgsl": (1, 3),
           "shaders/attention/sdpa_flash_subgroup.wgsl": (6 + 6, 10),
           "shaders/attention/sdpa_prefill_subgroup.wgsl": (5 + 5, 7),

@@ -98,6 +98,7 @@ def _reachable() -> set[str]:
             if n % 2 == 0:
                 glu_out = Tensor("g", (2, n // 2), "f32", 0)
                 ops.append(q4_linear_glu(act=act, weight=w, out=glu_out, adapter=adapter))
+                ops.append(q4_linear_glu(act=every_row, weight=w, out=glu_out, adapter=adapter))    # + its prefill GEMM
                 if n // 2 % gs == 0:        # its output quantized for down: the q8 route or the plain GLU
                     out_act = Int8Activations(glu_out, _t("gq", n // 8, "u32"), _t("gs", n // 32), gs)
                     ops.append(q4_linear_glu(act=act, weight=w, out=glu_out, adapter=adapter, int8_out=out_act))
@@ -143,6 +144,8 @@ def test_the_ci_check_pins_every_shipped_gemv_and_dp4a_gemm_variant():
             pinned.add(("q4gsw_gemm_dp4a_sk", GEMM_DP4A_SHAPE))
         if case.n_kv and case.dp4a and any(-(-(case.n + 2 * case.n_kv) // 64) * -(-m // 64) >= 256 for m in case.rows):
             pinned.add(("q4gsw_gemm_dp4a_qkv", GEMM_DP4A_SHAPE))     # (the fused QKV, where its grid is large)
+        if case.glu and case.dp4a and any(-(-case.n // 64) * -(-m // 64) >= 256 for m in case.rows):
+            pinned.add(("q4gsw_gemm_dp4a_glu", GEMM_DP4A_SHAPE))     # (the fused gate/up + SwiGLU, likewise)
         if case.gemv_shape is None:
             continue
         pinned.add((case.gemv_kind or "q4gsw_gemv", case.gemv_shape))
@@ -355,6 +358,48 @@ def test_k_splits_take_whole_groups_and_tiles_within_the_room_and_only_where_the
     assert k_splits(2048, 2048, 64, 128, dp4a, room) == (4, 16)        # 64 tiles of 256: the same invocations
     assert k_splits(2048, 2048, 64, 512, sgmat, room)[0] == 1          # 512 tiles already
     assert k_splits(2048, 2048, 64, 128, sgmat, 3 * 128 * 2048)[0] == 3    # the scratch holds 3
+
+
+def test_large_prefill_grids_fuse_the_qkv_and_the_glu_into_one_dp4a_gemm_each():
+    """Where the stacked QKV's DP4A grid (or the gate's own) reaches SGMAT_UNTIL_DP4A_TILES tiles, one GEMM
+    does the work of the separate linears (and the swiglu), which idle there and run below it."""
+    from py_runtime.dispatch import idle_where
+    from py_runtime.ops.swiglu import swiglu
+
+    k, n_q, n_kv, f = 2048, 2048, 512, 8192
+    x = Tensor("x", (512, k), "f32", 0, "x")
+    act = Int8Activations(x, Tensor("xq", (512, k // 4), "u32", 0), Tensor("xs", (512, k // 16), "f32", 0), 64)
+    partials = Tensor("partials", (split_k_room(),), "f32", 0, "scratch")
+    outs = tuple(Tensor(name, (512, width), "f32", 0, name) for name, width in (("q", n_q), ("k", n_kv), ("v", n_kv)))
+    able = ADAPTERS["h200-chromium-sgmat"]
+    qkv = q4_linear_qkv(x=x, weight=_weight(k, n_q + 2 * n_kv, 64, False), outs=outs, adapter=able, int8=act,
+                        partials=partials)
+    assert [call.kernel for call in qkv.at(512)] == ["q4gsw_gemm_dp4a_qkv_m64k64p"]      # 48 x 8 tiles
+    assert [call.kernel for call in qkv.at(384)] == ["q4gsw_gemm_dp4a_qkv_m64k64p"]      # 48 x 6
+    assert "q4_qkv_fused_dp4a" not in [call.route for call in qkv.at(320)]                 # 48 x 5
+    assert sorted({call.route for call in qkv.at(128)}) == ["q4_gemm_sgmat_i8", "q4_gemm_split_k"]
+    fused = next(call for call in qkv if call.route == "q4_qkv_fused_dp4a")
+    assert fused.sizing(kernel(fused.kernel), {"tokens": 128}).workgroups == (0, 0, 0)
+    assert fused.sizing(kernel(fused.kernel), {"tokens": 512}).workgroups == (48, 8, 1)
+    idled = next(call for call in qkv if call.route == "q4_gemm_sgmat_i8")
+    assert idled.sizing(kernel(idled.kernel), {"tokens": 512}).workgroups == (0, 0, 0)
+    # one row of int8 activations: no prefill GEMM is fused, and the op says why
+    single = Int8Activations(x, _t("xq1", k // 4, "u32"), _t("xs1", k // 16), 64)
+    assert "q4_qkv_fused_dp4a" not in [c.route for c in q4_linear_qkv(x=x, weight=_weight(k, n_q + 2 * n_kv, 64, False),
+                                                                      outs=outs, adapter=able, int8=single)]
+
+    gate_up = _weight(k, 2 * f, 64, False)
+    act_out = Tensor("act", (512, f), "f32", 0, "act")
+    glu = q4_linear_glu(act=act, weight=gate_up, out=act_out, adapter=able)
+    assert [call.route for call in glu] == ["q4_gemv_int8x_glu", "q4_glu_dp4a"]
+    prefill = glu.calls[1]
+    assert [call.kernel for call in glu.at(128)] == ["q4gsw_gemm_dp4a_glu_m64k64p"]      # the gate's 128 x 2 tiles
+    assert prefill.sizing(kernel(prefill.kernel), {"tokens": 128}).workgroups == (256, 2, 1)
+    assert glu.at(64) == () and glu.at(1)[0].route == "q4_gemv_int8x_glu"
+    gate = q4_linear(x=x, weight=gate_up.rows(0, f), out=Tensor("g", (512, f), "f32", 0), adapter=able, int8=act)
+    apart = idle_where(gate, prefill)
+    assert apart.at(128) == () and [c.kernel for c in apart.at(64)] == ["q4gsw_gemm_sgmat_m32n64w4p"]
+    assert idle_where(swiglu(gate=act_out, up=act_out, out=act_out), prefill).at(128) == ()
 
 
 def test_a_small_int8_gemm_grid_splits_k_and_a_reduce_adds_the_splits():

@@ -247,7 +247,10 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
               LinearCase("dp4a.qkv_odd", 160, 37, (1, 3, 70), group_size=32, n_kv=9, int8x=True, dp4a=True),
               # a QKV whose stacked grid reaches the fused DP4A GEMM at 449 rows (32 x 8 tiles; three separate
               # GEMMs at 7), its outputs' boundaries inside column tiles
-              LinearCase("dp4a.qkv_fused", 128, 1000, (7, 449), n_kv=516, int8x=True, dp4a=True)]
+              LinearCase("dp4a.qkv_fused", 128, 1000, (7, 449), n_kv=516, int8x=True, dp4a=True),
+              # gate/up + SwiGLU as one DP4A GEMM at 449 rows (the gate's own grid 32 x 8 tiles), N not a multiple
+              # of its 32 outputs a workgroup; the fused decode GEMV at 1 row
+              LinearCase("dp4a.glu", 128, 2040, (1, 449), glu=True, int8x=True, dp4a=True)]
     # The RMSNorm emitting every row quantized (rms_norm_int8x, one workgroup per row) before the QKV and
     # gate/up, and a row longer than one pass of its workgroup.
     cases += [LinearCase("dp4a.norm.llama.qkv", *_LLAMA["q"], rows_dp4a, n_kv=LLAMA_3_2_1B.kv_dim, int8x=True,

@@ -70,7 +70,7 @@ import time
 from array import array
 from dataclasses import dataclass, replace
 
-from ..dispatch import CONTEXT, IDLE, POS, TOKENS, Op, live_value
+from ..dispatch import CONTEXT, IDLE, POS, TOKENS, Op, idle_where, live_value
 from ..ops.argmax import argmax, argmax_blocks_needed
 from ..ops.attention import (FLASH_ROUTES, AttentionScratch, KVCache, context_band, kv_cache_write,
                              rope_kv_cache_write, sdpa)
@@ -366,7 +366,10 @@ class Decoder:
             glu_op = q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter, int8_out=act_dq,
                                    norm=prologue(layer("mlp_norm"))) if glu else None
             await norm_into_xn(layer("mlp_norm"), glu_op)
+            # (and, where its prefill GEMM runs, a large prefill: the separate ops idle there)
+            fused_prefill = [call for call in glu_op.calls if call.phase == "prefill"] if glu else []
             for op in separate:
+                op = idle_where(op, fused_prefill[0]) if fused_prefill else op
                 await add(_prefill_only(op) if glu else op)
             glu_quantizes = False
             if glu:

@@ -56,11 +56,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 
-from ..dispatch import Op, OpCall, Sizing, IDLE, POS, TOKENS, linear_grid, live_limit, live_value
+from ..dispatch import Op, OpCall, Sizing, IDLE, POS, TOKENS, idle_where, linear_grid, live_limit, live_value
 from ..gpu.device import AdapterReport
 from ..kernels import kernel, kernel_names
 from ..models.config import LAYOUTS, LLAMA_3_2_1B
@@ -943,12 +942,54 @@ GLU_ROUTES = (
 )
 
 
+def _glu_dp4a_guard(req: _Linear) -> str | None:
+    if why := _every_row_guard(req) or _dp4a_guard(req):
+        return why
+    need = _dp4a_workgroup_bytes(GEMM_DP4A_SHAPE) + 16 * 8 * int(kernel(f"q4gsw_gemm_dp4a_glu_{GEMM_DP4A_SHAPE}")
+                                                                    .template_values["TM"])     # + the up halves
+    if req.limits.get("maxComputeWorkgroupStorageSize", 0) < need:
+        return f"the GLU tile needs {need} bytes of workgroup memory"
+    return None
+
+
+def _glu_dp4a_prefill(req: _Linear) -> OpCall:
+    """gate, up and their SwiGLU for every prefill row as one DP4A GEMM over the [gate; up] weight (each
+    workgroup 32 outputs' gate and up rows), where the gate GEMM's own grid would have at least
+    SGMAT_UNTIL_DP4A_TILES tiles (the caller's separate gate, up and swiglu run below that)."""
+    w, act, out = req.weight, req.int8, req.outs[0]
+    n = w.n // 2
+    name = f"q4gsw_gemm_dp4a_glu_{GEMM_DP4A_SHAPE}"
+    tile = GemmTile.of(name)
+    half = w.rows(0, n)
+
+    def runs(m: int) -> bool:
+        return _dp4a_tiles(half, m) >= SGMAT_UNTIL_DP4A_TILES
+
+    def sizing(spec, live):
+        m = req.rows(live)
+        moved, flops = _int8_cost(w, m, False)
+        active = m > 1 and runs(m)
+        grid = (-(-n // (tile.n // 2)), -(-m // tile.m), 1) if active else IDLE
+        params = spec.pack_params(m=m, k=w.k, n=n, n_total=w.n_total, n_offset=w.n_offset, group_size=w.group_size,
+                                  has_bias=False, accumulate=False, splits=1, split_chunks=w.k // 32)
+        return Sizing(workgroups=grid, params=params, bytes_moved=moved - 4 * m * n if active else 0,
+                      flops=flops if active else 0)
+
+    tensors = {"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales, "out": out}
+    return OpCall(label=f"{req.label}.prefill", kernel=name, route="q4_glu_dp4a", tensors=tensors, sizing=sizing,
+                  phase="prefill", runs=runs)
+
+GLU_PREFILL_ROUTES = (Route(name="q4_glu_dp4a", guard=_glu_dp4a_guard, build=_glu_dp4a_prefill),)
+
+
 def q4_linear_glu(*, act: Int8Activations, weight: Q4Weight, out: Tensor, adapter: AdapterReport,
                   tokens: int | str = TOKENS, gemv_shape: str | None = None, tuning: str | None = None,
                   int8_out: Int8Activations | None = None, norm: NormPrologue | None = None) -> Op:
     """out = silu(x @ W_gate.T) * (x @ W_up.T) for a packed [2N, K] weight (gate rows, then up rows) and
     activations quantized beforehand: one fused decode dispatch (q4_gemv_int8x_glu), idle unless the live
-    token count is 1. A prefill runs gate, up and swiglu as separate ops. `int8_out` (Int8Activations of
+    token count is 1. Where `act` holds every row, a prefill whose grid is large runs one fused DP4A GEMM too
+    (q4_glu_dp4a, the op's "prefill" call; idle below that size, where the caller runs gate, up and swiglu
+    apart: `dispatch.idle_where` idles those where it runs). `int8_out` (Int8Activations of
     out) asks the dispatch to write out's row quantized too (q4_gemv_int8x_glu_q8, bit for bit what
     quantize_activations makes of out) where its guard passes; where it does not, the op is the plain
     GLU and the caller still quantizes out (the op's route says which). `gemv_shape` pins the variant of
@@ -971,7 +1012,10 @@ def q4_linear_glu(*, act: Int8Activations, weight: Q4Weight, out: Tensor, adapte
     route, decision = choose(GLU_ROUTES, req, op=label, slot="decode")
     if route is None:
         raise RouteUnavailable(decision.explain())
-    return Op(label, (route.build(req),), (decision,))
+    prefill, prefill_why = choose(GLU_PREFILL_ROUTES, req, op=label, slot="prefill")
+    if prefill is None:
+        return Op(label, (route.build(req),), (decision, prefill_why))
+    return Op(label, (route.build(req), prefill.build(req)), (decision, prefill_why))
 
 
 def _qkv_fused_guard(req: _Linear, separate: list[dict]) -> str | None:
@@ -1010,8 +1054,8 @@ def _qkv_fused_prefill(req: _Linear) -> OpCall:
 
 
 def _qkv_dp4a_guard(req: _Linear, separate: list[dict]) -> str | None:
-    if not all(call.route in INT8_GEMM_ROUTES for slots in separate for slot, call in slots.items()
-               if slot.startswith("prefill") and slot != "prefill_split_k"):
+    if not all("prefill" in slots and all(slots[slot].route in INT8_GEMM_ROUTES for slot in ("prefill", "prefill_large")
+                                          if slot in slots) for slots in separate):
         return "the separate linears take no int8 GEMM (int8 activations of every row, int8=)"
     if req.limits.get("maxStorageBuffersPerShaderStage", 0) < 8:
         return "needs 8 storage buffers per shader stage"
@@ -1043,18 +1087,6 @@ def _qkv_dp4a_prefill(req: _Linear) -> OpCall:
                "out_k": req.outs[1], "out_v": req.outs[2]}
     return OpCall(label=f"{req.label}.fused", kernel=name, route="q4_qkv_fused_dp4a", tensors=tensors, sizing=sizing,
                   phase="prefill", runs=runs)
-
-
-def _idle_where(call: OpCall, other: OpCall, rows: Callable) -> OpCall:
-    """`call`, idle at the token counts where `other` runs (there it does the same work)."""
-    def runs(m: int) -> bool:
-        return not other.runs_with(m) and call.runs_with(m)
-
-    def sizing(spec, live):
-        sized = call.sizing(spec, live)
-        return sized if runs(rows(live)) else Sizing(workgroups=IDLE, params=sized.params)
-
-    return replace(call, runs=runs, sizing=sizing)
 
 
 def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,
@@ -1143,7 +1175,7 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
         calls += separate_prefills
     elif fused_prefill.name == "q4_qkv_fused_dp4a":     # large grids only: the separate linears below them
         fused = fused_prefill.build(req)
-        calls += [fused] + [_idle_where(call, fused, req.rows) for call in separate_prefills]
+        calls += [fused, *idle_where(Op(label, tuple(separate_prefills)), fused).calls]
     else:
         calls.append(fused_prefill.build(req))
     calls += [s["generic"] for s in separate if "generic" in s]

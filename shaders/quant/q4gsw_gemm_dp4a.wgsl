@@ -24,6 +24,11 @@ $if PF:
 // reference layout (q4gsw_quantize.wgsl), rows n_offset.. of a packed matrix with n_total rows; K is a
 // multiple of the group size, itself a multiple of 32.
 //
+$if GLU:
+  // The GLU form: the weight is [gate; up] (2N rows), each workgroup stages 32 gate rows and the 32 up rows of
+  // the same outputs as its 64 columns, and stores out = silu(g) * u for its 64 x 32 outputs (swiglu.wgsl's
+  // arithmetic): the up halves reach their gate halves through workgroup memory. No bias, no residual.
+  //
 $if QKV:
   // The fused QKV form: the weight is a decoder layer's stacked [q; k; v] rows and each output column goes
   // to its own tensor (columns [0, n_q) to out, the next n_kv to out_k, the last n_kv to out_v), so one
@@ -43,6 +48,8 @@ $include int8_gemm_interface.wgsli
 var<workgroup> x_tile: array<vec4<u32>, ${BK // 4 * TM // 4}>;     // [word of k][m / 4]
 var<workgroup> w_tile: array<vec4<u32>, ${BK // 4 * 16}>;         // [word of k][n / 4]
 var<workgroup> x_scale: array<f32, ${BK // 32 * TM}>;             // [chunk][m]
+$if GLU:
+  var<workgroup> up_half: array<vec4<f32>, ${TM * 8}>;             // [m][4 of the 32 outputs]
 var<workgroup> w_scale: array<f32, ${BK // 32 * 64}>;             // [chunk][n]
 
 // Nibbles 0..15 in the low half of each byte -> the signed bytes nib - 8: xor 8 gives the 4-bit two's
@@ -90,10 +97,14 @@ $if PF:
     }
     share.w = vec4<u32>(0x88888888u);
     share.w_scale = 0.0;
-    let n = n0 + t / CHUNKS;
+    $if GLU:
+      let n = n0 / 2u + (t / CHUNKS) % 32u;     // staged columns 0..31: gate rows; 32..63: up rows, the same outputs
+      let up = (t / CHUNKS) / 32u;
+    $else:
+      let n = n0 + t / CHUNKS;
     let c = c0 + t % CHUNKS;
     if (t < TN * CHUNKS && n < params.n && c < chunks) {
-      let row = n + params.n_offset;
+      let row = n + params.n_offset${" + up * params.n" if GLU else ""};
       share.w = weights[row * chunks + c];
       share.w_scale = scales[(c * 32u / params.group_size) * params.n_total + row];
     }
@@ -127,29 +138,30 @@ $if PF:
     }
   }
 
-fn store_row(m: u32, first: u32, split: u32, values: vec4<f32>) {
-  for (var j = 0u; j < 4u; j++) {
-    let n = first + j;
-    $if SK:
-      if (m < params.m && n < params.n && params.splits > 1u) {
-        partials[(split * params.m + m) * params.n + n] = values[j];
-        continue;
-      }
-    if (m < params.m && n < params.n) {
-      $if QKV:
-        if (n < params.n_q) {
-          out[m * params.n_q + n] = values[j];
-        } else if (n < params.n_q + params.n_kv) {
-          out_k[m * params.n_kv + n - params.n_q] = values[j];
-        } else {
-          out_v[m * params.n_kv + n - params.n_q - params.n_kv] = values[j];
+$if not GLU:
+  fn store_row(m: u32, first: u32, split: u32, values: vec4<f32>) {
+    for (var j = 0u; j < 4u; j++) {
+      let n = first + j;
+      $if SK:
+        if (m < params.m && n < params.n && params.splits > 1u) {
+          partials[(split * params.m + m) * params.n + n] = values[j];
+          continue;
         }
-      $else:
-        out[m * params.n + n] = values[j] + select(0.0, bias[n], params.has_bias != 0u)
-                                + select(0.0, out[m * params.n + n], params.accumulate != 0u);
+      if (m < params.m && n < params.n) {
+        $if QKV:
+          if (n < params.n_q) {
+            out[m * params.n_q + n] = values[j];
+          } else if (n < params.n_q + params.n_kv) {
+            out_k[m * params.n_kv + n - params.n_q] = values[j];
+          } else {
+            out_v[m * params.n_kv + n - params.n_q - params.n_kv] = values[j];
+          }
+        $else:
+          out[m * params.n + n] = values[j] + select(0.0, bias[n], params.has_bias != 0u)
+                                  + select(0.0, out[m * params.n + n], params.accumulate != 0u);
+      }
     }
   }
-}
 
 @compute @workgroup_size(16, 16, 1)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -240,6 +252,29 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     workgroupBarrier();
   }
-  $for r in range(TM // 16):
-    store_row(m0 + lid.y * ${TM // 16}u + ${r}u, n0 + lid.x * 4u, wid.z, acc${r});
+  $if GLU:
+    // Lanes 8..15 of each row of invocations hold the up sums of the outputs whose gate sums lanes 0..7 hold.
+    if (lid.x >= 8u) {
+      $for r in range(TM // 16):
+        up_half[(lid.y * ${TM // 16}u + ${r}u) * 8u + lid.x - 8u] = acc${r};
+    }
+    workgroupBarrier();
+    if (lid.x < 8u) {
+      $for r in range(TM // 16):
+        {
+          let m = m0 + lid.y * ${TM // 16}u + ${r}u;
+          let g = acc${r};
+          let u = up_half[(lid.y * ${TM // 16}u + ${r}u) * 8u + lid.x];
+          let value = g / (1.0 + exp(-g)) * u;
+          for (var j = 0u; j < 4u; j++) {
+            let n = n0 / 2u + lid.x * 4u + j;
+            if (m < params.m && n < params.n) {
+              out[m * params.n + n] = value[j];
+            }
+          }
+        }
+    }
+  $else:
+    $for r in range(TM // 16):
+      store_row(m0 + lid.y * ${TM // 16}u + ${r}u, n0 + lid.x * 4u, wid.z, acc${r});
 }

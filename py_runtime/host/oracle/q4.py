@@ -340,7 +340,7 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter:
 
     k, gs = case["k"], case["group_size"]
     widths = [case["n"]] + [case["n_kv"]] * 2 * bool(case["n_kv"])        # a QKV's q, k and v, side by side
-    n = sum(widths)
+    n = sum(widths) * (2 if case.get("glu") else 1)                         # a GLU's gate rows, then its up rows
     if case.get("gemm_shape"):
         family = "sgmat" if expected_int8_gemm(case, adapter) == "q4_gemm_sgmat_i8" else "dp4a"
         assert case["kernels"][-1] == f"q4gsw_gemm_{family}_{case['gemm_shape']}", \
@@ -351,7 +351,10 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter:
     for run in runs:
         m = run["rows"]
         producer = "rms_norm_int8x" if case.get("norm") else "int8_activations"
-        if _fused_qkv(case, adapter, m, n):
+        if case.get("glu"):     # (the check runs the GLU op alone: its prefill GEMM must run at every m > 1)
+            routes = ["q4_glu_dp4a"]
+            assert -(-case["n"] // 64) * -(-m // 64) >= 256, f"{case['name']}: {m} rows are too few for q4_glu_dp4a"
+        elif _fused_qkv(case, adapter, m, n):
             routes = ["q4_qkv_fused_dp4a"]
         else:
             routes = {expected_int8_gemm(case, adapter, m, width) for width in widths}
@@ -376,6 +379,9 @@ def _verify_dp4a_prefill(case: dict, runs: list[dict], seed: int, read, adapter:
         exact, bound = dp4a_linear_reference(levels, w_scale, q, x_scale, gs)
         count = k // gs + 8
         exact, bound = exact + bias, bound + count * 2.0 ** -24 / (1 - count * 2.0 ** -24) * np.abs(bias)
+        if case.get("glu"):
+            half = case["n"]
+            exact, bound = swiglu_of_bounded(exact[:, :half], bound[:, :half], exact[:, half:], bound[:, half:])
         got = np.hstack([np.frombuffer(read(name), np.float32).reshape(m, width)
                          for name, width in zip(out_names, widths)])
         worst = max(worst, _within_bound(", ".join(out_names), got.tobytes(), exact, bound, "the DP4A bound"))
