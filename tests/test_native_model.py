@@ -93,6 +93,16 @@ def test_llama_int8x_policy_is_within_its_own_bound():
     assert "q4_gemm_dp4a" not in decode
 
 
+def test_a_long_int8x_prefill_fuses_the_qkv_and_the_glu_and_still_matches():
+    """At 330 prompt rows the stacked QKV's DP4A grid (48 x 6 tiles) and the gate's (128 x 6) pass 256 tiles:
+    each layer's Q/K/V is one DP4A GEMM and gate/up + SwiGLU another, against transformers as every policy."""
+    report, artifacts = _run({"model": "llama", "policy": "int8x", "layers": 2, "prompt": 330, "decode": 2})
+    judged = verify_model_report(report, artifacts.__getitem__)
+    assert judged["worst_of_tolerance"] <= 1, judged
+    prefill = _routes(report, 0)
+    assert {"q4_qkv_fused_dp4a", "q4_glu_dp4a", "q4_gemm_dp4a"} <= prefill and "swiglu_fused" not in prefill
+
+
 def test_qwen3_int8x_policy_is_within_its_own_bound():
     """Qwen3's geometry takes the same fused routes as Llama's (its gate/up's K is one warp's 32 chunks),
     its QKV GEMV normalizing each q and k head before RoPE in 128-row workgroups (whole heads of 128): six
