@@ -37,17 +37,19 @@ Activation policies (POLICIES):
          gate/up + SwiGLU for down's where its route q4_gemv_int8x_glu_q8 runs, quantize_activations
          otherwise; down's decode row in groups of 32, its prefill rows in the weights' 64): decode steps
          run the int8x GEMVs
-         (the fused QKV and the fused gate/up + SwiGLU), prefills the DP4A GEMMs (gate and up apart,
-         then swiglu: those idle at decode). The SwiGLU's f32 output (act) is still written at a decode
-         step, but only the prefill reads it (its quantize_activations) where the fused GLU quantizes.
+         (the fused QKV and the fused gate/up + SwiGLU), prefills the int8 GEMMs (q, k and v, then gate
+         and up apart and swiglu; on large grids the stacked QKV and gate/up + SwiGLU as one DP4A GEMM
+         each: q4_qkv_fused_dp4a, q4_glu_dp4a; all idle at decode). The SwiGLU's f32 output (act) is still
+         written at a decode step, but only the prefill reads it (its quantize_activations) where the fused
+         GLU quantizes.
 
 Route choices beside the policy (for comparing routes; the defaults are the fastest measured):
   attention  "auto" (the route tables' choice: the one-pass decode up to its reach and FlashDecoding past it,
              the tiled prefill routes), "flash" (the same without the one pass) or "materialized"
              (sdpa_materialized at every token count; its passes are sized on the host, so the position
              stays there)
-  fused      True (the fused QKV GEMM/GEMV and, int8x, the fused gate/up + SwiGLU GEMV where they apply) or
-             False (q, k, v as three linears; gate, up and swiglu apart at every step)
+  fused      True (the fused QKV GEMM/GEMV and, int8x, the fused gate/up + SwiGLU GEMV and GEMM where they
+             apply) or False (q, k, v as three linears; gate, up and swiglu apart at every step)
   kv         "packed" (the KV caches' kernels read and write f16 pairs packed in u32) or "f16" (their shader-f16
              spellings where they have one and the device has the feature: ops/attention.py; else packed, and
              Decoder.kv_f16_refused says why)

@@ -124,9 +124,9 @@ def gemv_shapes(kind: str, tier: str | None = None) -> tuple[str, ...]:
 @cache
 def gemm_dp4a_shapes(tier: str | None = None) -> tuple[str, ...]:
     """The DP4A GEMM's tile variants (suffixes of q4gsw_gemm_dp4a_), `tier` as for gemv_shapes."""
-    prefix = "q4gsw_gemm_dp4a_"
+    prefix = "q4gsw_gemm_dp4a_"     # (not its _sk_, _qkv_ and _glu_ forms: a tile's name has no underscore)
     return tuple(name[len(prefix):] for name in kernel_names(tier)
-                 if name.startswith(prefix) and not name.startswith(("q4gsw_gemm_dp4a_sk_", "q4gsw_gemm_dp4a_qkv_")))
+                 if name.startswith(prefix) and "_" not in name[len(prefix):])
 
 
 @cache
