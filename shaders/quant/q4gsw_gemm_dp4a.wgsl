@@ -27,7 +27,8 @@ $if PF:
 $if GLU:
   // The GLU form: the weight is [gate; up] (2N rows), each workgroup stages 32 gate rows and the 32 up rows of
   // the same outputs as its 64 columns, and stores out = silu(g) * u for its 64 x 32 outputs (swiglu.wgsl's
-  // arithmetic): the up halves reach their gate halves through workgroup memory. No bias, no residual.
+  // arithmetic): the up halves reach their gate halves through the staging tiles, free after the last K tile
+  // (their ${TM} x 8 vec4s fill x_tile, then w_tile: the m64k64 tile's 256 + 256). No bias, no residual.
   //
 $if QKV:
   // The fused QKV form: the weight is a decoder layer's stacked [q; k; v] rows and each output column goes
@@ -48,8 +49,6 @@ $include int8_gemm_interface.wgsli
 var<workgroup> x_tile: array<vec4<u32>, ${BK // 4 * TM // 4}>;     // [word of k][m / 4]
 var<workgroup> w_tile: array<vec4<u32>, ${BK // 4 * 16}>;         // [word of k][n / 4]
 var<workgroup> x_scale: array<f32, ${BK // 32 * TM}>;             // [chunk][m]
-$if GLU:
-  var<workgroup> up_half: array<vec4<f32>, ${TM * 8}>;             // [m][4 of the 32 outputs]
 var<workgroup> w_scale: array<f32, ${BK // 32 * 64}>;             // [chunk][n]
 
 // Nibbles 0..15 in the low half of each byte -> the signed bytes nib - 8: xor 8 gives the 4-bit two's
@@ -163,6 +162,25 @@ $if not GLU:
     }
   }
 
+$if GLU:
+  // A GLU tile's up sums of row m, outputs 4 q .. 4 q + 3 (q < 8), kept in the staging tiles.
+  fn park(m: u32, q: u32, sums: vec4<f32>) {
+    let i = m * 8u + q;
+    if (i < ${BK // 4 * TM // 4}u) {
+      x_tile[i] = bitcast<vec4<u32>>(sums);
+    } else {
+      w_tile[i - ${BK // 4 * TM // 4}u] = bitcast<vec4<u32>>(sums);
+    }
+  }
+
+  fn parked(m: u32, q: u32) -> vec4<f32> {
+    let i = m * 8u + q;
+    if (i < ${BK // 4 * TM // 4}u) {
+      return bitcast<vec4<f32>>(x_tile[i]);
+    }
+    return bitcast<vec4<f32>>(w_tile[i - ${BK // 4 * TM // 4}u]);
+  }
+
 @compute @workgroup_size(16, 16, 1)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let m0 = wid.y * TM;
@@ -256,7 +274,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     // Lanes 8..15 of each row of invocations hold the up sums of the outputs whose gate sums lanes 0..7 hold.
     if (lid.x >= 8u) {
       $for r in range(TM // 16):
-        up_half[(lid.y * ${TM // 16}u + ${r}u) * 8u + lid.x - 8u] = acc${r};
+        park(lid.y * ${TM // 16}u + ${r}u, lid.x - 8u, acc${r});
     }
     workgroupBarrier();
     if (lid.x < 8u) {
@@ -264,7 +282,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         {
           let m = m0 + lid.y * ${TM // 16}u + ${r}u;
           let g = acc${r};
-          let u = up_half[(lid.y * ${TM // 16}u + ${r}u) * 8u + lid.x];
+          let u = parked(lid.y * ${TM // 16}u + ${r}u, lid.x);
           let value = g / (1.0 + exp(-g)) * u;
           for (var j = 0u; j < 4u; j++) {
             let n = n0 / 2u + lid.x * 4u + j;

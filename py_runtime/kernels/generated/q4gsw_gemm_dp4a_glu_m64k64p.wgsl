@@ -26,7 +26,8 @@
 //
 // The GLU form: the weight is [gate; up] (2N rows), each workgroup stages 32 gate rows and the 32 up rows of
 // the same outputs as its 64 columns, and stores out = silu(g) * u for its 64 x 32 outputs (swiglu.wgsl's
-// arithmetic): the up halves reach their gate halves through workgroup memory. No bias, no residual.
+// arithmetic): the up halves reach their gate halves through the staging tiles, free after the last K tile
+// (their 64 x 8 vec4s fill x_tile, then w_tile: the m64k64 tile's 256 + 256). No bias, no residual.
 //
 // Split K: workgroup z walks chunks [z * split_chunks, ...) only (whole groups and whole K tiles), so a
 // grid too small to fill the GPU runs `splits` times as many workgroups, each with a share of the
@@ -61,7 +62,6 @@ struct Params {
 var<workgroup> x_tile: array<vec4<u32>, 256>;     // [word of k][m / 4]
 var<workgroup> w_tile: array<vec4<u32>, 256>;         // [word of k][n / 4]
 var<workgroup> x_scale: array<f32, 128>;             // [chunk][m]
-var<workgroup> up_half: array<vec4<f32>, 512>;             // [m][4 of the 32 outputs]
 var<workgroup> w_scale: array<f32, 128>;             // [chunk][n]
 
 // Nibbles 0..15 in the low half of each byte -> the signed bytes nib - 8: xor 8 gives the 4-bit two's
@@ -146,6 +146,24 @@ fn stage(t: u32, share: Share) {
   }
 }
 
+// A GLU tile's up sums of row m, outputs 4 q .. 4 q + 3 (q < 8), kept in the staging tiles.
+fn park(m: u32, q: u32, sums: vec4<f32>) {
+  let i = m * 8u + q;
+  if (i < 256u) {
+    x_tile[i] = bitcast<vec4<u32>>(sums);
+  } else {
+    w_tile[i - 256u] = bitcast<vec4<u32>>(sums);
+  }
+}
+
+fn parked(m: u32, q: u32) -> vec4<f32> {
+  let i = m * 8u + q;
+  if (i < 256u) {
+    return bitcast<vec4<f32>>(x_tile[i]);
+  }
+  return bitcast<vec4<f32>>(w_tile[i - 256u]);
+}
+
 @compute @workgroup_size(16, 16, 1)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let m0 = wid.y * TM;
@@ -199,17 +217,17 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   }
   // Lanes 8..15 of each row of invocations hold the up sums of the outputs whose gate sums lanes 0..7 hold.
   if (lid.x >= 8u) {
-    up_half[(lid.y * 4u + 0u) * 8u + lid.x - 8u] = acc0;
-    up_half[(lid.y * 4u + 1u) * 8u + lid.x - 8u] = acc1;
-    up_half[(lid.y * 4u + 2u) * 8u + lid.x - 8u] = acc2;
-    up_half[(lid.y * 4u + 3u) * 8u + lid.x - 8u] = acc3;
+    park(lid.y * 4u + 0u, lid.x - 8u, acc0);
+    park(lid.y * 4u + 1u, lid.x - 8u, acc1);
+    park(lid.y * 4u + 2u, lid.x - 8u, acc2);
+    park(lid.y * 4u + 3u, lid.x - 8u, acc3);
   }
   workgroupBarrier();
   if (lid.x < 8u) {
     {
       let m = m0 + lid.y * 4u + 0u;
       let g = acc0;
-      let u = up_half[(lid.y * 4u + 0u) * 8u + lid.x];
+      let u = parked(lid.y * 4u + 0u, lid.x);
       let value = g / (1.0 + exp(-g)) * u;
       for (var j = 0u; j < 4u; j++) {
         let n = n0 / 2u + lid.x * 4u + j;
@@ -221,7 +239,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     {
       let m = m0 + lid.y * 4u + 1u;
       let g = acc1;
-      let u = up_half[(lid.y * 4u + 1u) * 8u + lid.x];
+      let u = parked(lid.y * 4u + 1u, lid.x);
       let value = g / (1.0 + exp(-g)) * u;
       for (var j = 0u; j < 4u; j++) {
         let n = n0 / 2u + lid.x * 4u + j;
@@ -233,7 +251,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     {
       let m = m0 + lid.y * 4u + 2u;
       let g = acc2;
-      let u = up_half[(lid.y * 4u + 2u) * 8u + lid.x];
+      let u = parked(lid.y * 4u + 2u, lid.x);
       let value = g / (1.0 + exp(-g)) * u;
       for (var j = 0u; j < 4u; j++) {
         let n = n0 / 2u + lid.x * 4u + j;
@@ -245,7 +263,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     {
       let m = m0 + lid.y * 4u + 3u;
       let g = acc3;
-      let u = up_half[(lid.y * 4u + 3u) * 8u + lid.x];
+      let u = parked(lid.y * 4u + 3u, lid.x);
       let value = g / (1.0 + exp(-g)) * u;
       for (var j = 0u; j < 4u; j++) {
         let n = n0 / 2u + lid.x * 4u + j;
