@@ -21,8 +21,8 @@ from typing import Callable, Mapping
 from .kernels import Kernel
 from .tensors import Tensor
 
-__all__ = ["Op", "OpCall", "Sizing", "single", "idle_where", "IDLE", "runs_at", "TOKENS", "POS", "LENGTH", "CONTEXT", "MAX_PER_DIM_KEY", "linear_grid",
-           "live_limit", "live_value", "resolve_length"]
+__all__ = ["Op", "OpCall", "Sizing", "single", "idle_where", "IDLE", "runs_at", "TOKENS", "POS", "LENGTH", "CONTEXT",
+           "MAX_PER_DIM_KEY", "linear_grid", "live_limit", "live_value", "resolve_length"]
 
 TOKENS = "tokens"
 POS = "pos"
@@ -109,8 +109,8 @@ def single(call: OpCall) -> Op:
 
 
 def idle_where(op: Op, other: OpCall) -> Op:
-    """`op`, each dispatch idle at the live token counts where `other` runs (a fused dispatch doing the
-    same work there)."""
+    """`op` (sized by the live TOKENS), each dispatch idle at the token counts where `other` runs (a fused
+    dispatch doing the same work there)."""
     def idled(call: OpCall) -> OpCall:
         def runs(tokens: int) -> bool:
             return not other.runs_with(tokens) and call.runs_with(tokens)

@@ -112,15 +112,6 @@ for s in $steps; do
     # the f16 GEMM's tiles at Llama's projections, M 128 and 512 (f16 flag)
     browser-prefill-sgmat-f16) step "$s" 200 bench kernels --backend browser --driver plain --preset prefill_sgmat_f16 \
                            --trials 3 --timeout 190 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
-    # the double-buffered tiles (d: one barrier per K tile) beside the single-buffered ones of the same shape,
-    # each GEMM family at Llama's projections, M 128 and 512 (the f16 one with the f16 flag)
-    browser-prefill-db) step "$s-sgmat" 200 bench kernels --backend browser --driver plain --preset prefill_sgmat --trials 3 \
-                          --only "[m32n64w4p]" "[m32n64w4pd]" "[m32n64]" "[m32n64w2pd]" --timeout 190
-                        step "$s-dp4a" 200 bench kernels --backend browser --driver plain --preset prefill_dp4a --trials 3 \
-                          --only "[m64k64]" "[m64k64p]" "[m64k64pd]" "[m128k64p]" "[m128k64pd]" --timeout 190
-                        step "$s-f16" 200 bench kernels --backend browser --driver plain --preset prefill_sgmat_f16 \
-                          --trials 3 --only "[m32n64w4]" "[m32n64w4d]" "[m64n64w4]" "[m32n64w2d]" --timeout 190 \
-                          --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
     native-check-dp4a)  step "$s" 90 check --suite q4 --preset dp4a --backend native ;;
     browser-check-dp4a) step "$s" 120 check --suite q4 --preset dp4a --backend browser --driver plain ;;
     native-attention)  step "$s" 120 check --suite attention --backend native ;;

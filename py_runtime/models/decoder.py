@@ -368,7 +368,7 @@ class Decoder:
             glu_op = q4_linear_glu(act=xn_q, weight=gate_up, out=act, adapter=adapter, int8_out=act_dq,
                                    norm=prologue(layer("mlp_norm"))) if glu else None
             await norm_into_xn(layer("mlp_norm"), glu_op)
-            # (and, where its prefill GEMM runs, a large prefill: the separate ops idle there)
+            # the GLU op's prefill GEMM, where it has one, does gate, up and swiglu's work on large prefills
             fused_prefill = [call for call in glu_op.calls if call.phase == "prefill"] if glu else []
             for op in separate:
                 op = idle_where(op, fused_prefill[0]) if fused_prefill else op

@@ -946,32 +946,41 @@ def _glu_dp4a_guard(req: _Linear) -> str | None:
     return _every_row_guard(req) or _dp4a_guard(req)
 
 
-def _glu_dp4a_prefill(req: _Linear) -> OpCall:
-    """gate, up and their SwiGLU for every prefill row as one DP4A GEMM over the [gate; up] weight (each
-    workgroup 32 outputs' gate and up rows), where the gate GEMM's own grid would have at least
-    SGMAT_UNTIL_DP4A_TILES tiles (the caller's separate gate, up and swiglu run below that)."""
-    w, act, out = req.weight, req.int8, req.outs[0]
-    n = w.n // 2
-    name = f"q4gsw_gemm_dp4a_glu_{GEMM_DP4A_SHAPE}"
+def _fused_dp4a(req: _Linear, form: str, route: str, n: int, gate: Q4Weight, outs: dict, **fields) -> OpCall:
+    """A fused form of the DP4A GEMM (`form`: "qkv" or "glu", of the route's tile) over every row of req.weight,
+    writing n output columns into `outs`, for every prefill row, where `gate`'s own DP4A grid has at least
+    SGMAT_UNTIL_DP4A_TILES tiles (the separate linears it stands for run below that, the caller idling them
+    above: on grids that large none of them would split K)."""
+    w, act = req.weight, req.int8
+    name = f"q4gsw_gemm_dp4a_{form}_{GEMM_DP4A_SHAPE}"
     tile = GemmTile.of(name)
-    half = w.rows(0, n)
+    columns = tile.n * n // w.n             # output columns a workgroup stores
 
     def runs(m: int) -> bool:
-        return _dp4a_tiles(half, m) >= SGMAT_UNTIL_DP4A_TILES
+        return _dp4a_tiles(gate, m) >= SGMAT_UNTIL_DP4A_TILES
 
     def sizing(spec, live):
         m = req.rows(live)
         moved, flops = _int8_cost(w, m, False)
         active = m > 1 and runs(m)
-        grid = (-(-n // (tile.n // 2)), -(-m // tile.m), 1) if active else IDLE
+        grid = (-(-n // columns), -(-m // tile.m), 1) if active else IDLE
         params = spec.pack_params(m=m, k=w.k, n=n, n_total=w.n_total, n_offset=w.n_offset, group_size=w.group_size,
-                                  has_bias=False, accumulate=False, splits=1, split_chunks=w.k // 32)
-        return Sizing(workgroups=grid, params=params, bytes_moved=moved - 4 * m * n if active else 0,
+                                  has_bias=False, accumulate=False, splits=1, split_chunks=w.k // 32, **fields)
+        return Sizing(workgroups=grid, params=params, bytes_moved=moved - 4 * m * (w.n - n) if active else 0,
                       flops=flops if active else 0)
 
-    tensors = {"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales, "out": out}
-    return OpCall(label=f"{req.label}.prefill", kernel=name, route="q4_glu_dp4a", tensors=tensors, sizing=sizing,
-                  phase="prefill", runs=runs)
+    tensors = {"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales, **outs}
+    return OpCall(label=f"{req.label}.{form}", kernel=name, route=route, tensors=tensors, sizing=sizing, phase="prefill",
+                  runs=runs)
+
+
+def _glu_dp4a_prefill(req: _Linear) -> OpCall:
+    """gate, up and their SwiGLU as one DP4A GEMM over the [gate; up] weight (a workgroup stages 32 outputs'
+    gate rows and their up rows), where the gate GEMM's own grid is large (the caller's separate gate, up
+    and swiglu run below that)."""
+    n = req.weight.n // 2
+    return _fused_dp4a(req, "glu", "q4_glu_dp4a", n, req.weight.rows(0, n), {"out": req.outs[0]})
+
 
 GLU_PREFILL_ROUTES = (Route(name="q4_glu_dp4a", guard=_glu_dp4a_guard, build=_glu_dp4a_prefill),)
 
@@ -1057,30 +1066,11 @@ def _qkv_dp4a_guard(req: _Linear, separate: list[dict]) -> str | None:
 
 
 def _qkv_dp4a_prefill(req: _Linear) -> OpCall:
-    """The three prefills as one DP4A GEMM over the stacked weight, where its grid has at least
-    SGMAT_UNTIL_DP4A_TILES tiles (one dispatch where the separate linears would take three, on grids
-    too large to split K); the separate linears run below that (q4_linear_qkv idles them above)."""
-    w, act = req.weight, req.int8
-    n_q, n_kv = req.outs[0].shape[-1], req.outs[1].shape[-1]
-    name = f"q4gsw_gemm_dp4a_qkv_{GEMM_DP4A_SHAPE}"
-    tile = GemmTile.of(name)
-
-    def runs(m: int) -> bool:
-        return _dp4a_tiles(w, m) >= SGMAT_UNTIL_DP4A_TILES
-
-    def sizing(spec, live):
-        m = req.rows(live)
-        moved, flops = _int8_cost(w, m, False)
-        active = m > 1 and runs(m)
-        grid = (-(-w.n // tile.n), -(-m // tile.m), 1) if active else IDLE
-        params = spec.pack_params(m=m, k=w.k, n=w.n, n_total=w.n_total, n_offset=w.n_offset, group_size=w.group_size,
-                                  has_bias=False, accumulate=False, splits=1, split_chunks=w.k // 32, n_q=n_q, n_kv=n_kv)
-        return Sizing(workgroups=grid, params=params, bytes_moved=moved if active else 0, flops=flops if active else 0)
-
-    tensors = {"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales, "out": req.outs[0],
-               "out_k": req.outs[1], "out_v": req.outs[2]}
-    return OpCall(label=f"{req.label}.fused", kernel=name, route="q4_qkv_fused_dp4a", tensors=tensors, sizing=sizing,
-                  phase="prefill", runs=runs)
+    """The three prefills as one DP4A GEMM over the stacked weight, each column stored to its output, where its
+    grid is large (q4_linear_qkv idles the separate linears there)."""
+    w, (q, k, v) = req.weight, req.outs
+    return _fused_dp4a(req, "qkv", "q4_qkv_fused_dp4a", w.n, w, {"out": q, "out_k": k, "out_v": v},
+                       n_q=q.shape[-1], n_kv=k.shape[-1])
 
 
 def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Tensor], adapter: AdapterReport,
