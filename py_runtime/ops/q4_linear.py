@@ -946,9 +946,10 @@ def _glu_dp4a_guard(req: _Linear) -> str | None:
     return _every_row_guard(req) or _dp4a_guard(req)
 
 
-def _fused_dp4a(req: _Linear, form: str, route: str, n: int, gate: Q4Weight, outs: dict, **fields) -> OpCall:
+def _fused_dp4a(req: _Linear, form: str, route: str, n: int, sized_as: Q4Weight, outs: dict,
+                **fields) -> OpCall:
     """A fused form of the DP4A GEMM (`form`: "qkv" or "glu", of the route's tile) over every row of req.weight,
-    writing n output columns into `outs`, for every prefill row, where `gate`'s own DP4A grid has at least
+    writing n output columns into `outs`, for every prefill row, where `sized_as`'s own DP4A grid has at least
     SGMAT_UNTIL_DP4A_TILES tiles (the separate linears it stands for run below that, the caller idling them
     above: on grids that large none of them would split K)."""
     w, act = req.weight, req.int8
@@ -957,7 +958,7 @@ def _fused_dp4a(req: _Linear, form: str, route: str, n: int, gate: Q4Weight, out
     columns = tile.n * n // w.n             # output columns a workgroup stores
 
     def runs(m: int) -> bool:
-        return _dp4a_tiles(gate, m) >= SGMAT_UNTIL_DP4A_TILES
+        return _dp4a_tiles(sized_as, m) >= SGMAT_UNTIL_DP4A_TILES
 
     def sizing(spec, live):
         m = req.rows(live)
@@ -970,8 +971,8 @@ def _fused_dp4a(req: _Linear, form: str, route: str, n: int, gate: Q4Weight, out
                       flops=flops if active else 0)
 
     tensors = {"xq": act.words, "xstats": act.stats, "weights": w.packed, "scales": w.scales, **outs}
-    return OpCall(label=f"{req.label}.{form}", kernel=name, route=route, tensors=tensors, sizing=sizing, phase="prefill",
-                  runs=runs)
+    return OpCall(label=f"{req.label}.{form}", kernel=name, route=route, tensors=tensors, sizing=sizing,
+                  phase="prefill", runs=runs)
 
 
 def _glu_dp4a_prefill(req: _Linear) -> OpCall:
@@ -1154,7 +1155,8 @@ def q4_linear_qkv(*, x: Tensor, weight: Q4Weight, outs: tuple[Tensor, Tensor, Te
     fused_decode, decode_why = choose(decode_routes, req, op=label, slot="decode")
     fused_prefill, prefill_why = choose(prefill_routes, req, op=label, slot="prefill")
     calls = [fused_decode.build(req)] if fused_decode else [s["decode"] for s in separate if "decode" in s]
-    separate_prefills = [s[slot] for s in separate for slot in ("prefill", "prefill_large", "prefill_split_k") if slot in s]
+    separate_prefills = [s[slot] for s in separate for slot in ("prefill", "prefill_large", "prefill_split_k")
+                         if slot in s]
     if fused_prefill is None:
         calls += separate_prefills
     elif fused_prefill.name == "q4_qkv_fused_dp4a":     # large grids only: the separate linears below them
