@@ -462,14 +462,27 @@ def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_p
     kernels = lambda adapter, shape: [c.kernel for c in q4_linear(x=x, weight=w, out=out, adapter=adapter, half=True,  # noqa: E731
                                                                  gemm_shape=shape).at(128)]
     assert kernels(able, "m64n64w4") == ["q4gsw_gemm_sgmat_f16_m64n64w4"]
-    assert sgmat_workgroup_bytes("m64n64w4", "q4gsw_gemm_sgmat_f16") == 144 * (64 + 64) + 4 * 64 * 64 == 34816
+    # (staged rows and columns of 72 halves, and one 16 x 16 f32 result matrix per subgroup of 32)
+    assert sgmat_workgroup_bytes("m128n128w8", "q4gsw_gemm_sgmat_f16") == 144 * (128 + 128) + 1024 * 8 == 45056
     small = replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 32768})
-    assert kernels(small, "m32n64w4") == ["q4gsw_gemm_sgmat_f16_m32n64w4"]
-    assert kernels(small, "m64n64w4") == ["q4gsw_gemm_bk64"]
-    assert "the m64n64w4 tile needs 34816 bytes of workgroup memory" in \
-        q4_linear(x=x, weight=w, out=out, adapter=small, half=True, gemm_shape="m64n64w4").explain()
+    assert kernels(small, "m64n64w4") == ["q4gsw_gemm_sgmat_f16_m64n64w4"]
+    assert kernels(small, "m128n128w8") == ["q4gsw_gemm_bk64"]
+    assert "the m128n128w8 tile needs 45056 bytes of workgroup memory" in \
+        q4_linear(x=x, weight=w, out=out, adapter=small, half=True, gemm_shape="m128n128w8").explain()
     assert "the pinned tile 'm32n64w4p' is not an f16 subgroup-matrix one" in \
         q4_linear(x=x, weight=w, out=out, adapter=able, half=True, gemm_shape="m32n64w4p").explain()
+    # unpinned, the tile follows the live M's grid (SGMAT_F16_TIERS), among those the adapter's memory holds
+    roomy = replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 49152})
+    tall = Tensor("x", (512, k), "f32", 0)
+    for weight, adapter, m, tile in ((_weight(k, 3072, 64, False), roomy, 512, "m128n128w8"),   # 96 tiles of 128
+                                     (w, roomy, 512, "m128n64w8"),                              # 64, then 128
+                                     (_weight(k, 8192, 64, False), roomy, 128, "m128n64w8"),
+                                     (w, roomy, 128, "m64n64w8"),                               # 16, then 32
+                                     (_weight(k, 8192, 64, False), small, 512, "m64n64w8")):    # 45, 35 KB: past 32
+        wide = Tensor("out", (512, weight.n), "f32", 0)
+        op = q4_linear(x=tall, weight=weight, out=wide, adapter=adapter, half=True)
+        assert [call.kernel for call in op.at(m)] == [f"q4gsw_gemm_sgmat_f16_{tile}"], (weight.n, m, tile)
+        assert len(op.calls) == 1 + (3 if adapter is roomy else 1)  # the decode GEMV and a dispatch per tier
 
 
 def _attention_stubs(heads: int, kv_heads: int, dim: int, capacity: int):

@@ -13,17 +13,18 @@ __all__ = ["arith_probe", "PROBE_KINDS", "probe_for", "probe_unavailable"]
 
 # Operations counted per step of a chain: a dot4I8Packed is 4 products and 4 sums, an fma 2 flops, a
 # subgroup-matrix product 2 M N K (16 x 16 x 32 for i8, 16 x 16 x 16 for f16).
-PROBE_KINDS = {"dp4a": 8, "fma": 2, "sgmat_i8": 2 * 16 * 16 * 32, "sgmat_f16": 2 * 16 * 16 * 16}
+PROBE_KINDS = {"dp4a": 8, "fma": 2, "sgmat_i8": 2 * 16 * 16 * 32, "sgmat_f16": 2 * 16 * 16 * 16,
+               "sgmat_f16_smem": 2 * 16 * 16 * 16}
 # Per loop iteration (arith_probe.wgsl): (chains x unrolled steps, run by each invocation or by each
 # subgroup of 32 for the matrix kinds).
-_STEPS = {"dp4a": 8 * 4, "fma": 8 * 4, "sgmat_i8": 4 * 4, "sgmat_f16": 4 * 4}
-_LANES = {"dp4a": 1, "fma": 1, "sgmat_i8": 32, "sgmat_f16": 32}
+_STEPS = {"dp4a": 8 * 4, "fma": 8 * 4, "sgmat_i8": 4 * 4, "sgmat_f16": 4 * 4, "sgmat_f16_smem": 2 * 4}
+_LANES = {"dp4a": 1, "fma": 1, "sgmat_i8": 32, "sgmat_f16": 32, "sgmat_f16_smem": 32}
 
 
 def probe_unavailable(kind: str, adapter) -> str | None:
     """Why this device cannot run probe `kind` (the matrix kinds need what the subgroup-matrix GEMMs do), or None."""
     if kind.startswith("sgmat_"):
-        return subgroup_matrix_unavailable(adapter, kind.removeprefix("sgmat_"))
+        return subgroup_matrix_unavailable(adapter, kind.removeprefix("sgmat_").removesuffix("_smem"))
     return None
 
 

@@ -91,7 +91,12 @@ SGMAT_UNTIL_DP4A_TILES = 256
 SPLIT_K_WORKGROUPS = 512
 SPLIT_K_MAX = 8
 SPLIT_K_MIN_CHUNKS = 8
-GEMM_SGMAT_F16_SHAPE = "m32n64w4"   # the f16 subgroup-matrix GEMM's tile (q4gsw_gemm_sgmat_f16.yaml)
+# The f16 subgroup-matrix GEMM's tiles (q4gsw_gemm_sgmat_f16.yaml), each from the grid it would have at the live
+# M: the first tile whose grid reaches its count (H200, Llama's projections at M 128 and 512, docs/PERFORMANCE.md
+# "Session 20": m128n128w8 1.3-2.1x the others' speed from 96 tiles, m128n64w8 1.3x from 128, m64n64w8 the
+# fastest below). A tile the adapter's workgroup memory cannot hold is skipped; the last is the guard's.
+SGMAT_F16_TIERS = (("m128n128w8", 96), ("m128n64w8", 128), ("m64n64w8", 0))
+GEMM_SGMAT_F16_SHAPE = SGMAT_F16_TIERS[-1][0]
 SGMAT_F16_CONFIG = {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16}
 # The shapes the BK64 GEMM and the fused QKV GEMM were built for: the seed's exact-geometry guards.
 GEMM_BK64_SHAPES = frozenset(LLAMA_3_2_1B.linears()[role] for role in ("q", "o", "gate_up", "down"))
@@ -152,15 +157,17 @@ def _sgmat_tile(shape: str, family: str = "q4gsw_gemm_sgmat") -> tuple[int, int,
 
 
 # Workgroup bytes per tile row or column of each subgroup-matrix family: int8 (q4gsw_gemm_sgmat.wgsl) an
-# 80-byte staged row and two f32 scales; f16 (q4gsw_gemm_sgmat_f16.wgsl) 72 staged halves. Both add 4
-# bytes per output element (the i32 sums or f32 results the tile folds or stores through).
+# 80-byte staged row and two f32 scales; f16 (q4gsw_gemm_sgmat_f16.wgsl) 72 staged halves.
 _SGMAT_ROW_BYTES = {"q4gsw_gemm_sgmat": 88, "q4gsw_gemm_sgmat_f16": 144}
 
 
 def sgmat_workgroup_bytes(shape: str, family: str = "q4gsw_gemm_sgmat") -> int:
-    """The workgroup memory of a subgroup-matrix GEMM tile."""
-    tm, tn, _ = _sgmat_tile(shape, family)
-    return _SGMAT_ROW_BYTES[family] * (tm + tn) + 4 * tm * tn
+    """The workgroup memory of a subgroup-matrix GEMM tile: its staged rows and columns, and what its results
+    pass through: the int8 tile's i32 sums (4 bytes an output element), the f16 tile's one 16 x 16 f32 matrix
+    per subgroup at a time."""
+    tm, tn, invocations = _sgmat_tile(shape, family)
+    passing = 1024 * (invocations // 32) if family == "q4gsw_gemm_sgmat_f16" else 4 * tm * tn
+    return _SGMAT_ROW_BYTES[family] * (tm + tn) + passing
 
 
 def _sgmat_fits(req: _Linear, shape: str, family: str = "q4gsw_gemm_sgmat") -> str | None:
@@ -625,22 +632,44 @@ def _sgmat_f16_guard(req: _Linear) -> str | None:
     return _sgmat_fits(req, req.gemm_shape or GEMM_SGMAT_F16_SHAPE, "q4gsw_gemm_sgmat_f16")
 
 
-def _sgmat_f16_prefill(req: _Linear) -> OpCall:
+def _sgmat_f16_tiers(req: _Linear) -> list[tuple[str, int]]:
+    """The SGMAT_F16_TIERS whose tiles this adapter holds (the pinned tile alone where one is pinned)."""
+    if req.gemm_shape is not None:
+        return [(req.gemm_shape, 0)]
+    return [(shape, least) for shape, least in SGMAT_F16_TIERS
+            if _sgmat_fits(req, shape, "q4gsw_gemm_sgmat_f16") is None]
+
+
+def _sgmat_f16_tile(req: _Linear, m: int) -> str:
+    """The tile the f16 GEMM runs at M m: the first tier whose grid there has its count of tiles."""
+    for shape, least in _sgmat_f16_tiers(req):
+        tile_m, tile_n, _ = _sgmat_tile(shape, "q4gsw_gemm_sgmat_f16")
+        if -(-req.weight.n // tile_n) * -(-m // tile_m) >= least:
+            return shape
+    raise AssertionError("the last tier takes every grid")
+
+
+def _sgmat_f16_prefill(req: _Linear, shape: str | None = None) -> OpCall:
+    """The q4_gemm_sgmat_f16 dispatch in `shape` (default the guard's tile), active at the M where
+    _sgmat_f16_tile picks it."""
     w, has_bias = req.weight, req.bias is not None
-    shape = req.gemm_shape or GEMM_SGMAT_F16_SHAPE
+    shape = shape or _sgmat_f16_tiers(req)[-1][0]
     name = f"q4gsw_gemm_sgmat_f16_{shape}"
     tile_m, tile_n, _ = _sgmat_tile(shape, "q4gsw_gemm_sgmat_f16")
+
+    def runs(m: int) -> bool:
+        return _sgmat_f16_tile(req, m) == shape
 
     def sizing(spec, live):
         m = req.rows(live)
         moved, flops = _cost(w, m, has_bias, req.accumulate)
-        active = m > 1
+        active = m > 1 and runs(m)
         grid = (-(-w.n // tile_n), -(-m // tile_m), 1) if active else IDLE
         return Sizing(workgroups=grid, params=_linear_params(spec, w, m, has_bias, req.accumulate),
                       bytes_moved=moved if active else 0, flops=flops if active else 0)
 
     return OpCall(label=f"{req.label}.prefill", kernel=name, route="q4_gemm_sgmat_f16", tensors=_linear_tensors(req),
-                  sizing=sizing, phase="prefill")
+                  sizing=sizing, phase="prefill", runs=runs)
 
 
 def _dp4a_guard(req: _Linear) -> str | None:
@@ -847,6 +876,12 @@ def _slots(req: _Linear, force: str | None = None) -> tuple[dict[str, OpCall], t
                                     "prefill": _int8_gemm_prefill(req, "q4_gemm_sgmat_i8", "small"),
                                     "prefill_large": _int8_gemm_prefill(req, "q4_gemm_dp4a", "large")}),
                 (decode_why, prefill_why, large_why))
+    if prefill.name == "q4_gemm_sgmat_f16":
+        # a dispatch per tile tier, each active where the live M's grid picks its tile
+        tiles = [shape for shape, _ in _sgmat_f16_tiers(req)]
+        return ({"decode": decode.build(req), **{f"prefill{'' if i == len(tiles) - 1 else '_' + shape}":
+                                                 _sgmat_f16_prefill(req, shape) for i, shape in enumerate(tiles)}},
+                (decode_why, prefill_why))
     return _with_split_k(req, {"decode": decode.build(req), "prefill": prefill.build(req)}), (decode_why, prefill_why)
 
 

@@ -12,14 +12,18 @@ $else:
   // subgroup of 32 (the subgroup-matrix GEMMs' guard) with the operands loaded once from workgroup memory:
   // 2 x 16 x 16 x ${32 if KIND == "sgmat_i8" else 16} ops a step. The chains end in workgroup memory, one
   // region each.
+  $if KIND == "sgmat_f16_smem":
+    // This kind loads its operands from workgroup memory at every step, as the f16 GEMM's m32n64w4 tile does
+    // (one left and two right matrices for two products, offsets from the subgroup and the step, rows 72
+    // halves apart): what those loads leave of the tensor cores.
   enable subgroups;
   enable chromium_experimental_subgroup_matrix;
-  $if KIND == "sgmat_f16":
+  $if KIND in ("sgmat_f16", "sgmat_f16_smem"):
     enable f16;
   diagnostic(off, chromium_experimental.subgroup_matrix_uniformity);    // offsets from subgroup_id
 // Every chain feeds the next step, so nothing can be hoisted; the result is stored only when it equals a
 // value it never meets (as stream_read.wgsl), so nothing is dropped either.
-const WG: u32 = ${256 if KIND in ("dp4a", "fma") else 64}u;
+const WG: u32 = ${256 if KIND in ("dp4a", "fma") else 128 if KIND == "sgmat_f16_smem" else 64}u;
 
 struct Params {
   iters: u32,
@@ -29,7 +33,10 @@ struct Params {
 @group(0) @binding(0) var<storage, read_write> sink: array<u32>;
 @group(0) @binding(1) var<uniform> params: Params;
 
-$if KIND == "sgmat_i8":
+$if KIND == "sgmat_f16_smem":
+  var<workgroup> operands: array<f16, 64u * 72u>;          // the f16 GEMM's staged rows: 64 of 72 halves
+  var<workgroup> chains: array<f32, 4u * 256u * (WG / 32u)>;
+$elif KIND == "sgmat_i8":
   var<workgroup> operands: array<i32, 128>;                // 16 x 32 bytes: a, and b read column-major
   var<workgroup> chains: array<i32, 4u * 256u * (WG / 32u)>;
 $elif KIND == "sgmat_f16":
@@ -70,6 +77,15 @@ fn main(${"@builtin(global_invocation_id) gid: vec3<u32>" if KIND in ("dp4a", "f
       let right = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(&operands, 0u, true, 32u);
       $for c in range(4):
         var v${c} = subgroup_matrix_result<i32, 16, 16>();
+    $elif KIND == "sgmat_f16_smem":
+      for (var i = lane; i < 64u * 72u; i += WG) {
+        operands[i] = f16(f32((params.seed + i) % 3u) * 0.0009765625);   // 0, 2^-10, 2^-9: sums stay small
+      }
+      workgroupBarrier();
+      let sm = (sg / 2u) * 16u;           // the subgroup's rows and columns, as m32n64w4's
+      let sn = (sg % 2u) * 32u;
+      $for c in range(4):
+        var v${c} = subgroup_matrix_result<f32, 16, 16>();
     $else:
       for (var i = lane; i < 256u; i += WG) {
         operands[i] = f16(f32((params.seed + i) % 3u) * 0.0009765625);   // 0, 2^-10, 2^-9: sums stay small
@@ -81,8 +97,19 @@ fn main(${"@builtin(global_invocation_id) gid: vec3<u32>" if KIND in ("dp4a", "f
         var v${c} = subgroup_matrix_result<f32, 16, 16>();
     for (var i = 0u; i < params.iters; i++) {
       $for s in range(4):
-        $for c in range(4):
-          v${c} = subgroupMatrixMultiplyAccumulate(left, right, v${c});
+        $if KIND == "sgmat_f16_smem":
+          {
+            let kk = ((i + ${s}u) % 4u) * 16u;      // from the step: no load is hoisted out of the loop
+            let left = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&operands, sm * 72u + kk, false, 72u);
+            let right0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&operands, sn * 72u + kk, true, 72u);
+            let right1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&operands, (sn + 16u) * 72u + kk, true,
+                                                                                72u);
+            v${2 * (s % 2)} = subgroupMatrixMultiplyAccumulate(left, right0, v${2 * (s % 2)});
+            v${2 * (s % 2) + 1} = subgroupMatrixMultiplyAccumulate(left, right1, v${2 * (s % 2) + 1});
+          }
+        $else:
+          $for c in range(4):
+            v${c} = subgroupMatrixMultiplyAccumulate(left, right, v${c});
     }
     $for c in range(4):
       subgroupMatrixStore(&chains, (sg * 4u + ${c}u) * 256u, v${c}, false, 16u);

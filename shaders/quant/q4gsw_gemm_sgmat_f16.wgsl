@@ -47,7 +47,7 @@ struct Params {
 
 var<workgroup> x_tile: array<f16, ${16 * SGM * FM * 72}>;      // [m][72]
 var<workgroup> w_tile: array<f16, ${16 * SGN * FN * 72}>;      // [n][72]
-var<workgroup> results: array<f32, ${256 * SGM * FM * SGN * FN}>;   // [subgroup][matrix][16 x 16]
+var<workgroup> results: array<f32, ${256 * SGM * SGN}>;   // [subgroup][16 x 16]: one result matrix at a time
 
 // An invocation's share of a K tile (64 values of rows m0.. and columns n0.. from k0), as read from
 // memory: x vec4s t, t + WG, ... of the tile's TM x 16, and weight words (8 nibbles) with their
@@ -141,21 +141,21 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
       }
     workgroupBarrier();
   }
+  // Each result matrix in turn through the subgroup's 16 x 16 of workgroup memory (FM x FN of them would
+  // not leave room for larger tiles); element e = lane + 32 v: row e / 16, column e % 16 (lane % 16).
   $for i in range(FM):
     $for j in range(FN):
-      subgroupMatrixStore(&results, (sg * ${FM * FN}u + ${i * FN + j}u) * 256u, sum${i}${j}, false, 16u);
-  workgroupBarrier();
-  // Element e = lane + 32 v of a 16 x 16 matrix: row e / 16, column e % 16 (lane % 16).
-  $for i in range(FM):
-    $for j in range(FN):
+      subgroupMatrixStore(&results, sg * 256u, sum${i}${j}, false, 16u);
+      workgroupBarrier();
       $for v in range(8):
         {
           let m = m0 + sm + ${16 * i + 2 * v}u + lane / 16u;
           let n = n0 + sn + ${16 * j}u + lane % 16u;
           if (m < params.m && n < params.n) {
-            out[m * params.n + n] = results[(sg * ${FM * FN}u + ${i * FN + j}u) * 256u + lane + ${32 * v}u]
+            out[m * params.n + n] = results[sg * 256u + lane + ${32 * v}u]
                                     + select(0.0, bias[n], params.has_bias != 0u)
                                     + select(0.0, out[m * params.n + n], params.accumulate != 0u);
           }
         }
+      workgroupBarrier();
 }

@@ -48,7 +48,7 @@ struct Params {
 
 var<workgroup> x_tile: array<f16, 4608>;      // [m][72]
 var<workgroup> w_tile: array<f16, 4608>;      // [n][72]
-var<workgroup> results: array<f32, 4096>;   // [subgroup][matrix][16 x 16]
+var<workgroup> results: array<f32, 1024>;   // [subgroup][16 x 16]: one result matrix at a time
 
 // An invocation's share of a K tile (64 values of rows m0.. and columns n0.. from k0), as read from
 // memory: x vec4s t, t + WG, ... of the tile's TM x 16, and weight words (8 nibbles) with their
@@ -404,17 +404,15 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     }
     workgroupBarrier();
   }
-  subgroupMatrixStore(&results, (sg * 4u + 0u) * 256u, sum00, false, 16u);
-  subgroupMatrixStore(&results, (sg * 4u + 1u) * 256u, sum01, false, 16u);
-  subgroupMatrixStore(&results, (sg * 4u + 2u) * 256u, sum10, false, 16u);
-  subgroupMatrixStore(&results, (sg * 4u + 3u) * 256u, sum11, false, 16u);
+  // Each result matrix in turn through the subgroup's 16 x 16 of workgroup memory (FM x FN of them would
+  // not leave room for larger tiles); element e = lane + 32 v: row e / 16, column e % 16 (lane % 16).
+  subgroupMatrixStore(&results, sg * 256u, sum00, false, 16u);
   workgroupBarrier();
-  // Element e = lane + 32 v of a 16 x 16 matrix: row e / 16, column e % 16 (lane % 16).
   {
     let m = m0 + sm + 0u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 0u) * 256u + lane + 0u]
+      out[m * params.n + n] = results[sg * 256u + lane + 0u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -423,7 +421,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 2u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 0u) * 256u + lane + 32u]
+      out[m * params.n + n] = results[sg * 256u + lane + 32u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -432,7 +430,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 4u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 0u) * 256u + lane + 64u]
+      out[m * params.n + n] = results[sg * 256u + lane + 64u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -441,7 +439,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 6u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 0u) * 256u + lane + 96u]
+      out[m * params.n + n] = results[sg * 256u + lane + 96u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -450,7 +448,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 8u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 0u) * 256u + lane + 128u]
+      out[m * params.n + n] = results[sg * 256u + lane + 128u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -459,7 +457,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 10u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 0u) * 256u + lane + 160u]
+      out[m * params.n + n] = results[sg * 256u + lane + 160u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -468,7 +466,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 12u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 0u) * 256u + lane + 192u]
+      out[m * params.n + n] = results[sg * 256u + lane + 192u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -477,16 +475,19 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 14u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 0u) * 256u + lane + 224u]
+      out[m * params.n + n] = results[sg * 256u + lane + 224u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
   }
+  workgroupBarrier();
+  subgroupMatrixStore(&results, sg * 256u, sum01, false, 16u);
+  workgroupBarrier();
   {
     let m = m0 + sm + 0u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 1u) * 256u + lane + 0u]
+      out[m * params.n + n] = results[sg * 256u + lane + 0u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -495,7 +496,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 2u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 1u) * 256u + lane + 32u]
+      out[m * params.n + n] = results[sg * 256u + lane + 32u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -504,7 +505,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 4u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 1u) * 256u + lane + 64u]
+      out[m * params.n + n] = results[sg * 256u + lane + 64u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -513,7 +514,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 6u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 1u) * 256u + lane + 96u]
+      out[m * params.n + n] = results[sg * 256u + lane + 96u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -522,7 +523,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 8u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 1u) * 256u + lane + 128u]
+      out[m * params.n + n] = results[sg * 256u + lane + 128u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -531,7 +532,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 10u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 1u) * 256u + lane + 160u]
+      out[m * params.n + n] = results[sg * 256u + lane + 160u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -540,7 +541,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 12u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 1u) * 256u + lane + 192u]
+      out[m * params.n + n] = results[sg * 256u + lane + 192u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -549,16 +550,19 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 14u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 1u) * 256u + lane + 224u]
+      out[m * params.n + n] = results[sg * 256u + lane + 224u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
   }
+  workgroupBarrier();
+  subgroupMatrixStore(&results, sg * 256u, sum10, false, 16u);
+  workgroupBarrier();
   {
     let m = m0 + sm + 16u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 2u) * 256u + lane + 0u]
+      out[m * params.n + n] = results[sg * 256u + lane + 0u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -567,7 +571,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 18u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 2u) * 256u + lane + 32u]
+      out[m * params.n + n] = results[sg * 256u + lane + 32u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -576,7 +580,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 20u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 2u) * 256u + lane + 64u]
+      out[m * params.n + n] = results[sg * 256u + lane + 64u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -585,7 +589,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 22u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 2u) * 256u + lane + 96u]
+      out[m * params.n + n] = results[sg * 256u + lane + 96u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -594,7 +598,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 24u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 2u) * 256u + lane + 128u]
+      out[m * params.n + n] = results[sg * 256u + lane + 128u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -603,7 +607,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 26u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 2u) * 256u + lane + 160u]
+      out[m * params.n + n] = results[sg * 256u + lane + 160u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -612,7 +616,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 28u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 2u) * 256u + lane + 192u]
+      out[m * params.n + n] = results[sg * 256u + lane + 192u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -621,16 +625,19 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 30u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 2u) * 256u + lane + 224u]
+      out[m * params.n + n] = results[sg * 256u + lane + 224u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
   }
+  workgroupBarrier();
+  subgroupMatrixStore(&results, sg * 256u, sum11, false, 16u);
+  workgroupBarrier();
   {
     let m = m0 + sm + 16u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 3u) * 256u + lane + 0u]
+      out[m * params.n + n] = results[sg * 256u + lane + 0u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -639,7 +646,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 18u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 3u) * 256u + lane + 32u]
+      out[m * params.n + n] = results[sg * 256u + lane + 32u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -648,7 +655,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 20u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 3u) * 256u + lane + 64u]
+      out[m * params.n + n] = results[sg * 256u + lane + 64u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -657,7 +664,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 22u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 3u) * 256u + lane + 96u]
+      out[m * params.n + n] = results[sg * 256u + lane + 96u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -666,7 +673,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 24u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 3u) * 256u + lane + 128u]
+      out[m * params.n + n] = results[sg * 256u + lane + 128u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -675,7 +682,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 26u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 3u) * 256u + lane + 160u]
+      out[m * params.n + n] = results[sg * 256u + lane + 160u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -684,7 +691,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 28u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 3u) * 256u + lane + 192u]
+      out[m * params.n + n] = results[sg * 256u + lane + 192u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -693,9 +700,10 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 30u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 4u + 3u) * 256u + lane + 224u]
+      out[m * params.n + n] = results[sg * 256u + lane + 224u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
   }
+  workgroupBarrier();
 }

@@ -48,7 +48,7 @@ struct Params {
 
 var<workgroup> x_tile: array<f16, 4608>;      // [m][72]
 var<workgroup> w_tile: array<f16, 4608>;      // [n][72]
-var<workgroup> results: array<f32, 4096>;   // [subgroup][matrix][16 x 16]
+var<workgroup> results: array<f32, 2048>;   // [subgroup][16 x 16]: one result matrix at a time
 
 // An invocation's share of a K tile (64 values of rows m0.. and columns n0.. from k0), as read from
 // memory: x vec4s t, t + WG, ... of the tile's TM x 16, and weight words (8 nibbles) with their
@@ -256,15 +256,15 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     }
     workgroupBarrier();
   }
-  subgroupMatrixStore(&results, (sg * 2u + 0u) * 256u, sum00, false, 16u);
-  subgroupMatrixStore(&results, (sg * 2u + 1u) * 256u, sum01, false, 16u);
+  // Each result matrix in turn through the subgroup's 16 x 16 of workgroup memory (FM x FN of them would
+  // not leave room for larger tiles); element e = lane + 32 v: row e / 16, column e % 16 (lane % 16).
+  subgroupMatrixStore(&results, sg * 256u, sum00, false, 16u);
   workgroupBarrier();
-  // Element e = lane + 32 v of a 16 x 16 matrix: row e / 16, column e % 16 (lane % 16).
   {
     let m = m0 + sm + 0u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 0u) * 256u + lane + 0u]
+      out[m * params.n + n] = results[sg * 256u + lane + 0u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -273,7 +273,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 2u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 0u) * 256u + lane + 32u]
+      out[m * params.n + n] = results[sg * 256u + lane + 32u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -282,7 +282,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 4u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 0u) * 256u + lane + 64u]
+      out[m * params.n + n] = results[sg * 256u + lane + 64u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -291,7 +291,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 6u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 0u) * 256u + lane + 96u]
+      out[m * params.n + n] = results[sg * 256u + lane + 96u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -300,7 +300,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 8u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 0u) * 256u + lane + 128u]
+      out[m * params.n + n] = results[sg * 256u + lane + 128u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -309,7 +309,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 10u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 0u) * 256u + lane + 160u]
+      out[m * params.n + n] = results[sg * 256u + lane + 160u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -318,7 +318,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 12u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 0u) * 256u + lane + 192u]
+      out[m * params.n + n] = results[sg * 256u + lane + 192u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -327,16 +327,19 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 14u + lane / 16u;
     let n = n0 + sn + 0u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 0u) * 256u + lane + 224u]
+      out[m * params.n + n] = results[sg * 256u + lane + 224u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
   }
+  workgroupBarrier();
+  subgroupMatrixStore(&results, sg * 256u, sum01, false, 16u);
+  workgroupBarrier();
   {
     let m = m0 + sm + 0u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 1u) * 256u + lane + 0u]
+      out[m * params.n + n] = results[sg * 256u + lane + 0u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -345,7 +348,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 2u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 1u) * 256u + lane + 32u]
+      out[m * params.n + n] = results[sg * 256u + lane + 32u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -354,7 +357,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 4u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 1u) * 256u + lane + 64u]
+      out[m * params.n + n] = results[sg * 256u + lane + 64u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -363,7 +366,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 6u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 1u) * 256u + lane + 96u]
+      out[m * params.n + n] = results[sg * 256u + lane + 96u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -372,7 +375,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 8u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 1u) * 256u + lane + 128u]
+      out[m * params.n + n] = results[sg * 256u + lane + 128u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -381,7 +384,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 10u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 1u) * 256u + lane + 160u]
+      out[m * params.n + n] = results[sg * 256u + lane + 160u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -390,7 +393,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 12u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 1u) * 256u + lane + 192u]
+      out[m * params.n + n] = results[sg * 256u + lane + 192u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
@@ -399,9 +402,10 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     let m = m0 + sm + 14u + lane / 16u;
     let n = n0 + sn + 16u + lane % 16u;
     if (m < params.m && n < params.n) {
-      out[m * params.n + n] = results[(sg * 2u + 1u) * 256u + lane + 224u]
+      out[m * params.n + n] = results[sg * 256u + lane + 224u]
                               + select(0.0, bias[n], params.has_bias != 0u)
                               + select(0.0, out[m * params.n + n], params.accumulate != 0u);
     }
   }
+  workgroupBarrier();
 }
