@@ -367,22 +367,21 @@ return {
     // Upload params bytes [lo, hi) when hi > lo, encode every dispatch into one pass (a long step: a
     // few, submitCuts), submit. `repeat` > 1 encodes the step that many times over in one pass and
     // one command buffer (consecutive decode steps whose position lives on the GPU: one submit for
-    // several tokens); a step of several command buffers is not repeated. No
+    // several tokens; a step long enough to be cut is then not cut: the GPU is busy with the submit
+    // before, so an early start gains nothing). No
     // error scope (its pop is a round trip to the GPU process, longer than encoding 230 dispatches):
     // errors arrive as uncaptured errors. Returns state.problems; nonzero makes Python raise, and
     // a step that finds it nonzero does nothing (Python hands its upload range back to the arena).
     plan.step = (lo, hi, repeat = 1) => {
       if (state.problems) return state.problems;
-      if (repeat > 1 && plan.cuts.length > 2) {
-        throw new Error(`a step of ${plan.cuts.length - 1} command buffers is not repeated (asked ${repeat} times)`);
-      }
+      const cuts = repeat > 1 ? [0, plan.cuts[plan.cuts.length - 1]] : plan.cuts;
       const t0 = performance.now();
       if (hi > lo) uploadParams(device, state, lo, hi);
       const t1 = performance.now();
-      for (let c = 0; c + 1 < plan.cuts.length; c++) {     // (one command buffer unless the step is long)
+      for (let c = 0; c + 1 < cuts.length; c++) {     // (one command buffer unless the step is long)
         const a = performance.now();
         const encoder = device.createCommandEncoder();
-        encodeInto(encoder, plan.pairs, plan.counts, null, false, plan.cuts[c], plan.cuts[c + 1], repeat);
+        encodeInto(encoder, plan.pairs, plan.counts, null, false, cuts[c], cuts[c + 1], repeat);
         const b = performance.now();
         const commands = encoder.finish();
         const d = performance.now();
