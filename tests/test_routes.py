@@ -464,6 +464,8 @@ def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_p
     assert kernels(able, "m64n64w4") == ["q4gsw_gemm_sgmat_f16_m64n64w4"]
     # (staged rows and columns of 72 halves, and one 16 x 16 f32 result matrix per subgroup of 32)
     assert sgmat_workgroup_bytes("m128n128w8", "q4gsw_gemm_sgmat_f16") == 144 * (128 + 128) + 1024 * 8 == 45056
+    # (k-major weights: 64 rows of k, each TN + 8 halves)
+    assert sgmat_workgroup_bytes("m128n128w8k", "q4gsw_gemm_sgmat_f16") == 144 * 128 + 2 * 64 * 136 + 1024 * 8
     small = replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 32768})
     assert kernels(small, "m64n64w4") == ["q4gsw_gemm_sgmat_f16_m64n64w4"]
     assert kernels(small, "m128n128w8") == ["q4gsw_gemm_bk64"]
@@ -474,11 +476,11 @@ def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_p
     # unpinned, the tile follows the live M's grid (SGMAT_F16_TIERS), among those the adapter's memory holds
     roomy = replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 49152})
     tall = Tensor("x", (512, k), "f32", 0)
-    for weight, adapter, m, tile in ((_weight(k, 3072, 64, False), roomy, 512, "m128n128w8"),   # 96 tiles of 128
-                                     (w, roomy, 512, "m128n64w8"),                              # 64, then 128
-                                     (_weight(k, 8192, 64, False), roomy, 128, "m128n64w8"),
+    for weight, adapter, m, tile in ((_weight(k, 3072, 64, False), roomy, 512, "m128n128w8k"),  # 96 tiles of 128
+                                     (w, roomy, 512, "m64n128w8k"),                             # 64, then 128
+                                     (_weight(k, 8192, 64, False), roomy, 128, "m64n128w8k"),
                                      (w, roomy, 128, "m64n64w8"),                               # 16, then 32
-                                     (_weight(k, 8192, 64, False), small, 512, "m64n64w8")):    # 45, 35 KB: past 32
+                                     (_weight(k, 8192, 64, False), small, 512, "m64n64w8")):    # 44, 35 KB: past 32
         wide = Tensor("out", (512, weight.n), "f32", 0)
         op = q4_linear(x=tall, weight=weight, out=wide, adapter=adapter, half=True)
         assert [call.kernel for call in op.at(m)] == [f"q4gsw_gemm_sgmat_f16_{tile}"], (weight.n, m, tile)

@@ -41,7 +41,6 @@ async def run_model_soak(runtime: Runtime, *, model: str = "tiny", layers: int |
                                    policy=policy)
     try:
         await decoder.generate(ids, min(steps, batch), batch=batch)
-        decode_dispatches = decoder.plan.active_dispatches      # a decode step's, as the plan now stands
         before = {"gpu_bytes": _gpu_bytes(runtime), "host_heap_bytes": runtime.device.host_heap_bytes()}
         runs = []
         for run in (1, 2):
@@ -75,7 +74,6 @@ async def run_model_soak(runtime: Runtime, *, model: str = "tiny", layers: int |
         "options": {"model": model, "layers": config.layers, "prompt": prompt, "steps": steps, "policy": policy,
                     "seed": seed, "batch": batch},
         "position_on_gpu": position_on_gpu,
-        "decode_dispatches": decode_dispatches,
         "runs": [{"decode_s": r["decode_s"], "decode_tok_s": steps / r["decode_s"] if r["decode_s"] else None,
                   "distinct_tokens": len(set(r["tokens"]))} for r in runs],
         "tokens_identical": identical,

@@ -93,9 +93,9 @@ SPLIT_K_MAX = 8
 SPLIT_K_MIN_CHUNKS = 8
 # The f16 subgroup-matrix GEMM's tiles (q4gsw_gemm_sgmat_f16.yaml), each from the grid it would have at the live
 # M: the first tile whose grid reaches its count (H200, Llama's projections at M 128 and 512, docs/PERFORMANCE.md
-# "Session 20": m128n128w8 1.3-2.1x the others' speed from 96 tiles, m128n64w8 1.3x from 128, m64n64w8 the
-# fastest below). A tile the adapter's workgroup memory cannot hold is skipped; the last is the guard's.
-SGMAT_F16_TIERS = (("m128n128w8", 96), ("m128n64w8", 128), ("m64n64w8", 0))
+# "Session 20": m128n128w8k the fastest from 96 tiles, m64n128w8k from 128, m64n64w8 below). A tile the
+# adapter's workgroup memory cannot hold is skipped; the last is the guard's.
+SGMAT_F16_TIERS = (("m128n128w8k", 96), ("m64n128w8k", 128), ("m64n64w8", 0))
 GEMM_SGMAT_F16_SHAPE = SGMAT_F16_TIERS[-1][0]
 SGMAT_F16_CONFIG = {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16}
 # The shapes the BK64 GEMM and the fused QKV GEMM were built for: the seed's exact-geometry guards.
@@ -166,8 +166,11 @@ def sgmat_workgroup_bytes(shape: str, family: str = "q4gsw_gemm_sgmat") -> int:
     pass through: the int8 tile's i32 sums (4 bytes an output element), the f16 tile's one 16 x 16 f32 matrix
     per subgroup at a time."""
     tm, tn, invocations = _sgmat_tile(shape, family)
-    passing = 1024 * (invocations // 32) if family == "q4gsw_gemm_sgmat_f16" else 4 * tm * tn
-    return _SGMAT_ROW_BYTES[family] * (tm + tn) + passing
+    if family == "q4gsw_gemm_sgmat_f16":
+        k_major = bool(kernel(f"{family}_{shape}").template_values.get("KM"))
+        weights = 2 * 64 * (tn + 8) if k_major else _SGMAT_ROW_BYTES[family] * tn     # 64 rows of k, or tn of 72
+        return _SGMAT_ROW_BYTES[family] * tm + weights + 1024 * (invocations // 32)
+    return _SGMAT_ROW_BYTES[family] * (tm + tn) + 4 * tm * tn
 
 
 def _sgmat_fits(req: _Linear, shape: str, family: str = "q4gsw_gemm_sgmat") -> str | None:

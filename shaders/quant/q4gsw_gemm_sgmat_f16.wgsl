@@ -16,6 +16,10 @@
 // Rows past M read zeros, columns past N the scale 0; K is a multiple of the group size, itself a
 // multiple of 32. An x beyond f16's range becomes an infinity (the output says so, it is not clamped).
 // Needs subgroups of exactly 32 (the route's guard).
+$if KM:
+  // This variant stages the weights k-major (WS = TN + 8 halves a row of k, read row-major): an invocation
+  // takes one column's 32 values of the K tile as one vec4 load and one scale, and consecutive invocations
+  // consecutive columns, so each of its f16 stores lands in a bank of its own.
 enable f16;
 enable subgroups;
 enable chromium_experimental_subgroup_matrix;
@@ -25,6 +29,8 @@ const TM: u32 = ${16 * SGM * FM}u;
 const TN: u32 = ${16 * SGN * FN}u;
 const SGN: u32 = ${SGN}u;
 const XS: u32 = 72u;                    // halves between rows of a staged tile
+$if KM:
+  const WS: u32 = TN + 8u;              // halves between the weight tile's rows of k
 const WG: u32 = ${32 * SGM * SGN}u;
 
 struct Params {
@@ -39,23 +45,26 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> weights: array<u32>;
+@group(0) @binding(1) var<storage, read> weights: array<${"vec4<u32>" if KM else "u32"}>;
 @group(0) @binding(2) var<storage, read> scales: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 @group(0) @binding(5) var<uniform> params: Params;
 
 var<workgroup> x_tile: array<f16, ${16 * SGM * FM * 72}>;      // [m][72]
-var<workgroup> w_tile: array<f16, ${16 * SGN * FN * 72}>;      // [n][72]
+$if KM:
+  var<workgroup> w_tile: array<f16, ${64 * (16 * SGN * FN + 8)}>;      // [k][WS]
+$else:
+  var<workgroup> w_tile: array<f16, ${16 * SGN * FN * 72}>;      // [n][72]
 var<workgroup> results: array<f32, ${256 * SGM * SGN}>;   // [subgroup][16 x 16]: one result matrix at a time
 
 // An invocation's share of a K tile (64 values of rows m0.. and columns n0.. from k0), as read from
 // memory: x vec4s t, t + WG, ... of the tile's TM x 16, and weight words (8 nibbles) with their
-// group's scale of TN x 8.
+// group's scale of TN x 8 (k-major: vec4s of 32 nibbles, a column's first 32 k for t < TN, then its last).
 struct Share {
   x: array<vec4<f32>, ${-(-16 * FM // (2 * SGN))}>,
-  w: array<u32, ${-(-4 * FN // SGM)}>,
-  w_scale: array<f32, ${-(-4 * FN // SGM)}>,
+  w: array<${"vec4<u32>" if KM else "u32"}, ${-(-32 * SGN * FN // (32 * SGM * SGN)) if KM else -(-4 * FN // SGM)}>,
+  w_scale: array<f32, ${-(-32 * SGN * FN // (32 * SGM * SGN)) if KM else -(-4 * FN // SGM)}>,
 }
 
 fn fetch(t: u32, m0: u32, n0: u32, k0: u32) -> Share {
@@ -70,19 +79,34 @@ fn fetch(t: u32, m0: u32, n0: u32, k0: u32) -> Share {
         share.x[${j}] = x[(m * params.k + k) / 4u];
       }
     }
-  $for j in range(-(-4 * FN // SGM)):
-    {
-      let i = t + ${j}u * WG;
-      let n = n0 + i / 8u;
-      let k = k0 + (i % 8u) * 8u;
-      share.w[${j}] = 0x88888888u;
-      share.w_scale[${j}] = 0.0;
-      if (i < TN * 8u && n < params.n && k < params.k) {
-        let row = n + params.n_offset;
-        share.w[${j}] = weights[(row * params.k + k) / 8u];
-        share.w_scale[${j}] = scales[(k / params.group_size) * params.n_total + row];
+  $if KM:
+    $for j in range(-(-32 * SGN * FN // (32 * SGM * SGN))):
+      {
+        let i = t + ${j}u * WG;
+        let n = n0 + i % TN;
+        let k = k0 + (i / TN) * 32u;
+        share.w[${j}] = vec4<u32>(0x88888888u);
+        share.w_scale[${j}] = 0.0;
+        if (i < 2u * TN && n < params.n && k < params.k) {
+          let row = n + params.n_offset;
+          share.w[${j}] = weights[(row * params.k + k) / 32u];
+          share.w_scale[${j}] = scales[(k / params.group_size) * params.n_total + row];
+        }
       }
-    }
+  $else:
+    $for j in range(-(-4 * FN // SGM)):
+      {
+        let i = t + ${j}u * WG;
+        let n = n0 + i / 8u;
+        let k = k0 + (i % 8u) * 8u;
+        share.w[${j}] = 0x88888888u;
+        share.w_scale[${j}] = 0.0;
+        if (i < TN * 8u && n < params.n && k < params.k) {
+          let row = n + params.n_offset;
+          share.w[${j}] = weights[(row * params.k + k) / 8u];
+          share.w_scale[${j}] = scales[(k / params.group_size) * params.n_total + row];
+        }
+      }
   return share;
 }
 
@@ -97,17 +121,31 @@ fn put(t: u32, share: Share) {
           x_tile[at + ${c}u] = f16(share.x[${j}][${c}]);
       }
     }
-  $for j in range(-(-4 * FN // SGM)):
-    {
-      let i = t + ${j}u * WG;
-      if (i < TN * 8u) {
-        let at = (i / 8u) * XS + (i % 8u) * 8u;
-        let s = share.w_scale[${j}];
-        $for b in range(4):
-          w_tile[at + ${2 * b}u] = f16(f32(i32((share.w[${j}] >> ${8 * b}u) & 0xFu) - 8) * s);
-          w_tile[at + ${2 * b + 1}u] = f16(f32(i32((share.w[${j}] >> ${8 * b + 4}u) & 0xFu) - 8) * s);
+  $if KM:
+    $for j in range(-(-32 * SGN * FN // (32 * SGM * SGN))):
+      {
+        let i = t + ${j}u * WG;
+        if (i < 2u * TN) {
+          let at = (i / TN) * 32u * WS + i % TN;     // row k of the tile: the column's first or last 32
+          let s = share.w_scale[${j}];
+          $for q in range(4):
+            $for b in range(4):
+              w_tile[at + ${8 * q + 2 * b}u * WS] = f16(f32(i32((share.w[${j}][${q}] >> ${8 * b}u) & 0xFu) - 8) * s);
+              w_tile[at + ${8 * q + 2 * b + 1}u * WS] = f16(f32(i32((share.w[${j}][${q}] >> ${8 * b + 4}u) & 0xFu) - 8) * s);
+        }
       }
-    }
+  $else:
+    $for j in range(-(-4 * FN // SGM)):
+      {
+        let i = t + ${j}u * WG;
+        if (i < TN * 8u) {
+          let at = (i / 8u) * XS + (i % 8u) * 8u;
+          let s = share.w_scale[${j}];
+          $for b in range(4):
+            w_tile[at + ${2 * b}u] = f16(f32(i32((share.w[${j}] >> ${8 * b}u) & 0xFu) - 8) * s);
+            w_tile[at + ${2 * b + 1}u] = f16(f32(i32((share.w[${j}] >> ${8 * b + 4}u) & 0xFu) - 8) * s);
+        }
+      }
 }
 
 @compute @workgroup_size(${32 * SGM * SGN}, 1, 1)
@@ -133,8 +171,12 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
           let left${i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(
               &x_tile, (sm + ${16 * i}u) * XS + ${16 * kk}u, false, XS);
         $for j in range(FN):
-          let right${j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(
-              &w_tile, (sn + ${16 * j}u) * XS + ${16 * kk}u, true, XS);
+          $if KM:
+            let right${j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(
+                &w_tile, ${16 * kk}u * WS + sn + ${16 * j}u, false, WS);
+          $else:
+            let right${j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(
+                &w_tile, (sn + ${16 * j}u) * XS + ${16 * kk}u, true, XS);
         $for i in range(FM):
           $for j in range(FN):
             sum${i}${j} = subgroupMatrixMultiplyAccumulate(left${i}, right${j}, sum${i}${j});

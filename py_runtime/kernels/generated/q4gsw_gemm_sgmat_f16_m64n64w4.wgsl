@@ -52,7 +52,7 @@ var<workgroup> results: array<f32, 1024>;   // [subgroup][16 x 16]: one result m
 
 // An invocation's share of a K tile (64 values of rows m0.. and columns n0.. from k0), as read from
 // memory: x vec4s t, t + WG, ... of the tile's TM x 16, and weight words (8 nibbles) with their
-// group's scale of TN x 8.
+// group's scale of TN x 8 (k-major: vec4s of 32 nibbles, a column's first 32 k for t < TN, then its last).
 struct Share {
   x: array<vec4<f32>, 8>,
   w: array<u32, 4>,
