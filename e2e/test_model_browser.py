@@ -39,4 +39,3 @@ def test_a_long_decode_in_the_page_repeats_itself_with_flat_memory(lab):
     assert report["result"] == "passed" and run.status_text.startswith("PASS:"), (run.status_text, report["problems"])
     assert report["memory"]["before"]["host_heap_bytes"] is not None, "Chromium reports performance.memory"
     assert "tokens identical across the runs: yes" in run.page_text and "the context is full" in run.page_text
-

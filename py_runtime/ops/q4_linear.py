@@ -643,25 +643,18 @@ def _sgmat_f16_tiers(req: _Linear) -> list[tuple[str, int]]:
             if _sgmat_fits(req, shape, "q4gsw_gemm_sgmat_f16") is None]
 
 
-def _sgmat_f16_tile(req: _Linear, m: int) -> str:
-    """The tile the f16 GEMM runs at M m: the first tier whose grid there has its count of tiles."""
-    for shape, least in _sgmat_f16_tiers(req):
-        tile_m, tile_n, _ = _sgmat_tile(shape, "q4gsw_gemm_sgmat_f16")
-        if -(-req.weight.n // tile_n) * -(-m // tile_m) >= least:
-            return shape
-    raise AssertionError("the last tier takes every grid")
-
-
-def _sgmat_f16_prefill(req: _Linear, shape: str | None = None) -> OpCall:
-    """The q4_gemm_sgmat_f16 dispatch in `shape` (default the guard's tile), active at the M where
-    _sgmat_f16_tile picks it."""
+def _sgmat_f16_prefill(req: _Linear, shape: str | None = None, tiers: list[tuple[str, int]] | None = None) -> OpCall:
+    """The q4_gemm_sgmat_f16 dispatch in `shape` (default the last of `tiers`, the guard's tile), active at the M
+    where it is the first of `tiers` (default _sgmat_f16_tiers) whose grid has its count of tiles."""
     w, has_bias = req.weight, req.bias is not None
-    shape = shape or _sgmat_f16_tiers(req)[-1][0]
+    tiers = tiers or _sgmat_f16_tiers(req)
+    shape = shape or tiers[-1][0]
     name = f"q4gsw_gemm_sgmat_f16_{shape}"
     tile_m, tile_n, _ = _sgmat_tile(shape, "q4gsw_gemm_sgmat_f16")
+    grids = [(tier, least, *_sgmat_tile(tier, "q4gsw_gemm_sgmat_f16")[:2]) for tier, least in tiers]
 
-    def runs(m: int) -> bool:
-        return _sgmat_f16_tile(req, m) == shape
+    def runs(m: int) -> bool:       # (the last tier asks for no tiles: it takes every grid)
+        return next(tier for tier, least, tm, tn in grids if -(-w.n // tn) * -(-m // tm) >= least) == shape
 
     def sizing(spec, live):
         m = req.rows(live)
@@ -880,10 +873,10 @@ def _slots(req: _Linear, force: str | None = None) -> tuple[dict[str, OpCall], t
                                     "prefill_large": _int8_gemm_prefill(req, "q4_gemm_dp4a", "large")}),
                 (decode_why, prefill_why, large_why))
     if prefill.name == "q4_gemm_sgmat_f16":
-        # a dispatch per tile tier, each active where the live M's grid picks its tile
-        tiles = [shape for shape, _ in _sgmat_f16_tiers(req)]
-        return ({"decode": decode.build(req), **{f"prefill{'' if i == len(tiles) - 1 else '_' + shape}":
-                                                 _sgmat_f16_prefill(req, shape) for i, shape in enumerate(tiles)}},
+        # a dispatch per tile tier, each active where the live M's grid picks its tile; the guard's is "prefill"
+        tiers = _sgmat_f16_tiers(req)
+        larger = {f"prefill_{shape}": _sgmat_f16_prefill(req, shape, tiers) for shape, _ in tiers[:-1]}
+        return ({"decode": decode.build(req), **larger, "prefill": _sgmat_f16_prefill(req, tiers[-1][0], tiers)},
                 (decode_why, prefill_why))
     return _with_split_k(req, {"decode": decode.build(req), "prefill": prefill.build(req)}), (decode_why, prefill_why)
 

@@ -130,8 +130,10 @@ fn put(t: u32, share: Share) {
           let s = share.w_scale[${j}];
           $for q in range(4):
             $for b in range(4):
-              w_tile[at + ${8 * q + 2 * b}u * WS] = f16(f32(i32((share.w[${j}][${q}] >> ${8 * b}u) & 0xFu) - 8) * s);
-              w_tile[at + ${8 * q + 2 * b + 1}u * WS] = f16(f32(i32((share.w[${j}][${q}] >> ${8 * b + 4}u) & 0xFu) - 8) * s);
+              w_tile[at + ${8 * q + 2 * b}u * WS] =
+                  f16(f32(i32((share.w[${j}][${q}] >> ${8 * b}u) & 0xFu) - 8) * s);
+              w_tile[at + ${8 * q + 2 * b + 1}u * WS] =
+                  f16(f32(i32((share.w[${j}][${q}] >> ${8 * b + 4}u) & 0xFu) - 8) * s);
         }
       }
   $else:

@@ -239,38 +239,70 @@ fn put(t: u32, share: Share) {
     if (i < 2u * TN) {
       let at = (i / TN) * 32u * WS + i % TN;     // row k of the tile: the column's first or last 32
       let s = share.w_scale[0];
-      w_tile[at + 0u * WS] = f16(f32(i32((share.w[0][0] >> 0u) & 0xFu) - 8) * s);
-      w_tile[at + 1u * WS] = f16(f32(i32((share.w[0][0] >> 4u) & 0xFu) - 8) * s);
-      w_tile[at + 2u * WS] = f16(f32(i32((share.w[0][0] >> 8u) & 0xFu) - 8) * s);
-      w_tile[at + 3u * WS] = f16(f32(i32((share.w[0][0] >> 12u) & 0xFu) - 8) * s);
-      w_tile[at + 4u * WS] = f16(f32(i32((share.w[0][0] >> 16u) & 0xFu) - 8) * s);
-      w_tile[at + 5u * WS] = f16(f32(i32((share.w[0][0] >> 20u) & 0xFu) - 8) * s);
-      w_tile[at + 6u * WS] = f16(f32(i32((share.w[0][0] >> 24u) & 0xFu) - 8) * s);
-      w_tile[at + 7u * WS] = f16(f32(i32((share.w[0][0] >> 28u) & 0xFu) - 8) * s);
-      w_tile[at + 8u * WS] = f16(f32(i32((share.w[0][1] >> 0u) & 0xFu) - 8) * s);
-      w_tile[at + 9u * WS] = f16(f32(i32((share.w[0][1] >> 4u) & 0xFu) - 8) * s);
-      w_tile[at + 10u * WS] = f16(f32(i32((share.w[0][1] >> 8u) & 0xFu) - 8) * s);
-      w_tile[at + 11u * WS] = f16(f32(i32((share.w[0][1] >> 12u) & 0xFu) - 8) * s);
-      w_tile[at + 12u * WS] = f16(f32(i32((share.w[0][1] >> 16u) & 0xFu) - 8) * s);
-      w_tile[at + 13u * WS] = f16(f32(i32((share.w[0][1] >> 20u) & 0xFu) - 8) * s);
-      w_tile[at + 14u * WS] = f16(f32(i32((share.w[0][1] >> 24u) & 0xFu) - 8) * s);
-      w_tile[at + 15u * WS] = f16(f32(i32((share.w[0][1] >> 28u) & 0xFu) - 8) * s);
-      w_tile[at + 16u * WS] = f16(f32(i32((share.w[0][2] >> 0u) & 0xFu) - 8) * s);
-      w_tile[at + 17u * WS] = f16(f32(i32((share.w[0][2] >> 4u) & 0xFu) - 8) * s);
-      w_tile[at + 18u * WS] = f16(f32(i32((share.w[0][2] >> 8u) & 0xFu) - 8) * s);
-      w_tile[at + 19u * WS] = f16(f32(i32((share.w[0][2] >> 12u) & 0xFu) - 8) * s);
-      w_tile[at + 20u * WS] = f16(f32(i32((share.w[0][2] >> 16u) & 0xFu) - 8) * s);
-      w_tile[at + 21u * WS] = f16(f32(i32((share.w[0][2] >> 20u) & 0xFu) - 8) * s);
-      w_tile[at + 22u * WS] = f16(f32(i32((share.w[0][2] >> 24u) & 0xFu) - 8) * s);
-      w_tile[at + 23u * WS] = f16(f32(i32((share.w[0][2] >> 28u) & 0xFu) - 8) * s);
-      w_tile[at + 24u * WS] = f16(f32(i32((share.w[0][3] >> 0u) & 0xFu) - 8) * s);
-      w_tile[at + 25u * WS] = f16(f32(i32((share.w[0][3] >> 4u) & 0xFu) - 8) * s);
-      w_tile[at + 26u * WS] = f16(f32(i32((share.w[0][3] >> 8u) & 0xFu) - 8) * s);
-      w_tile[at + 27u * WS] = f16(f32(i32((share.w[0][3] >> 12u) & 0xFu) - 8) * s);
-      w_tile[at + 28u * WS] = f16(f32(i32((share.w[0][3] >> 16u) & 0xFu) - 8) * s);
-      w_tile[at + 29u * WS] = f16(f32(i32((share.w[0][3] >> 20u) & 0xFu) - 8) * s);
-      w_tile[at + 30u * WS] = f16(f32(i32((share.w[0][3] >> 24u) & 0xFu) - 8) * s);
-      w_tile[at + 31u * WS] = f16(f32(i32((share.w[0][3] >> 28u) & 0xFu) - 8) * s);
+      w_tile[at + 0u * WS] =
+          f16(f32(i32((share.w[0][0] >> 0u) & 0xFu) - 8) * s);
+      w_tile[at + 1u * WS] =
+          f16(f32(i32((share.w[0][0] >> 4u) & 0xFu) - 8) * s);
+      w_tile[at + 2u * WS] =
+          f16(f32(i32((share.w[0][0] >> 8u) & 0xFu) - 8) * s);
+      w_tile[at + 3u * WS] =
+          f16(f32(i32((share.w[0][0] >> 12u) & 0xFu) - 8) * s);
+      w_tile[at + 4u * WS] =
+          f16(f32(i32((share.w[0][0] >> 16u) & 0xFu) - 8) * s);
+      w_tile[at + 5u * WS] =
+          f16(f32(i32((share.w[0][0] >> 20u) & 0xFu) - 8) * s);
+      w_tile[at + 6u * WS] =
+          f16(f32(i32((share.w[0][0] >> 24u) & 0xFu) - 8) * s);
+      w_tile[at + 7u * WS] =
+          f16(f32(i32((share.w[0][0] >> 28u) & 0xFu) - 8) * s);
+      w_tile[at + 8u * WS] =
+          f16(f32(i32((share.w[0][1] >> 0u) & 0xFu) - 8) * s);
+      w_tile[at + 9u * WS] =
+          f16(f32(i32((share.w[0][1] >> 4u) & 0xFu) - 8) * s);
+      w_tile[at + 10u * WS] =
+          f16(f32(i32((share.w[0][1] >> 8u) & 0xFu) - 8) * s);
+      w_tile[at + 11u * WS] =
+          f16(f32(i32((share.w[0][1] >> 12u) & 0xFu) - 8) * s);
+      w_tile[at + 12u * WS] =
+          f16(f32(i32((share.w[0][1] >> 16u) & 0xFu) - 8) * s);
+      w_tile[at + 13u * WS] =
+          f16(f32(i32((share.w[0][1] >> 20u) & 0xFu) - 8) * s);
+      w_tile[at + 14u * WS] =
+          f16(f32(i32((share.w[0][1] >> 24u) & 0xFu) - 8) * s);
+      w_tile[at + 15u * WS] =
+          f16(f32(i32((share.w[0][1] >> 28u) & 0xFu) - 8) * s);
+      w_tile[at + 16u * WS] =
+          f16(f32(i32((share.w[0][2] >> 0u) & 0xFu) - 8) * s);
+      w_tile[at + 17u * WS] =
+          f16(f32(i32((share.w[0][2] >> 4u) & 0xFu) - 8) * s);
+      w_tile[at + 18u * WS] =
+          f16(f32(i32((share.w[0][2] >> 8u) & 0xFu) - 8) * s);
+      w_tile[at + 19u * WS] =
+          f16(f32(i32((share.w[0][2] >> 12u) & 0xFu) - 8) * s);
+      w_tile[at + 20u * WS] =
+          f16(f32(i32((share.w[0][2] >> 16u) & 0xFu) - 8) * s);
+      w_tile[at + 21u * WS] =
+          f16(f32(i32((share.w[0][2] >> 20u) & 0xFu) - 8) * s);
+      w_tile[at + 22u * WS] =
+          f16(f32(i32((share.w[0][2] >> 24u) & 0xFu) - 8) * s);
+      w_tile[at + 23u * WS] =
+          f16(f32(i32((share.w[0][2] >> 28u) & 0xFu) - 8) * s);
+      w_tile[at + 24u * WS] =
+          f16(f32(i32((share.w[0][3] >> 0u) & 0xFu) - 8) * s);
+      w_tile[at + 25u * WS] =
+          f16(f32(i32((share.w[0][3] >> 4u) & 0xFu) - 8) * s);
+      w_tile[at + 26u * WS] =
+          f16(f32(i32((share.w[0][3] >> 8u) & 0xFu) - 8) * s);
+      w_tile[at + 27u * WS] =
+          f16(f32(i32((share.w[0][3] >> 12u) & 0xFu) - 8) * s);
+      w_tile[at + 28u * WS] =
+          f16(f32(i32((share.w[0][3] >> 16u) & 0xFu) - 8) * s);
+      w_tile[at + 29u * WS] =
+          f16(f32(i32((share.w[0][3] >> 20u) & 0xFu) - 8) * s);
+      w_tile[at + 30u * WS] =
+          f16(f32(i32((share.w[0][3] >> 24u) & 0xFu) - 8) * s);
+      w_tile[at + 31u * WS] =
+          f16(f32(i32((share.w[0][3] >> 28u) & 0xFu) - 8) * s);
     }
   }
 }
