@@ -145,6 +145,14 @@ for s in $steps; do
     browser-attn-gqa3)   step "$s" 120 bench kernels --backend browser --driver plain --preset attention_gqa3 --timeout 110 ;;
     native-attn-prefill)  step "$s" 120 bench kernels --backend native --preset attention_prefill ;;
     browser-attn-prefill) step "$s" 120 bench kernels --backend browser --driver plain --preset attention_prefill --timeout 110 ;;
+    # The f16 subgroup-matrix prefill attention (f16 flag): its checks against the float64 oracle (every
+    # variant, the lengths and starts), then every variant at S 128 / 512 / 2048, then the routes
+    browser-check-sgmat-attn) step "$s" 150 check --suite attention --preset sgmat_f16 --backend browser --driver plain \
+                           --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
+    browser-attn-sgmat-sweep) step "$s" 150 bench kernels --backend browser --driver plain --trials 3 --timeout 140 \
+                           --preset attention_prefill_sgmat_sweep --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
+    browser-attn-prefill-f16) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_prefill \
+                           --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
     browser-prefill-sweep) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_prefill_sweep --trials 3 --timeout 140 ;;
     native-check-sgprefill)  step "$s" 90 check --suite attention --preset subgroup_prefill --backend native ;;
     browser-check-sgprefill) step "$s" 90 check --suite attention --preset subgroup_prefill --backend browser --driver plain --timeout 80 ;;

@@ -41,16 +41,17 @@ class AttentionCase:
     q32: bool = False       # opt Qwen3's geometry into the 32-row prefill schedule
     rope: bool = False      # the step's q and k rotated by rope_kv_cache_write (the model's RoPE layout)
     prefill: str | None = None  # the prefill's route forced (the decode's stays the table's)
-    prefill_kernel: str | None = None   # an sdpa_prefill_sg variant in place of the table's
+    prefill_kernel: str | None = None   # an sdpa_prefill_sg(mat) variant in place of the table's
     kv_f16: bool = False    # the cache's kernels in shader-f16 types where the device has it (KVCache(f16=))
+    half: bool = False      # the prefill may round q and the probabilities to f16 (sdpa(half=): the sgmat route)
 
     @property
     def name(self) -> str:
         return (f"{self.geometry}.s{self.tokens}.p{self.pos}" + (f".{self.force}" if self.force else "")
                 + (".q32" if self.q32 else "") + (".rope" if self.rope else "")
                 + (f".{self.prefill}" if self.prefill else "")
-                + (f".{self.prefill_kernel.removeprefix('sdpa_prefill_sg_')}" if self.prefill_kernel else "")
-                + (".kvf16" if self.kv_f16 else ""))
+                + (f".{self.prefill_kernel.removeprefix('sdpa_prefill_sg_').removeprefix('sdpa_prefill_')}" if self.prefill_kernel else "")
+                + (".kvf16" if self.kv_f16 else "") + (".half" if self.half else ""))
 
     @property
     def config(self) -> ModelConfig:
@@ -61,8 +62,8 @@ class AttentionCase:
         return self.pos + self.tokens + 1           # the prefill, then one decode step
 
 
-def _matrix(lengths, positions, geometries=tuple(GEOMETRIES)) -> list[AttentionCase]:
-    return [AttentionCase(g, s, p) for g in geometries for s in lengths for p in positions]
+def _matrix(lengths, positions, geometries=tuple(GEOMETRIES), half: bool = False) -> list[AttentionCase]:
+    return [AttentionCase(g, s, p, half=half) for g in geometries for s in lengths for p in positions]
 
 
 PRESETS = {
@@ -91,7 +92,9 @@ PRESETS = {
                                                AttentionCase("qwen3", 129, 1, kv_f16=True),
                                                AttentionCase("llama", 1, 1500, kv_f16=True),
                                                AttentionCase("qwen3", 1, 1500, rope=True, kv_f16=True),
-                                               AttentionCase("awkward", 7, 1, kv_f16=True)],
+                                               AttentionCase("awkward", 7, 1, kv_f16=True),
+                                               AttentionCase("llama", 129, 300, half=True),
+                                               AttentionCase("qwen3", 129, 1, half=True)],
     # Every subgroup prefill variant (shipped and sweep) at the three geometries of D 64 and 128, short and
     # long: for adapters whose smallest subgroup holds 16 invocations (the H200's 32, natively and in
     # Chromium); elsewhere the route refuses the wider variants by name.
@@ -101,6 +104,17 @@ PRESETS = {
                          if 8 * kernel(name).template_values["SUB"] * kernel(name).template_values["W"]
                          == GEOMETRIES[geometry].head_dim
                          for s, p in ((7, 1), (129, 300))],
+    # The f16 subgroup-matrix prefill (half=True; where the device lacks it, the route it falls back to):
+    # Llama's and Qwen3's geometries over the issue's lengths and starts (a cache under 16 positions refuses
+    # it; one whose length is not a multiple of 16 reads its last block from capacity - 16), SmolLM2's G 3,
+    # each variant pinned short and long, with RoPE and with the cache in shader-f16 types.
+    "sgmat_f16": _matrix((2, 7, 16, 31, 127, 129, 512), (0, 1, 1500), ("llama", "qwen3"), half=True) + [
+        AttentionCase("gqa3", s, 1, half=True) for s in (7, 129)] + [
+        AttentionCase(geometry, s, p, prefill_kernel=name, half=True)
+        for name in kernel_names() if name.startswith("sdpa_prefill_sgmat_")
+        for geometry in ("llama", "qwen3") if kernel(name).template_values["D"] == GEOMETRIES[geometry].head_dim
+        for s, p in ((129, 300), (512, 0))] + [
+        AttentionCase("llama", 129, 1, rope=True, half=True), AttentionCase("qwen3", 127, 300, kv_f16=True, half=True)],
     # The issue's matrix (opt-in: long on a CPU adapter).
     "full": _matrix((1, 2, 7, 16, 31, 127, 128, 129, 508, 512), (0, 1, 1500)) + [
         AttentionCase(geometry, s, p, prefill=route) for geometry, route in (("llama", "sdpa_k16"), ("qwen3", "sdpa_q16"))
@@ -146,7 +160,8 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
         q_rot = q
         await plan.add(kv_cache_write(k=k, v=v, cache=cache))
     attention = sdpa(q=q_rot, cache=cache, out=out, scratch=scratch, heads=heads, adapter=device.adapter,
-                     force=case.force, q32=case.q32, prefill_route=case.prefill, prefill_kernel=case.prefill_kernel)
+                     force=case.force, q32=case.q32, prefill_route=case.prefill, prefill_kernel=case.prefill_kernel,
+                     half=case.half)
     await plan.add(attention)
     plan.record()
     steps = []
@@ -175,7 +190,7 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
         tensors.release(tensor.name)
     return {"name": case.name, "geometry": case.geometry, "heads": heads, "kv_heads": kv_heads, "head_dim": dim,
             "tokens": case.tokens, "pos": case.pos, "capacity": case.capacity, "force": case.force, "q32": case.q32,
-            "prefill": case.prefill, "prefill_kernel": case.prefill_kernel, "kv_f16": case.kv_f16,
+            "prefill": case.prefill, "prefill_kernel": case.prefill_kernel, "kv_f16": case.kv_f16, "half": case.half,
             "kv_f16_refused": cache.f16_refused,
             "rope": case.rope, "rope_layout": config.rope_layout, "rope_theta": config.rope_theta,
             "llama3_scaling": config.rope_scaling is not None, "index": index,

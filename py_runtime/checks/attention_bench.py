@@ -45,10 +45,15 @@ class AttentionBenchCase:
     def name(self) -> str:
         what = f"decode.ctx{self.context}" if self.tokens == 1 else f"prefill.s{self.tokens}"
         swept = f"[{self.flash_split[0].removeprefix('sdpa_flash_split_sg_')}@{self.flash_split[1]}]" \
-            if self.flash_split else f"[{self.prefill_kernel.removeprefix('sdpa_prefill_sg_')}]" \
+            if self.flash_split else f"[{self.prefill_kernel.removeprefix('sdpa_prefill_sg_').removeprefix('sdpa_prefill_')}]" \
             if self.prefill_kernel else f"[{self.decode_kernel.removeprefix('sdpa_decode_sg_')}]" \
             if self.decode_kernel else ""
         return f"{self.config.key}.{what}.{self.route.removeprefix('sdpa_')}{swept}{'.kvf16' if self.kv_f16 else ''}"
+
+    @property
+    def half(self) -> bool:
+        """The subgroup-matrix prefill rounds q and the probabilities to f16: asked for where it is the route."""
+        return self.route == "sdpa_prefill_sgmat_f16"
 
     @property
     def kv_bytes(self) -> int:
@@ -90,6 +95,14 @@ def _prefill_sweep(config: ModelConfig) -> list[AttentionBenchCase]:
             for s in (512, 2048) for name in names]
 
 
+def _sgmat_prefill_sweep(config: ModelConfig) -> list[AttentionBenchCase]:
+    """Every subgroup-matrix prefill variant of the head_dim (shipped and sweep) at S 128, 512 and 2048."""
+    names = [name for name in kernel_names() if name.startswith("sdpa_prefill_sgmat_")
+             and kernel(name).template_values["D"] == config.head_dim]
+    return [AttentionBenchCase(config, s, s, "sdpa_prefill_sgmat_f16", prefill_kernel=name)
+            for s in (128, 512, 2048) for name in names]
+
+
 ATTENTION_PRESETS = {
     "attention_decode": [AttentionBenchCase(m, 1, ctx, route) for m in _MODELS
                          for ctx in (128, 512, 1024, 2048, 4096, 8192)
@@ -99,11 +112,15 @@ ATTENTION_PRESETS = {
     # the one pass stops paying is its reach (the tuning tables).
     "attention_decode_sweep": [case for m in _MODELS for ctx in (128, 256, 512, 1024, 2048)
                                for case in _one_pass_sweep(m, ctx)],
+    # (the f16 subgroup-matrix route's rows are skipped where the device lacks it: Chromium on NVIDIA needs the
+    # f16 flag)
     "attention_prefill": [AttentionBenchCase(m, s, s, route)
                           for m, one_pass in ((LLAMA_3_2_1B, ("sdpa_prefill_subgroup", "sdpa_k16")),
                                               (QWEN3_0_6B, ("sdpa_prefill_subgroup", "sdpa_q16", "sdpa_q32")))
-                          for s in (128, 512, 2048) for route in (*one_pass, "sdpa_materialized")],
+                          for s in (128, 512, 2048)
+                          for route in ("sdpa_prefill_sgmat_f16", *one_pass, "sdpa_materialized")],
     "attention_prefill_sweep": [case for m in _MODELS for case in _prefill_sweep(m)],
+    "attention_prefill_sgmat_sweep": [case for m in _MODELS for case in _sgmat_prefill_sweep(m)],
     "attention_flash_sweep": [case for m in _MODELS for case in _flash_sweep(m, 4096)],
     # The cache's two spellings side by side, each route's packed u32 then shader-f16 kernels (rows of the
     # latter are skipped where the device lacks the feature: Chromium on NVIDIA needs the f16 flag).
@@ -161,7 +178,7 @@ async def _case_row(runtime: Runtime, case: AttentionBenchCase, index: int, tria
                 raise RouteUnavailable(f"the cache in shader-f16 types: {cache.f16_refused}")
             op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=runtime.device.adapter,
                       force=case.route, q32=case.route == "sdpa_q32", flash_split=case.flash_split,
-                      prefill_kernel=case.prefill_kernel, decode_kernel=case.decode_kernel)
+                      prefill_kernel=case.prefill_kernel, decode_kernel=case.decode_kernel, half=case.half)
         except RouteUnavailable as unavailable:     # at the first layer: e.g. the subgroup route without subgroups
             for tensor in owned:
                 tensors.release(tensor.name)

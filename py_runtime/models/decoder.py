@@ -31,7 +31,8 @@ Activation policies (POLICIES):
   f32    every linear reads f32 activations (GEMVs at a decode step, GEMMs at a prefill)
   f16    f32, except that the prefill's linears round x and the weights to f16 for the f16 subgroup-
          matrix GEMM (q4_gemm_sgmat_f16) where the device has it (Chromium on NVIDIA with the f16 flag;
-         elsewhere the f32 GEMMs run, and attestation says so)
+         elsewhere the f32 GEMMs run, and attestation says so), and its attention rounds q and the
+         probabilities to f16 for the f16 subgroup-matrix prefill (sdpa_prefill_sgmat_f16) where it runs
   int8x  every step quantizes each linear's input to int8 per group once, every row (rms_norm_int8x
          where a norm produces it, a decode's FlashDecoding reduce for the o-proj's, a decode's fused
          gate/up + SwiGLU for down's where its route q4_gemv_int8x_glu_q8 runs, quantize_activations
@@ -41,7 +42,7 @@ Activation policies (POLICIES):
          and up apart and swiglu; on large grids the stacked QKV and gate/up + SwiGLU as one DP4A GEMM
          each: q4_qkv_fused_dp4a, q4_glu_dp4a; all idle at decode). The SwiGLU's f32 output (act) is still
          written at a decode step, but only the prefill reads it (its quantize_activations) where the fused
-         GLU quantizes.
+         GLU quantizes. The prefill's attention takes the f16 subgroup-matrix route as f16's does.
 
 Route choices beside the policy (for comparing routes; the defaults are the fastest measured):
   attention  "auto" (the route tables' choice: the one-pass decode up to its reach and FlashDecoding past it,
@@ -237,6 +238,7 @@ class Decoder:
         d, hd, f = c.hidden, c.head_dim, c.intermediate
         int8x = self.policy == "int8x"
         half = self.policy == "f16"         # the prefill linears may take the f16 subgroup-matrix GEMM
+        half_attention = self.policy != "f32"   # the prefill's attention may take the f16 subgroup-matrix route
         self.ids = await t("ids", (rows,), "u32")
         status = await t("status", (rows,), "u32")
         self.history = await t("history", (self.capacity + 1,), "u32")
@@ -352,7 +354,7 @@ class Decoder:
                 await add(kv_cache_write(k=k_rot, v=v, cache=caches[i]))
             await add(sdpa(q=q_rot, cache=caches[i], out=attn, scratch=scratch, heads=c.heads, adapter=adapter,
                            pos=pos, gpu_position=gpu, int8=attn_q if reduce_quantizes else None, force=forced,
-                           one_pass=one_pass))
+                           one_pass=one_pass, half=half_attention))
             if int8x:           # (a decode's FlashDecoding reduce writes it where reduce_quantizes)
                 quantize = quantize_activations(attn_q)
                 await add(_prefill_only(quantize) if reduce_quantizes else quantize)

@@ -34,6 +34,12 @@ Routes (DECODE_ROUTES, PREFILL_ROUTES: the first whose guard passes; every one a
                              sdpa_materialized   otherwise
   prefill (live tokens > 1)  sdpa_q32            opt-in (q32=True): Qwen3's geometry, 16 tokens x 2
                                                  heads per workgroup (~22.5 KB of workgroup memory)
+                             sdpa_prefill_sgmat_f16  opt-in (half=True: q and the probabilities rounded
+                                                 to f16): Q K^T and P V on f16 subgroup matrices, the
+                                                 keys and values read straight from the cache, online
+                                                 softmax. Needs shader-f16, the f16 x f16 -> f32
+                                                 16x16x16 config, 32-wide subgroups, a variant for D
+                                                 (64 or 128), G at most its rows and 16 positions of cache
                              sdpa_prefill_subgroup  one pass on subgroups, online softmax: a few
                                                  invocations per query row with its dims in registers,
                                                  no staging, no barrier. Needs 'subgroups', a variant
@@ -57,11 +63,13 @@ from ..kernels import kernel, kernel_names
 from ..models.config import LAYOUTS, LLAMA_3_2_1B, QWEN3_0_6B
 from ..routing import Decision, Route, RouteUnavailable, choose
 from ..tensors import Tensor
+from .subgroup_matrix import subgroup_matrix_unavailable
 from .tuning import PORTABLE, Tuning, tuning_table
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
            "TILED_ROUTES", "FLASH_ROUTES", "flash_splits", "max_flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys",
            "subgroup_prefill_kernel", "subgroup_prefill_rows", "subgroup_prefill_tokens", "tiled_workgroup_bytes",
+           "sgmat_prefill_kernel", "sgmat_prefill_rows", "sgmat_prefill_bytes",
            "one_pass_decode", "one_pass_kernel", "context_band", "ONE_PASS_SLOTS", "KV_F16", "kv_f16_twins"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
@@ -268,7 +276,8 @@ class _Attention:
     flash_split: tuple[str, int] | None = None
     gpu_position: bool = False
     int8: object = None             # Int8Activations of out's row, written by the decode's reduce pass
-    prefill_kernel: str | None = None   # an sdpa_prefill_sg variant in place of the tuning table's (sweeps)
+    prefill_kernel: str | None = None   # an sdpa_prefill_sg(mat) variant in place of the tuning table's (sweeps)
+    half: bool = False              # q and the softmax's probabilities may be rounded to f16 (the sgmat prefill)
     one_pass: tuple[str, int | None] | None = None  # the one-pass decode's kernel and reach (None: every context)
 
     @property
@@ -619,10 +628,16 @@ def subgroup_prefill_rows(spec) -> int:
     return spec.invocations // spec.template_values["SUB"] // spec.template_values["KS"]
 
 
+def _subgroup_prefill_name(req: _Attention) -> str | None:
+    if req.prefill_kernel is not None and req.prefill_kernel.startswith(_SUBGROUP_PREFILL):
+        return req.prefill_kernel
+    return subgroup_prefill_kernel(req.cache.head_dim, req.adapter.info)
+
+
 def _subgroup_prefill_guard(req: _Attention) -> str | None:
     if "subgroups" not in req.adapter.device_features:
         return "needs the 'subgroups' feature"
-    name = req.prefill_kernel or subgroup_prefill_kernel(req.cache.head_dim, req.adapter.info)
+    name = _subgroup_prefill_name(req)
     if name is None:
         shipped = sorted({8 * kernel(n).template_values["SUB"] * kernel(n).template_values["W"]
                           for n in kernel_names("shipped") if n.startswith(_SUBGROUP_PREFILL)})
@@ -638,7 +653,7 @@ def _subgroup_prefill_guard(req: _Attention) -> str | None:
 
 def _subgroup_prefill(req: _Attention) -> list[OpCall]:
     cache = req.cache
-    name = req.prefill_kernel or subgroup_prefill_kernel(cache.head_dim, req.adapter.info)
+    name = _subgroup_prefill_name(req)
     per_workgroup = subgroup_prefill_tokens(kernel(name), req.group)
 
     def sizing(spec, live):
@@ -656,6 +671,78 @@ def _subgroup_prefill(req: _Attention) -> list[OpCall]:
                       flops=4 * keys * req.heads * cache.head_dim if active else 0)
 
     return [OpCall(label=f"{req.label}.sdpa_prefill_subgroup", kernel=name, route="sdpa_prefill_subgroup",
+                   tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "out": req.out}, sizing=sizing,
+                   phase="prefill")]
+
+
+_SGMAT_PREFILL = "sdpa_prefill_sgmat_"
+
+
+def sgmat_prefill_kernel(head_dim: int, adapter_info: dict) -> str | None:
+    """The tuning table's sdpa_prefill_sgmat variant for head_dim, or None where none is shipped for it."""
+    name = _SGMAT_PREFILL + tuning_table(adapter_info).prefill_attention_sgmat(head_dim)
+    return name if name in kernel_names("shipped") else None
+
+
+def sgmat_prefill_rows(spec) -> int:
+    """Query rows a workgroup (one subgroup) of an sdpa_prefill_sgmat variant holds."""
+    return 16 * spec.template_values["FM"]
+
+
+def sgmat_prefill_bytes(spec) -> int:
+    """Workgroup memory of an sdpa_prefill_sgmat variant (sdpa_prefill_sgmat.wgsl): the f32 scores and the f16
+    probabilities of its rows, each row max(KT, D) plus a pad (4 f32, 8 f16) long, and the rescale flag."""
+    values = spec.template_values
+    width = max(values["KT"], values["D"])
+    return sgmat_prefill_rows(spec) * (4 * (width + 4) + 2 * (width + 8)) + 4
+
+
+def _sgmat_prefill_name(req: _Attention) -> str | None:
+    if req.prefill_kernel is not None and req.prefill_kernel.startswith(_SGMAT_PREFILL):
+        return req.prefill_kernel
+    return sgmat_prefill_kernel(req.cache.head_dim, req.adapter.info)
+
+
+def _sgmat_prefill_guard(req: _Attention) -> str | None:
+    if not req.half:
+        return "f16 rounding of the queries and probabilities not asked for (half=True)"
+    if why := subgroup_matrix_unavailable(req.adapter, "f16"):
+        return why
+    name = _sgmat_prefill_name(req)
+    if name is None:
+        shipped = sorted({kernel(n).template_values["D"] for n in kernel_names("shipped") if n.startswith(_SGMAT_PREFILL)})
+        return f"no variant for head_dim {req.cache.head_dim} (shipped: {shipped})"
+    spec = kernel(name)
+    if req.group > sgmat_prefill_rows(spec):
+        return f"{req.group} query heads per KV head exceed {name}'s {sgmat_prefill_rows(spec)} rows"
+    if req.cache.capacity < 16:
+        return f"a cache of {req.cache.capacity} positions: its 16-key blocks need 16 at least"
+    limit = req.adapter.limits.get("maxComputeWorkgroupStorageSize", 16384)
+    if sgmat_prefill_bytes(spec) > limit:
+        return f"{name} needs {sgmat_prefill_bytes(spec)} bytes of workgroup memory; the device allows {limit}"
+    return None
+
+
+def _sgmat_prefill(req: _Attention) -> list[OpCall]:
+    cache = req.cache
+    name = _sgmat_prefill_name(req)
+    per_workgroup = sgmat_prefill_rows(kernel(name)) // req.group
+
+    def sizing(spec, live):
+        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
+        if t > req.q.shape[0]:
+            raise ValueError(f"{req.label}: {t} tokens, but q holds {req.q.shape[0]}")
+        active = t > 1
+        tiles = -(-t // per_workgroup)
+        keys = t * p + t * (t + 1) // 2                      # causal (query, key) pairs per head
+        params = spec.pack_params(tokens=t, heads=req.heads, kv_heads=cache.kv_heads, head_dim=cache.head_dim, pos=p,
+                                  ctx=p + t, scale=req.scale * LOG2_E, capacity=cache.capacity)
+        return Sizing(workgroups=(tiles, cache.kv_heads, 1) if active else IDLE, params=params,
+                      bytes_moved=(8 * t * req.heads * cache.head_dim + 2 * 2 * (p + t) * cache.kv_heads
+                                   * cache.head_dim * tiles) if active else 0,
+                      flops=4 * keys * req.heads * cache.head_dim if active else 0)
+
+    return [OpCall(label=f"{req.label}.sdpa_prefill_sgmat_f16", kernel=name, route="sdpa_prefill_sgmat_f16",
                    tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "out": req.out}, sizing=sizing,
                    phase="prefill")]
 
@@ -691,9 +778,19 @@ DECODE_ROUTES = (
 FLASH_ROUTES = ("sdpa_decode_subgroup", "sdpa_flash_subgroup", "sdpa_flash_decode")   # read the GPU position
 _TILED = {route: Route(name=route, guard=_tiled_guard(route), build=_tiled(route)) for route, *_ in TILED_ROUTES}
 PREFILL_ROUTES = (_TILED["sdpa_q32"],
+                  Route(name="sdpa_prefill_sgmat_f16", guard=_sgmat_prefill_guard, build=_sgmat_prefill),
                   Route(name="sdpa_prefill_subgroup", guard=_subgroup_prefill_guard, build=_subgroup_prefill),
                   _TILED["sdpa_k16"], _TILED["sdpa_q16"],
                   Route(name="sdpa_materialized", build=lambda req: _materialized(req, "prefill")))
+
+
+def _prefill_kernel_dim(name: str) -> int | None:
+    """The head_dim a subgroup or subgroup-matrix prefill variant serves (None: not one of theirs)."""
+    if name.startswith(_SGMAT_PREFILL):
+        return kernel(name).template_values["D"]
+    if name.startswith(_SUBGROUP_PREFILL):
+        return 8 * kernel(name).template_values["SUB"] * kernel(name).template_values["W"]
+    return None
 
 
 @_kv_spelled
@@ -701,15 +798,16 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
          scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
          q32: bool = False, flash_split: tuple[str, int] | None = None, gpu_position: bool = False,
          int8=None, prefill_kernel: str | None = None, prefill_route: str | None = None,
-         decode_kernel: str | None = None, one_pass: bool = True) -> Op:
+         decode_kernel: str | None = None, one_pass: bool = True, half: bool = False) -> Op:
     """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
     (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
     scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
     docstring); `force` records one route only, for every token count; `q32` opts Qwen3's geometry into
     the 32-row prefill schedule where the device has the workgroup memory for it; `flash_split` (a
     sdpa_flash_split_sg kernel of this geometry, workgroups wanted) replaces the tuning table's pick, for
-    benchmark sweeps; `prefill_kernel` (an sdpa_prefill_sg variant of this head_dim) likewise for the
-    subgroup prefill; `prefill_route` forces the prefill's route alone (the decode's is still the table's
+    benchmark sweeps; `prefill_kernel` (an sdpa_prefill_sg or sdpa_prefill_sgmat variant of this head_dim)
+    likewise for the subgroup or subgroup-matrix prefill; `half` lets a prefill round q and the softmax's
+    probabilities to f16 (the subgroup-matrix route, where the device has it: attested); `prefill_route` forces the prefill's route alone (the decode's is still the table's
     choice). `gpu_position`: decode steps add the cache's offset to `pos`, which the GPU advances
     between steps (KVCache), so the FlashDecoding passes are sized once for any context; the
     materialized decode route, sized by the context, refuses it. `int8` (Int8Activations of out's rows
@@ -728,10 +826,9 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         if (values["G"], 32 * values["W"] >= cache.head_dim) != (heads // cache.kv_heads, True):
             raise ValueError(f"sdpa: {flash_split[0]} is not a subgroup split pass for G {heads // cache.kv_heads}, "
                              f"head_dim {cache.head_dim}")
-    if prefill_kernel is not None and (not prefill_kernel.startswith(_SUBGROUP_PREFILL) or
-                                       8 * kernel(prefill_kernel).template_values["SUB"]
-                                       * kernel(prefill_kernel).template_values["W"] != cache.head_dim):
-        raise ValueError(f"sdpa: {prefill_kernel} is not a subgroup prefill kernel for head_dim {cache.head_dim}")
+    if prefill_kernel is not None and _prefill_kernel_dim(prefill_kernel) != cache.head_dim:
+        raise ValueError(f"sdpa: {prefill_kernel} is not a subgroup (sdpa_prefill_sg_) or subgroup-matrix "
+                         f"(sdpa_prefill_sgmat_) prefill kernel for head_dim {cache.head_dim}")
     dim, kv_heads = cache.head_dim, cache.kv_heads
     problems = []
     if heads % kv_heads:
@@ -748,7 +845,7 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
         raise ValueError("sdpa: " + "; ".join(problems))
     label = f"sdpa({out.name})"
     req = _Attention(q, cache, out, scratch, heads, 1.0 / math.sqrt(dim) if scale is None else scale, tokens, pos, label,
-                     adapter, q32, flash_split, gpu_position, int8, prefill_kernel)
+                     adapter, q32, flash_split, gpu_position, int8, prefill_kernel, half)
     if force == "sdpa_decode_subgroup":                # every context, however long; whatever the tuning table says
         why = _one_pass_fits(req)
         if why is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..dispatch import Op, OpCall, Sizing, single
 from ..tensors import Tensor
-from .q4_linear import subgroup_matrix_unavailable
+from .subgroup_matrix import subgroup_matrix_unavailable
 
 __all__ = ["arith_probe", "PROBE_KINDS", "probe_for", "probe_unavailable"]
 

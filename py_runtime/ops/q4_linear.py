@@ -69,6 +69,7 @@ from .attention import KVCache
 from .int8_activations import Int8Activations
 from .norm import eps_f32
 from .q4 import Q4Weight, q4_weight_bytes
+from .subgroup_matrix import subgroup_matrix_unavailable
 from .tuning import Tuning, tuning_for
 
 __all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "NormPrologue", "gemv_shapes", "gemv_int8_max_k",
@@ -80,7 +81,6 @@ _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
 _GEMV_INVOCATIONS = 256         # every GEMV variant's workgroup (q4gsw_gemv.yaml)
 GEMM_DP4A_SHAPE = "m64k64p"     # the DP4A GEMM's tile the route runs (q4gsw_gemm_dp4a.yaml)
 GEMM_SGMAT_SHAPE = "m32n64w4p"  # the subgroup-matrix GEMM's tile the route runs (q4gsw_gemm_sgmat.yaml)
-SGMAT_I8_CONFIG = {"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32}
 # The int8 prefill takes the subgroup-matrix GEMM while the DP4A GEMM's grid would be small, and DP4A from
 # this many of its 64 x 64 tiles on (both recorded, one idle at any M): on the H200 the subgroup-matrix
 # GEMM is 1.06-1.35x faster up to 96 tiles and DP4A's m64k64p 1.23-1.41x faster from 256 (Llama's
@@ -97,7 +97,6 @@ SPLIT_K_MIN_CHUNKS = 8
 # adapter's workgroup memory cannot hold is skipped; the last is the guard's.
 SGMAT_F16_TIERS = (("m128n128w8k", 96), ("m64n128w8k", 128), ("m64n64w8", 0))
 GEMM_SGMAT_F16_SHAPE = SGMAT_F16_TIERS[-1][0]
-SGMAT_F16_CONFIG = {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16}
 # The shapes the BK64 GEMM and the fused QKV GEMM were built for: the seed's exact-geometry guards.
 GEMM_BK64_SHAPES = frozenset(LLAMA_3_2_1B.linears()[role] for role in ("q", "o", "gate_up", "down"))
 QKV_FUSED_SHAPE = LLAMA_3_2_1B.qkv_shape()
@@ -584,33 +583,6 @@ def _every_row_guard(req: _Linear) -> str | None:
         return (f"the int8 activations are in groups of {act.group_size}; the GEMMs scale a weight group's sums "
                 f"once, so they need the weight's {req.weight.group_size}")
     return None
-
-
-def _subgroup_matrix_ready(adapter: AdapterReport, probe: str) -> str | None:
-    """What the subgroup-matrix GEMMs need beside their config: their spelling's probe compiled, and
-    32-wide subgroups (their kernels lay a tile out by subgroup_id over 32 lanes)."""
-    outcome = adapter.probes.get(probe)
-    if outcome != "ok":
-        return f"the {probe} probe kernel did not compile: {outcome}"
-    if (adapter.info.get("subgroupMinSize"), adapter.info.get("subgroupMaxSize")) != (32, 32):
-        return (f"the kernel lays its tile out over 32-wide subgroups; the adapter's are "
-                f"{adapter.info.get('subgroupMinSize')}..{adapter.info.get('subgroupMaxSize')}")
-    return None
-
-
-def subgroup_matrix_unavailable(adapter: AdapterReport, component: str) -> str | None:
-    """Why the device cannot run this project's `component` ("i8" or "f16") subgroup-matrix kernels (the
-    config, shader-f16 for f16, the spelling's probe, 32-wide subgroups), or None where it can."""
-    if component == "i8":
-        if SGMAT_I8_CONFIG not in adapter.subgroup_matrix_configs():
-            return ("the device has no int8 subgroup-matrix config (i8 x i8 -> i32, 16x16x32; the feature "
-                    f"'chromium-experimental-subgroup-matrix' needs --enable-unsafe-webgpu): "
-                    f"{adapter.subgroup_matrix_configs() or 'none listed'}")
-    elif "shader-f16" not in adapter.device_features or SGMAT_F16_CONFIG not in adapter.subgroup_matrix_configs():
-        return ("the device has no f16 subgroup-matrix config (f16 x f16 -> f32, 16x16x16: shader-f16 and the "
-                "subgroup-matrix feature; Chromium on NVIDIA needs --enable-dawn-features=vulkan_enable_f16_on_nvidia): "
-                f"{adapter.subgroup_matrix_configs() or 'none listed'}")
-    return _subgroup_matrix_ready(adapter, f"subgroup_matrix_{component}")
 
 
 def _sgmat_guard(req: _Linear) -> str | None:

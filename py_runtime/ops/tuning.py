@@ -31,6 +31,7 @@ class Tuning:
                                                             # workgroups wanted before splits take more steps
     prefill_attention: Callable[[int, int], str]            # (head_dim, smallest subgroup) -> sdpa_prefill_sg
                                                             # variant suffix
+    prefill_attention_sgmat: Callable[[int], str]           # head_dim -> sdpa_prefill_sgmat variant suffix
     decode_attention: Callable[[int], tuple[str, int] | None]   # W -> sdpa_decode_sg variant suffix, its reach:
                                                             # the longest context it serves (FlashDecoding beyond);
                                                             # None: FlashDecoding at every context
@@ -110,6 +111,11 @@ def _h200_prefill_attention(head_dim: int, narrowest: int) -> str:
     return f"d{head_dim}s4w{head_dim // 32}u2pk4"
 
 
+def _portable_prefill_attention_sgmat(head_dim: int) -> str:
+    """16 query rows per one-subgroup workgroup (the most workgroups), 64 keys per tile (the fewest barriers)."""
+    return f"d{head_dim}m16k64"
+
+
 def _h200_decode_attention(words: int) -> tuple[str, int]:
     """From `bench kernels --preset attention_decode_sweep` in Chromium (docs/bench/h200-2026-12-02-s14/
     onepass/), us per layer in the chain against FlashDecoding on subgroups: Llama's D 64 two keys per slot
@@ -182,7 +188,8 @@ H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) 
               matches=_is_h200, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
               gemv_int8x_glu_q8=_h200_glu_q8,
               gemv_int8x_qkv_rope=_h200_rope_rows_for, flash_split=_h200_flash_split,
-              prefill_attention=_h200_prefill_attention, decode_attention=_h200_decode_attention)
+              prefill_attention=_h200_prefill_attention, prefill_attention_sgmat=_portable_prefill_attention_sgmat,
+              decode_attention=_h200_decode_attention)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",
@@ -191,7 +198,8 @@ PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per fam
                   gemv_int8x_glu_q8=lambda k, n, rows_copy, group: "r8u1w8",
                   gemv_int8x_qkv_rope=_rope_rows_for,
                   flash_split=lambda group, words: ("u2h1", 32),
-                  prefill_attention=_portable_prefill_attention, decode_attention=_portable_decode_attention)
+                  prefill_attention=_portable_prefill_attention,
+                  prefill_attention_sgmat=_portable_prefill_attention_sgmat, decode_attention=_portable_decode_attention)
 # The same picks natively but where Naga's code for a kernel measured otherwise.
 H200_NATIVE = replace(H200, name="h200-native", measured_on="NVIDIA H200, wgpu-native 0.32, driver 580",
                       matches=lambda info: _is_h200(info) and _is_native(info),

@@ -11,6 +11,12 @@ workgroup combine and reduce), each within (3 + 2 |x|) ULP = (3 + 2 |x|) 2u (WGS
 at most the score range X (in base 2 for FlashDecoding: X log2(e)), and each rescale's product adds u;
 the sums of weights and of weighted values over n = ctx + splits terms add 2 gamma_n, and the division
 2.5 ULP = 5u. So |out - exact| <= sum_j p_j |v_j| (2 max delta + n_exp ((3 + 2 X) 2u + u) + 2 gamma_n + 5u).
+
+The f16 subgroup-matrix prefill (half=True) rounds each pre-scaled q to f16 (2^-11 more in delta, whose f32
+sums on the tensor cores are taken at 2u an addition), lets its exponentials' arguments reach LAZY = 8 above
+the row's maximum (X at least 8), and rounds each probability to f16 for P V: 2^-11 relative, or 2^-25
+absolute below f16's normal range, against a sum of probabilities of at least 1: so 2^-11 more in the
+relative bound, 2^-25 sum_j |v_j| absolute, and its sums at twice gamma_n.
 """
 
 from __future__ import annotations
@@ -18,14 +24,18 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels import kernel
-from ...ops.attention import (ONE_PASS_SLOTS, flash_splits, one_pass_decode, one_pass_kernel, subgroup_flash_split,
-                              subgroup_flash_step_keys, subgroup_prefill_kernel)
+from ...ops.attention import (ONE_PASS_SLOTS, flash_splits, one_pass_decode, one_pass_kernel, sgmat_prefill_kernel,
+                              subgroup_flash_split, subgroup_flash_step_keys, subgroup_prefill_kernel)
+from ...gpu.device import SUBGROUP_MATRIX
+from ...ops.subgroup_matrix import SGMAT_F16_CONFIG
 from .elementwise import f16_allowed
 from .synth import synth_values_np
 
 __all__ = ["verify_attention_report", "expected_attention_route", "attention_reference"]
 
 U = 2.0 ** -24
+F16_U = 2.0 ** -11
+LAZY = 8.0                  # sdpa_prefill_sgmat.wgsl: how far above the running max an exponential's argument goes
 
 
 def _gamma(n: int) -> float:
@@ -48,6 +58,8 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict, pos: int = 
     geometry = (case["heads"], case["kv_heads"], case["head_dim"])
     if tokens > 1 and case.get("prefill"):
         return case["prefill"]
+    if tokens > 1 and case.get("half") and _sgmat_prefill_able(case, adapter):
+        return "sdpa_prefill_sgmat_f16"
     if tokens > 1:
         # Q32 when asked for and the device has its 22,976 bytes of workgroup memory and 256 invocations
         # (32 rows of 128 f32, a 16-key tile of 65 words, 32 x 16 probabilities, 3 x 32 row stats)
@@ -73,6 +85,33 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict, pos: int = 
     return "sdpa_flash_decode" if tokens == 1 and fits else "sdpa_materialized"
 
 
+def _pinned(name: str | None, prefix: str) -> str | None:
+    """A pinned prefill variant where it is of this route's family (sdpa() gives each route its own)."""
+    return name if name is not None and name.startswith(prefix) else None
+
+
+def _sgmat_prefill_able(case: dict, adapter: dict) -> bool:
+    """The f16 subgroup-matrix prefill's guard: shader-f16 and the f16 x f16 -> f32 16x16x16 config (with the
+    subgroup-matrix feature), its spelling's probe compiled, subgroups exactly 32 wide, a variant for D (64
+    or 128), G at most its 16 rows a subgroup (the tables' variants; a pinned one's own), a cache of 16
+    positions at least, its workgroup memory within the device's."""
+    info = adapter["info"]
+    configs = info.get("subgroupMatrixConfigs", []) if SUBGROUP_MATRIX in adapter["device_features"] else []
+    if not ("shader-f16" in adapter["device_features"] and SGMAT_F16_CONFIG in configs
+            and adapter.get("probes", {}).get("subgroup_matrix_f16") == "ok"
+            and (info.get("subgroupMinSize"), info.get("subgroupMaxSize")) == (32, 32)):
+        return False
+    name = _pinned(case.get("prefill_kernel"), "sdpa_prefill_sgmat_") or sgmat_prefill_kernel(case["head_dim"], info)
+    if name is None:
+        return False
+    values = kernel(name).template_values
+    width = max(values["KT"], values["D"])
+    workgroup_bytes = 16 * values["FM"] * (4 * (width + 4) + 2 * (width + 8)) + 4
+    return (values["D"] == case["head_dim"] and case["heads"] // case["kv_heads"] <= 16 * values["FM"]
+            and case["capacity"] >= 16
+            and workgroup_bytes <= adapter["limits"].get("maxComputeWorkgroupStorageSize", 16384))
+
+
 def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, scale: float, route: str,
                         adapter_info: dict, flash_split: tuple[str, int] | None = None,
                         prefill_kernel: str | None = None, decode_kernel: str | None = None):
@@ -90,7 +129,9 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
         keys = np.repeat(k[:ctx].astype(np.float64), group, axis=1)         # [ctx, H, D]
         values = np.repeat(v[:ctx].astype(np.float64), group, axis=1)
         scores = np.einsum("hd,jhd->hj", q64[t], keys) * scale
-        delta = _gamma(dim + 2) * scale * np.einsum("hd,jhd->hj", np.abs(q64[t]), np.abs(keys)).max(axis=1)
+        sgmat = route == "sdpa_prefill_sgmat_f16"      # q and p rounded to f16, sums on the tensor cores at 2u
+        delta = ((F16_U + 2 * _gamma(dim + 2)) if sgmat else _gamma(dim + 2)) * scale * \
+            np.einsum("hd,jhd->hj", np.abs(q64[t]), np.abs(keys)).max(axis=1)
         x = scores - scores.max(axis=1, keepdims=True)
         weights = np.exp(x)
         weights /= weights.sum(axis=1, keepdims=True)
@@ -107,17 +148,26 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
             splits, _, steps = flash_splits(ctx, kv_heads, subgroup_flash_step_keys(kernel(name)), workgroups)
             n_exp, spread = steps + 2, spread / np.log(2)
         elif route == "sdpa_prefill_subgroup":                              # one rescale per step of U keys
-            variant = kernel(prefill_kernel or subgroup_prefill_kernel(dim, adapter_info)).template_values
+            variant = kernel(_pinned(prefill_kernel, "sdpa_prefill_sg_")
+                             or subgroup_prefill_kernel(dim, adapter_info)).template_values
             steps = -(-ctx // variant["U"])                                  # (over all KS slots: an overcount)
             splits, n_exp, spread = variant["KS"], steps + 2, spread / np.log(2)
+        elif route == "sdpa_prefill_sgmat_f16":                           # one rescale per tile of KT keys at most
+            variant = kernel(_pinned(prefill_kernel, "sdpa_prefill_sgmat_")
+                             or sgmat_prefill_kernel(dim, adapter_info)).template_values
+            splits, n_exp = 2, -(-ctx // variant["KT"]) + 2
+            spread = np.maximum(spread / np.log(2), LAZY)
         elif route == "sdpa_flash_decode":
             splits, _, tiles = flash_splits(ctx, kv_heads)                   # its 32-key tiles, one rescale each
             n_exp, spread = tiles + 2, spread / np.log(2)
         else:
             splits, tile = 1, 16 if route in ("sdpa_k16", "sdpa_q16", "sdpa_q32") else 32
             n_exp = -(-ctx // tile) + 2
-        relative = 2 * delta + n_exp * ((3 + 2 * spread) * 2 * U + U) + 2 * _gamma(ctx + splits) + 5 * U
+        sums = (4 if sgmat else 2) * _gamma(ctx + splits)
+        relative = 2 * delta + n_exp * ((3 + 2 * spread) * 2 * U + U) + sums + 5 * U + (F16_U if sgmat else 0.0)
         bound[t] = np.einsum("hj,jhd->hd", weights, np.abs(values)) * relative[:, None]
+        if sgmat:               # probabilities below f16's normal range: half its subnormal spacing each
+            bound[t] += 2.0 ** -25 * np.abs(values).sum(axis=0)
     return exact, bound
 
 

@@ -36,6 +36,8 @@ about e sigma each, whose maximum over V logits is about sqrt(2 ln V) e sigma. S
   f16    f32 at decode steps; the prefill's linears round their input and each dequantized weight to f16
          (q4_gemm_sgmat_f16): e = 2 x 2^-11 / sqrt(3) (two uniform f16 roundings) for each of the prompt's
          4 L linears, which made the keys and values every later step attends to
+  f16 and int8x alike: the prefill's attention may round q and the softmax's probabilities to f16
+         (sdpa_prefill_sgmat_f16): e = 2^-11 / sqrt(3) for each of the 2 L roundings
   SAFETY = 4: the first-order model's constants are estimates; a real bug (a wrong position, layout,
          weight or cache row) moves logits by O(sigma), far above either tolerance
 Greedy tokens must be identical except where the oracle's own top choice and the GPU's choice are
@@ -320,6 +322,8 @@ def tolerance_sigmas(config: ModelConfig, policy: str) -> float:
         variance += 4 * config.layers * (2 * 2.0 ** -11 / math.sqrt(3)) ** 2
     elif policy != "f32":
         raise ValueError(f"no tolerance for policy {policy!r}")
+    if policy != "f32":
+        variance += 2 * config.layers * F16_STORAGE_ERROR ** 2
     return SAFETY * math.sqrt(2 * math.log(config.vocab)) * math.sqrt(variance)
 
 
