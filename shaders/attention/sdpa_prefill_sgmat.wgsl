@@ -93,7 +93,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grid: ve
   $for i in range(FM):
     $for d in range(D // 16):
       var o${i}_${d} = subgroup_matrix_result<f32, 16, 16>();
-
   // This invocation's row in the softmax and the output: LPR invocations a row, each a share of its columns.
   let r = lane / LPR;
   let part = lane % LPR;

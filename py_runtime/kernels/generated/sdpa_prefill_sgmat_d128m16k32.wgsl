@@ -97,21 +97,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grid: ve
   let q0_6 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&probs, 0u * PS + 96u, false, PS);
   let q0_7 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&probs, 0u * PS + 112u, false, PS);
   var o0_0 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_1 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_2 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_3 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_4 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_5 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_6 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_7 = subgroup_matrix_result<f32, 16, 16>();
-
   // This invocation's row in the softmax and the output: LPR invocations a row, each a share of its columns.
   let r = lane / LPR;
   let part = lane % LPR;

@@ -105,37 +105,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grid: ve
   let q1_6 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&probs, 16u * PS + 96u, false, PS);
   let q1_7 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&probs, 16u * PS + 112u, false, PS);
   var o0_0 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_1 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_2 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_3 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_4 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_5 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_6 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_7 = subgroup_matrix_result<f32, 16, 16>();
-
   var o1_0 = subgroup_matrix_result<f32, 16, 16>();
-
   var o1_1 = subgroup_matrix_result<f32, 16, 16>();
-
   var o1_2 = subgroup_matrix_result<f32, 16, 16>();
-
   var o1_3 = subgroup_matrix_result<f32, 16, 16>();
-
   var o1_4 = subgroup_matrix_result<f32, 16, 16>();
-
   var o1_5 = subgroup_matrix_result<f32, 16, 16>();
-
   var o1_6 = subgroup_matrix_result<f32, 16, 16>();
-
   var o1_7 = subgroup_matrix_result<f32, 16, 16>();
-
   // This invocation's row in the softmax and the output: LPR invocations a row, each a share of its columns.
   let r = lane / LPR;
   let part = lane % LPR;

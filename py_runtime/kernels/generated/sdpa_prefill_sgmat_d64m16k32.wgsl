@@ -93,13 +93,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grid: ve
   let q0_2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&probs, 0u * PS + 32u, false, PS);
   let q0_3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&probs, 0u * PS + 48u, false, PS);
   var o0_0 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_1 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_2 = subgroup_matrix_result<f32, 16, 16>();
-
   var o0_3 = subgroup_matrix_result<f32, 16, 16>();
-
   // This invocation's row in the softmax and the output: LPR invocations a row, each a share of its columns.
   let r = lane / LPR;
   let part = lane % LPR;
