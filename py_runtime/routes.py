@@ -71,10 +71,11 @@ ROUTES = (
     "kv_f16",               # the KV cache written or read in shader-f16 types (the same bytes as the u32-packed pairs)
     "q4_qkv_fused_dp4a",    # the prefill's Q/K/V as one DP4A GEMM writing three outputs (large grids)
     "q4_glu_dp4a",          # the prefill's gate/up + SwiGLU as one DP4A GEMM (large grids)
+    "sdpa_prefill_sgmat_f16",   # prefill attention on f16 subgroup matrices (opt-in half=True; shader-f16, an f16 config)
 )
 ATTENTION_ROUTES: frozenset[str] = frozenset({"sdpa_materialized", "sdpa_flash_decode", "sdpa_k16", "sdpa_q16",
                                                  "sdpa_q32", "sdpa_flash_subgroup", "sdpa_prefill_subgroup",
-                                                 "sdpa_decode_subgroup"})
+                                                 "sdpa_decode_subgroup", "sdpa_prefill_sgmat_f16"})
 _BITS = {name: i for i, name in enumerate(ROUTES)}
 
 

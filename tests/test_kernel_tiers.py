@@ -53,7 +53,7 @@ COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i
           "shaders/quant/q4gsw_gemm_sgmat_f16.wgsl": (3, 8),
           "shaders/attention/sdpa_flash_subgroup.wgsl": (6 + 6, 10),
           "shaders/attention/sdpa_prefill_subgroup.wgsl": (5 + 5, 7),
-          "shaders/attention/sdpa_prefill_sgmat.wgsl": (2, 5),
+          "shaders/attention/sdpa_prefill_sgmat.wgsl": (2, 7),
           "shaders/attention/sdpa_decode_subgroup.wgsl": (6 + 6, 4)}
 
 

@@ -553,7 +553,7 @@ def test_a_forced_one_pass_runs_where_the_tuning_table_keeps_flash_decoding():
 def test_the_f16_subgroup_matrix_prefill_attention_runs_only_when_asked_and_possible():
     """half=True on a device with shader-f16, the f16 config, its probe and 32-wide subgroups: the prefill's
     attention runs on f16 subgroup matrices (the tables' variant for the head_dim); without half, or with any
-    of those missing, a cache under 16 positions, a group larger than its rows or its workgroup memory over
+    of those missing, a group larger than its rows or its workgroup memory over
     the device's, the subgroup prefill runs and the choice says why. A pinned variant of either family goes
     to its own route."""
     from py_runtime.ops.attention import sdpa, sgmat_prefill_bytes
@@ -565,24 +565,23 @@ def test_the_f16_subgroup_matrix_prefill_attention_runs_only_when_asked_and_poss
         op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=adapter, **options)
         return [call.kernel for call in op.calls if call.phase == "prefill"], op.explain()
 
-    assert prefill(able, half=True)[0] == ["sdpa_prefill_sgmat_d64m16k64"]
-    assert prefill(able, heads=16, dim=128, half=True)[0] == ["sdpa_prefill_sgmat_d128m16k64"]
+    assert prefill(able, half=True)[0] == ["sdpa_prefill_sgmat_d64w4m16k32"]
+    assert prefill(able, heads=16, dim=128, half=True)[0] == ["sdpa_prefill_sgmat_d128w4m16k32"]
     assert prefill(able)[0] == ["sdpa_prefill_sg_d64s4w2u2pk4"]
     assert "not sdpa_prefill_sgmat_f16: f16 rounding of the queries and probabilities not asked for" in prefill(able)[1]
     for why, adapter, options in (
             ("the device has no f16 subgroup-matrix config", ADAPTERS["h200-chromium-sgmat"], {}),
             ("32-wide subgroups", replace(able, info={**able.info, "subgroupMinSize": 8}), {}),
-            ("a cache of 15 positions", able, {"capacity": 15}),
-            ("17 query heads per KV head exceed sdpa_prefill_sgmat_d64m16k64's 16 rows", able, {"heads": 17 * 8}),
+            ("65 query heads per KV head exceed sdpa_prefill_sgmat_d64w4m16k32's 64 rows", able, {"heads": 65 * 8}),
             ("no variant for head_dim 80", able, {"dim": 80}),
-            ("needs 6660 bytes of workgroup memory; the device allows 4096",
-             replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 4096}), {})):
+            ("needs 23556 bytes of workgroup memory; the device allows 16384",
+             replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 16384}), {})):
         kernels, explained = prefill(adapter, half=True, **options)
         assert not any(k.startswith("sdpa_prefill_sgmat_") for k in kernels) and why in explained, (why, explained)
-    # (f32 scores and f16 probabilities of 16 rows, each max(KT, D) and a pad long, and the rescale flag)
-    assert sgmat_prefill_bytes(kernel("sdpa_prefill_sgmat_d64m16k64")) == 16 * (4 * 68 + 2 * 72) + 4 == 6660
-    assert prefill(able, half=True, prefill_kernel="sdpa_prefill_sgmat_d64m32k32")[0] == ["sdpa_prefill_sgmat_d64m32k32"]
-    assert prefill(able, half=True, prefill_kernel="sdpa_prefill_sg_d64s4w2u2p")[0] == ["sdpa_prefill_sgmat_d64m16k64"]
-    assert prefill(able, prefill_kernel="sdpa_prefill_sgmat_d64m32k32")[0] == ["sdpa_prefill_sg_d64s4w2u2pk4"]
+    # (the tile's 32 K and 32 V rows of 72 halves, f32 scores and f16 probabilities of 64 rows, the rescale flag)
+    assert sgmat_prefill_bytes(kernel("sdpa_prefill_sgmat_d64w4m16k32")) == 2 * 2 * 32 * 72 + 64 * (4 * 36 + 2 * 40) + 4
+    assert prefill(able, half=True, prefill_kernel="sdpa_prefill_sgmat_d64w2m32k32")[0] == ["sdpa_prefill_sgmat_d64w2m32k32"]
+    assert prefill(able, half=True, prefill_kernel="sdpa_prefill_sg_d64s4w2u2p")[0] == ["sdpa_prefill_sgmat_d64w4m16k32"]
+    assert prefill(able, prefill_kernel="sdpa_prefill_sgmat_d64w2m32k32")[0] == ["sdpa_prefill_sg_d64s4w2u2pk4"]
     with pytest.raises(ValueError, match="prefill kernel for head_dim 128"):
-        prefill(able, heads=16, dim=128, half=True, prefill_kernel="sdpa_prefill_sgmat_d64m16k64")
+        prefill(able, heads=16, dim=128, half=True, prefill_kernel="sdpa_prefill_sgmat_d64w4m16k32")

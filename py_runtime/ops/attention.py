@@ -39,7 +39,7 @@ Routes (DECODE_ROUTES, PREFILL_ROUTES: the first whose guard passes; every one a
                                                  keys and values read straight from the cache, online
                                                  softmax. Needs shader-f16, the f16 x f16 -> f32
                                                  16x16x16 config, 32-wide subgroups, a variant for D
-                                                 (64 or 128), G at most its rows and 16 positions of cache
+                                                 (64 or 128) and G at most its rows
                              sdpa_prefill_subgroup  one pass on subgroups, online softmax: a few
                                                  invocations per query row with its dims in registers,
                                                  no staging, no barrier. Needs 'subgroups', a variant
@@ -685,16 +685,17 @@ def sgmat_prefill_kernel(head_dim: int, adapter_info: dict) -> str | None:
 
 
 def sgmat_prefill_rows(spec) -> int:
-    """Query rows a workgroup (one subgroup) of an sdpa_prefill_sgmat variant holds."""
-    return 16 * spec.template_values["FM"]
+    """Query rows a workgroup of an sdpa_prefill_sgmat variant holds: SG subgroups of 16 FM."""
+    return 16 * spec.template_values["FM"] * spec.template_values["SG"]
 
 
 def sgmat_prefill_bytes(spec) -> int:
-    """Workgroup memory of an sdpa_prefill_sgmat variant (sdpa_prefill_sgmat.wgsl): the f32 scores and the f16
-    probabilities of its rows, each row max(KT, D) plus a pad (4 f32, 8 f16) long, and the rescale flag."""
+    """Workgroup memory of an sdpa_prefill_sgmat variant (sdpa_prefill_sgmat.wgsl): the tile's K and V rows
+    (f16, D + 8 apart), each subgroup's f32 scores (KT + 4 apart) and f16 probabilities (KT + 8 apart) of
+    its rows, and the rescale flag."""
     values = spec.template_values
-    width = max(values["KT"], values["D"])
-    return sgmat_prefill_rows(spec) * (4 * (width + 4) + 2 * (width + 8)) + 4
+    rows, tile = sgmat_prefill_rows(spec), values["KT"]
+    return 2 * 2 * tile * (values["D"] + 8) + rows * (4 * (tile + 4) + 2 * (tile + 8)) + 4
 
 
 def _sgmat_prefill_name(req: _Attention) -> str | None:
@@ -715,8 +716,6 @@ def _sgmat_prefill_guard(req: _Attention) -> str | None:
     spec = kernel(name)
     if req.group > sgmat_prefill_rows(spec):
         return f"{req.group} query heads per KV head exceed {name}'s {sgmat_prefill_rows(spec)} rows"
-    if req.cache.capacity < 16:
-        return f"a cache of {req.cache.capacity} positions: its 16-key blocks need 16 at least"
     limit = req.adapter.limits.get("maxComputeWorkgroupStorageSize", 16384)
     if sgmat_prefill_bytes(spec) > limit:
         return f"{name} needs {sgmat_prefill_bytes(spec)} bytes of workgroup memory; the device allows {limit}"
@@ -736,7 +735,7 @@ def _sgmat_prefill(req: _Attention) -> list[OpCall]:
         tiles = -(-t // per_workgroup)
         keys = t * p + t * (t + 1) // 2                      # causal (query, key) pairs per head
         params = spec.pack_params(tokens=t, heads=req.heads, kv_heads=cache.kv_heads, head_dim=cache.head_dim, pos=p,
-                                  ctx=p + t, scale=req.scale * LOG2_E, capacity=cache.capacity)
+                                  ctx=p + t, scale=req.scale * LOG2_E)
         return Sizing(workgroups=(tiles, cache.kv_heads, 1) if active else IDLE, params=params,
                       bytes_moved=(8 * t * req.heads * cache.head_dim + 2 * 2 * (p + t) * cache.kv_heads
                                    * cache.head_dim * tiles) if active else 0,

@@ -112,8 +112,9 @@ def _h200_prefill_attention(head_dim: int, narrowest: int) -> str:
 
 
 def _portable_prefill_attention_sgmat(head_dim: int) -> str:
-    """16 query rows per one-subgroup workgroup (the most workgroups), 64 keys per tile (the fewest barriers)."""
-    return f"d{head_dim}m16k64"
+    """Four subgroups of 16 query rows sharing each staged tile of 32 keys (~24 KB of workgroup memory for heads
+    of 64, ~32 KB for 128)."""
+    return f"d{head_dim}w4m16k32"
 
 
 def _h200_decode_attention(words: int) -> tuple[str, int]:

@@ -13,8 +13,8 @@ the sums of weights and of weighted values over n = ctx + splits terms add 2 gam
 2.5 ULP = 5u. So |out - exact| <= sum_j p_j |v_j| (2 max delta + n_exp ((3 + 2 X) 2u + u) + 2 gamma_n + 5u).
 
 The f16 subgroup-matrix prefill (half=True) rounds each pre-scaled q to f16 (2^-11 more in delta, whose f32
-sums on the tensor cores are taken at 2u an addition), lets its exponentials' arguments reach LAZY = 8 above
-the row's maximum (X at least 8), and rounds each probability to f16 for P V: 2^-11 relative, or 2^-25
+sums on the tensor cores are taken at 2u an addition), lets its exponentials' arguments reach LAZY above
+the row's maximum (X at least LAZY, the variant's), and rounds each probability to f16 for P V: 2^-11 relative, or 2^-25
 absolute below f16's normal range, against a sum of probabilities of at least 1: so 2^-11 more in the
 relative bound, 2^-25 sum_j |v_j| absolute, and its sums at twice gamma_n.
 """
@@ -35,7 +35,6 @@ __all__ = ["verify_attention_report", "expected_attention_route", "attention_ref
 
 U = 2.0 ** -24
 F16_U = 2.0 ** -11
-LAZY = 8.0                  # sdpa_prefill_sgmat.wgsl: how far above the running max an exponential's argument goes
 
 
 def _gamma(n: int) -> float:
@@ -93,8 +92,8 @@ def _pinned(name: str | None, prefix: str) -> str | None:
 def _sgmat_prefill_able(case: dict, adapter: dict) -> bool:
     """The f16 subgroup-matrix prefill's guard: shader-f16 and the f16 x f16 -> f32 16x16x16 config (with the
     subgroup-matrix feature), its spelling's probe compiled, subgroups exactly 32 wide, a variant for D (64
-    or 128), G at most its 16 rows a subgroup (the tables' variants; a pinned one's own), a cache of 16
-    positions at least, its workgroup memory within the device's."""
+    or 128), G at most its rows (the tables' variant's, or a pinned one's), its workgroup memory within the
+    device's."""
     info = adapter["info"]
     configs = info.get("subgroupMatrixConfigs", []) if SUBGROUP_MATRIX in adapter["device_features"] else []
     if not ("shader-f16" in adapter["device_features"] and SGMAT_F16_CONFIG in configs
@@ -105,10 +104,9 @@ def _sgmat_prefill_able(case: dict, adapter: dict) -> bool:
     if name is None:
         return False
     values = kernel(name).template_values
-    width = max(values["KT"], values["D"])
-    workgroup_bytes = 16 * values["FM"] * (4 * (width + 4) + 2 * (width + 8)) + 4
-    return (values["D"] == case["head_dim"] and case["heads"] // case["kv_heads"] <= 16 * values["FM"]
-            and case["capacity"] >= 16
+    rows = 16 * values["FM"] * values["SG"]
+    workgroup_bytes = 4 * values["KT"] * (values["D"] + 8) + rows * (4 * (values["KT"] + 4) + 2 * (values["KT"] + 8)) + 4
+    return (values["D"] == case["head_dim"] and case["heads"] // case["kv_heads"] <= rows
             and workgroup_bytes <= adapter["limits"].get("maxComputeWorkgroupStorageSize", 16384))
 
 
@@ -156,7 +154,7 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, s
             variant = kernel(_pinned(prefill_kernel, "sdpa_prefill_sgmat_")
                              or sgmat_prefill_kernel(dim, adapter_info)).template_values
             splits, n_exp = 2, -(-ctx // variant["KT"]) + 2
-            spread = np.maximum(spread / np.log(2), LAZY)
+            spread = np.maximum(spread / np.log(2), variant["LAZY"])    # (its arguments reach LAZY above m)
         elif route == "sdpa_flash_decode":
             splits, _, tiles = flash_splits(ctx, kv_heads)                   # its 32-key tiles, one rescale each
             n_exp, spread = tiles + 2, spread / np.log(2)
