@@ -194,7 +194,9 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     if (subgroupAny(rescale) && lane == 0u) {
       atomicOr(&grew, 1u);
     }
-    if (workgroupUniformLoad(&grew) != 0u) {       // (also the barrier before probs is read)
+    workgroupBarrier();                             // probs stored (workgroupUniformLoad alone did not order them
+                                                    // before the matrix loads in Chromium on the H200)
+    if (workgroupUniformLoad(&grew) != 0u) {
       // O's 16 columns at a time through the subgroup's scores, each row scaled by its alpha
       $for d in range(D // 16):
         $for i in range(FM):
