@@ -233,7 +233,7 @@ def _check(args) -> int:
 
     options = {"suite": args.suite, **_given(args, ("ops", "lengths", "seed", "max_workgroups_per_dim", "profile",
                                                     "preset", "model", "layers", "prompt", "decode", "policy",
-                                                    "steps", "batch"))}
+                                                    "steps", "batch", "only"))}
     if args.suite == "unary":
         options.setdefault("lengths", UNARY_CLI_LENGTHS)
     try:
@@ -244,6 +244,11 @@ def _check(args) -> int:
     if report is None:
         return 1
     _write_json(report, args.json)
+    if args.keep_artifacts:             # what the GPU wrote, as the oracle reads it (for a failure's post-mortem)
+        kept = Path(args.keep_artifacts)
+        kept.mkdir(parents=True, exist_ok=True)
+        for name, data in (artifacts or {}).items():
+            (kept / name).write_bytes(data)
     if args.suite == "unary":
         print(format_report(report))
     if args.suite == "model_soak":
@@ -510,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
                        help=f"(default: the suite's) {_per_suite(checks, 'preset')}")
     check.add_argument("--backend", choices=["native", "browser"], default="native")
     check.add_argument("--ops", nargs="*", help="operators or parts (default: all)")
+    check.add_argument("--only", nargs="+", help="attention: only these cases (by name)")
+    check.add_argument("--keep-artifacts", metavar="DIR", help="write what the suite read back from the GPU to DIR")
     check.add_argument("--lengths", nargs="*", type=int,
                        help=f"(default: the suite's; unary: {' '.join(map(str, UNARY_CLI_LENGTHS))})")
     check.add_argument("--seed", type=int)

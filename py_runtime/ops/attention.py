@@ -692,10 +692,10 @@ def sgmat_prefill_rows(spec) -> int:
 def sgmat_prefill_bytes(spec) -> int:
     """Workgroup memory of an sdpa_prefill_sgmat variant (sdpa_prefill_sgmat.wgsl): the tile's K and V rows
     (f16, D + 8 apart), each subgroup's f32 scores (KT + 4 apart) and f16 probabilities (KT + 8 apart) of
-    its rows, and the rescale flag."""
+    its rows, and the rescale flag (padded to 16 bytes)."""
     values = spec.template_values
     rows, tile = sgmat_prefill_rows(spec), values["KT"]
-    return 2 * 2 * tile * (values["D"] + 8) + rows * (4 * (tile + 4) + 2 * (tile + 8)) + 4
+    return 2 * 2 * tile * (values["D"] + 8) + rows * (4 * (tile + 4) + 2 * (tile + 8)) + 16
 
 
 def _sgmat_prefill_name(req: _Attention) -> str | None:

@@ -105,7 +105,7 @@ def _sgmat_prefill_able(case: dict, adapter: dict) -> bool:
         return False
     values = kernel(name).template_values
     rows = 16 * values["FM"] * values["SG"]
-    workgroup_bytes = 4 * values["KT"] * (values["D"] + 8) + rows * (4 * (values["KT"] + 4) + 2 * (values["KT"] + 8)) + 4
+    workgroup_bytes = 4 * values["KT"] * (values["D"] + 8) + rows * (4 * (values["KT"] + 4) + 2 * (values["KT"] + 8)) + 16
     return (values["D"] == case["head_dim"] and case["heads"] // case["kv_heads"] <= rows
             and workgroup_bytes <= adapter["limits"].get("maxComputeWorkgroupStorageSize", 16384))
 

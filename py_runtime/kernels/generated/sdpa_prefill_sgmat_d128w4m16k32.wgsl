@@ -59,7 +59,10 @@ struct Params {
 var<workgroup> kv_tile: array<f16, 2u * KT * TS>;        // K rows then V rows; the queries at the start
 var<workgroup> scores: array<f32, SG * SROWS * SS>;      // [subgroup][row][key of the tile]; O's 16 columns
 var<workgroup> probs: array<f16, SG * SROWS * PS>;       // [subgroup][row][key of the tile]
-var<workgroup> grew: atomic<u32>;                        // some row's m grew past LAZY this tile
+// [0]: some row's m grew past LAZY this tile. Every workgroup variable here is a multiple of 16 bytes: a
+// subgroup-matrix load whose base is not 16-byte aligned reads from the aligned address below it (a lone
+// u32 placed before the tiles shifted every load by two halves in Chromium on the H200).
+var<workgroup> grew: array<atomic<u32>, 4>;
 
 // An invocation's share of a tile's K and V rows as loaded: words t, t + WG, ... of the tile's KT x WORDS
 // K words, then as many V words.
@@ -425,7 +428,7 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
   workgroupBarrier();                               // the queries are loaded: kv_tile is free
   for (var j0 = 0u; j0 <= last; j0 += KT) {
     if (t == 0u) {
-      atomicStore(&grew, 0u);
+      atomicStore(&grew[0], 0u);
     }
     put(t, next);
     workgroupBarrier();
@@ -531,11 +534,10 @@ fn main(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid: vec
     sum += subgroupShuffleXor(sum, 1u);
     l = l * alpha + sum;
     if (subgroupAny(rescale) && lane == 0u) {
-      atomicOr(&grew, 1u);
+      atomicOr(&grew[0], 1u);
     }
-    workgroupBarrier();                             // probs stored (workgroupUniformLoad alone did not order them
-                                                    // before the matrix loads in Chromium on the H200)
-    if (workgroupUniformLoad(&grew) != 0u) {
+    workgroupBarrier();                             // probs stored before any subgroup loads its matrices
+    if (workgroupUniformLoad(&grew[0]) != 0u) {
       // O's 16 columns at a time through the subgroup's scores, each row scaled by its alpha
       subgroupMatrixStore(&scores, mine + 0u * SS, o0_0, false, SS);
       workgroupBarrier();
