@@ -210,21 +210,28 @@ for s in $steps; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 512 --decode 128 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
                      done ;;
+    # a 2048-token prompt, int8x, without and with the f16 flag (the prefill attention on subgroups, then on
+    # the f16 subgroup matrices: where the attention is a larger share of the prefill)
+    browser-model2048) for m in llama qwen3; do for f in "" --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia; do
+                       step "$s-$m${f:+-f16flag}" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 2048 --decode 128 --timeout 140 $f
+                     done; done ;;
     # Whole models on the f16 subgroup-matrix prefill (policy f16, Chromium's f16 flag)
     browser-model512-f16) for m in llama qwen3; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy f16 \
                          --prompt 512 --decode 128 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
                      done ;;
-    # The transformers oracle at 2 layers (needs torch and transformers on the host): int8x (its prefill on
-    # the subgroup-matrix GEMM), and f16 with the flag (the f16 GEMM)
+    # The transformers oracle at 2 layers: int8x (its prefill on the subgroup-matrix GEMM); then int8x and f16
+    # with the f16 flag (the f16 prefill attention, and the f16 GEMM). The host has no torch: each run's logits
+    # are kept in $work/<step>.artifacts/, judged on a CPU machine with `check --judge <step>.json`.
     browser-check-model) for m in llama qwen3; do
                        step "$s-$m" 150 check --suite model --backend browser --driver plain --model "$m" --layers 2 \
                          --policy int8x --timeout 140
                      done ;;
-    browser-check-model-f16) for m in llama qwen3; do
-                       step "$s-$m" 150 check --suite model --backend browser --driver plain --model "$m" --layers 2 \
-                         --policy f16 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
-                     done ;;
+    browser-check-model-f16) for m in llama qwen3; do for p in int8x f16; do
+                       step "$s-$m-$p" 150 check --suite model --backend browser --driver plain --model "$m" --layers 2 \
+                         --policy "$p" --prompt 130 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
+                     done; done ;;
     # decode measured at context 4096 (unmeasured steps fill the cache after a 128-token prompt)
     browser-model4096) for m in llama qwen3; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
@@ -284,4 +291,8 @@ done
 kill $clock_log 2>/dev/null
 grep -a "CONSOLE\|Uncaught" results/chromium.log | tail -n 200 > "$work/chromium-console.txt" 2>/dev/null
 tail -n 120 results/chromium.log > "$work/chromium-tail.txt" 2>/dev/null   # a crash's last words
-tar -czf "$out/gpu-results.tar.gz" -C results gpu-run
+# a check's kept artifacts (a model's logits: MBs) travel apart, so the tables always fit a transfer
+tar -czf "$out/gpu-results.tar.gz" -C results --exclude='*.artifacts' gpu-run
+for kept in "$work"/*.artifacts; do
+  [ -d "$kept" ] && tar -czf "$out/$(basename "$kept").tar.gz" -C results "gpu-run/$(basename "$kept")"
+done

@@ -142,3 +142,26 @@ def test_generate_in_the_browser_passes_the_sampling_options_to_the_chat_view(mo
                  "--top-k", "40", "--top-p", "0.9", "--seed", "3"]) == 1
     assert (seen["temperature"], seen["top_k"], seen["top_p"], seen["seed"]) == (0.7, 40, 0.9, 3)
     get("chat").validate({k: v for k, v in seen.items() if k != "suite"})
+
+
+def test_a_model_check_without_the_oracle_keeps_its_run_for_judge(tmp_path, capsys, monkeypatch):
+    # A GPU host has no pinned torch/transformers: the run is kept beside its JSON and judged elsewhere.
+    from py_runtime.host import cli
+
+    target = tmp_path / "model.json"
+    run = ["check", "--suite", "model", "--model", "awkward", "--layers", "2", "--prompt", "9", "--decode", "2",
+           "--json", str(target)]
+    monkeypatch.setattr(cli, "_unpinned_oracle", lambda: "no torch here")
+    assert main(run) == 0
+    out = capsys.readouterr().out
+    assert "NOT JUDGED (no torch here)" in out and "PASSED" not in out
+    kept = tmp_path / "model.artifacts"
+    logits = sorted(kept.iterdir())
+    assert len(logits) == 3             # the prompt's last position and two decode steps
+    monkeypatch.undo()
+    assert main(["check", "--judge", str(target)]) == 0
+    assert "PASSED against the float64 host oracle" in capsys.readouterr().out
+    first = logits[0].read_bytes()      # a corrupted logit row must fail the judge
+    logits[0].write_bytes(first[4:] + first[:4])
+    assert main(["check", "--judge", str(target)]) == 1
+    assert "FAILED against the host oracle" in capsys.readouterr().err

@@ -215,6 +215,7 @@ def _verify_tokenizer(report, artifacts):
 HOST_ORACLES = {"q4": _verify_q4, "runtime": _verify_runtime, "elementwise": _verify_elementwise,
                 "decoder_blocks": _verify_decoder_blocks, "attention": _verify_attention, "model": _verify_model,
                 "tokenizer": _verify_tokenizer}
+PINNED_ORACLE_SUITES = ("model",)      # judged by pyproject's pinned torch and transformers, not numpy alone
 UNARY_CLI_LENGTHS = [1, 63, 64, 65, 4097, 1_000_003]    # wider than the page's default: the CLI has time
 
 
@@ -230,6 +231,9 @@ def _exit_code(result: str) -> int:
 
 def _check(args) -> int:
     from .report import format_model_soak, format_report
+
+    if args.judge:
+        return _judge_kept(args.judge)
 
     options = {"suite": args.suite, **_given(args, ("ops", "lengths", "seed", "max_workgroups_per_dim", "profile",
                                                     "preset", "model", "layers", "prompt", "decode", "policy",
@@ -256,13 +260,47 @@ def _check(args) -> int:
     print(f"result in the runtime: {report['result']}")
     if report["result"] == "failed" or args.suite not in HOST_ORACLES:
         return _exit_code(report["result"])
+    unpinned = _unpinned_oracle() if args.suite in PINNED_ORACLE_SUITES else None
+    if unpinned is not None:            # a GPU host: keep what the oracle reads, judge it on a CPU machine
+        if not args.json:
+            print(f"check: {unpinned}, and no --json to keep the run beside: nothing judged", file=sys.stderr)
+            return 1
+        folder = _artifacts_folder(args.json)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in (artifacts or {}).items():
+            (folder / name).write_bytes(data)
+        print(f"NOT JUDGED ({unpinned}): what the GPU read back is kept in {folder}; judge it where the pinned "
+              f"oracle is installed: webgpu-llm-lab check --judge {args.json}")
+        return 0
+    return _judge(args.suite, report, artifacts)
+
+
+def _judge(suite: str, report: dict, artifacts: dict) -> int:
     try:
-        HOST_ORACLES[args.suite](report, artifacts)
+        HOST_ORACLES[suite](report, artifacts)
     except AssertionError as failure:
         print(f"FAILED against the host oracle: {failure}", file=sys.stderr)
         return 1
     print(f"PASSED against the float64 host oracle on {report['adapter']['info']}")
     return 0
+
+
+def _artifacts_folder(json_path: str) -> Path:
+    return Path(json_path).with_suffix(".artifacts")
+
+
+def _judge_kept(path: str) -> int:
+    """`check --judge REPORT`: a check run where the oracle was absent, judged from its JSON and kept artifacts."""
+    report = json.loads(Path(path).read_text())
+    suite, folder = report["suite"], _artifacts_folder(path)
+    if suite not in HOST_ORACLES:
+        print(f"check: {path} is a {suite!r} report, which no host oracle judges", file=sys.stderr)
+        return 2
+    if not folder.is_dir():
+        print(f"check: no {folder} beside {path} (the run kept nothing to judge)", file=sys.stderr)
+        return 2
+    print(f"judging {path}: {report['suite']} on {report['adapter']['info'].get('description')}")
+    return _judge(suite, report, {p.name: p.read_bytes() for p in folder.iterdir()})
 
 
 # How each benchmark is printed, and where its JSON goes by default.
@@ -330,7 +368,7 @@ def _judge_compare(report: dict, artifacts: dict, json_path: str) -> None:
     the pinned oracle (a GPU host) the logits are kept beside the JSON (<json>.artifacts/) for `peer judge`."""
     unpinned = _unpinned_oracle()
     if unpinned is not None:
-        folder = Path(json_path).with_suffix(".artifacts")
+        folder = _artifacts_folder(json_path)
         folder.mkdir(parents=True, exist_ok=True)
         for name, data in artifacts.items():
             if name.endswith(".f32"):
@@ -349,7 +387,7 @@ def _peer_judge(args) -> int:
 
     path = Path(args.report)
     report = json.loads(path.read_text())
-    folder = path.with_suffix(".artifacts")
+    folder = _artifacts_folder(str(path))
     _judge_compare(report, {p.name: p.read_bytes() for p in folder.iterdir()}, str(path))
     print(format_peer_bench(report))
     _write_json(report, str(path))
@@ -532,6 +570,8 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--batch", type=int, help="model_soak: decode steps between readbacks of the ids")
     check.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     check.add_argument("--json", help="also write the report to this file")
+    check.add_argument("--judge", metavar="REPORT", help="run nothing: judge a run whose oracle was absent (model: "
+                                                         "torch and transformers) from REPORT and REPORT's .artifacts/")
     check.set_defaults(func=_check)
 
     bench = sub.add_parser("bench", help="benchmarks that print measured figures (not pass/fail timings)")
