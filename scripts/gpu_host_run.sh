@@ -148,7 +148,7 @@ for s in $steps; do
     # The f16 subgroup-matrix prefill attention (f16 flag): its checks against the float64 oracle (every
     # variant, the lengths and starts), then every variant at S 128 / 512 / 2048, then the routes
     # (ONLY="case ...": those cases alone, what they read back kept in $work/$s-artifacts)
-    browser-check-sgmat-attn) step "$s" 150 check --suite attention --preset sgmat_f16 --backend browser --driver plain \
+    browser-check-sgmat-attn) step "$s" 280 check --suite attention --preset sgmat_f16 --backend browser --driver plain \
                            --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia \
                            ${ONLY:+--only $ONLY --keep-artifacts $work/$s-artifacts} ;;
     browser-attn-sgmat-sweep) step "$s" 150 bench kernels --backend browser --driver plain --trials 3 --timeout 140 \
