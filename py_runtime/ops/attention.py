@@ -652,9 +652,14 @@ def _subgroup_prefill_guard(req: _Attention) -> str | None:
 
 
 def _subgroup_prefill(req: _Attention) -> list[OpCall]:
-    cache = req.cache
     name = _subgroup_prefill_name(req)
-    per_workgroup = subgroup_prefill_tokens(kernel(name), req.group)
+    return _single_pass_prefill(req, name, subgroup_prefill_tokens(kernel(name), req.group), "sdpa_prefill_subgroup")
+
+
+def _single_pass_prefill(req: _Attention, name: str, per_workgroup: int, route: str) -> list[OpCall]:
+    """The one dispatch of a prefill kernel whose workgroup takes `per_workgroup` tokens of one KV head (every
+    head of its group) and walks the causal keys once: the subgroup and subgroup-matrix prefills."""
+    cache = req.cache
 
     def sizing(spec, live):
         t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
@@ -670,7 +675,7 @@ def _subgroup_prefill(req: _Attention) -> list[OpCall]:
                                    * cache.head_dim * tiles) if active else 0,
                       flops=4 * keys * req.heads * cache.head_dim if active else 0)
 
-    return [OpCall(label=f"{req.label}.sdpa_prefill_subgroup", kernel=name, route="sdpa_prefill_subgroup",
+    return [OpCall(label=f"{req.label}.{route}", kernel=name, route=route,
                    tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "out": req.out}, sizing=sizing,
                    phase="prefill")]
 
@@ -723,27 +728,8 @@ def _sgmat_prefill_guard(req: _Attention) -> str | None:
 
 
 def _sgmat_prefill(req: _Attention) -> list[OpCall]:
-    cache = req.cache
     name = _sgmat_prefill_name(req)
-    per_workgroup = sgmat_prefill_rows(kernel(name)) // req.group
-
-    def sizing(spec, live):
-        t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
-        if t > req.q.shape[0]:
-            raise ValueError(f"{req.label}: {t} tokens, but q holds {req.q.shape[0]}")
-        active = t > 1
-        tiles = -(-t // per_workgroup)
-        keys = t * p + t * (t + 1) // 2                      # causal (query, key) pairs per head
-        params = spec.pack_params(tokens=t, heads=req.heads, kv_heads=cache.kv_heads, head_dim=cache.head_dim, pos=p,
-                                  ctx=p + t, scale=req.scale * LOG2_E)
-        return Sizing(workgroups=(tiles, cache.kv_heads, 1) if active else IDLE, params=params,
-                      bytes_moved=(8 * t * req.heads * cache.head_dim + 2 * 2 * (p + t) * cache.kv_heads
-                                   * cache.head_dim * tiles) if active else 0,
-                      flops=4 * keys * req.heads * cache.head_dim if active else 0)
-
-    return [OpCall(label=f"{req.label}.sdpa_prefill_sgmat_f16", kernel=name, route="sdpa_prefill_sgmat_f16",
-                   tensors={"q": req.q, "k_cache": cache.k, "v_cache": cache.v, "out": req.out}, sizing=sizing,
-                   phase="prefill")]
+    return _single_pass_prefill(req, name, sgmat_prefill_rows(kernel(name)) // req.group, "sdpa_prefill_sgmat_f16")
 
 
 def _flash_guard(req: _Attention) -> str | None:
