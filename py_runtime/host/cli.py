@@ -145,6 +145,13 @@ def _uploaded(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else {}
 
 
+def _keep_artifacts(folder: Path, artifacts: dict[str, bytes]) -> None:
+    """Write a run's artifacts to `folder` as files by name (what _uploaded reads back)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in artifacts.items():
+        (folder / name).write_bytes(data)
+
+
 def _write_json(report: dict, path: str | None) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -249,10 +256,7 @@ def _check(args) -> int:
         return 1
     _write_json(report, args.json)
     if args.keep_artifacts:             # what the GPU wrote, as the oracle reads it (for a failure's post-mortem)
-        kept = Path(args.keep_artifacts)
-        kept.mkdir(parents=True, exist_ok=True)
-        for name, data in (artifacts or {}).items():
-            (kept / name).write_bytes(data)
+        _keep_artifacts(Path(args.keep_artifacts), artifacts or {})
     if args.suite == "unary":
         print(format_report(report))
     if args.suite == "model_soak":
@@ -266,9 +270,7 @@ def _check(args) -> int:
             print(f"check: {unpinned}, and no --json to keep the run beside: nothing judged", file=sys.stderr)
             return 1
         folder = _artifacts_folder(args.json)
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, data in (artifacts or {}).items():
-            (folder / name).write_bytes(data)
+        _keep_artifacts(folder, artifacts or {})
         print(f"NOT JUDGED ({unpinned}): what the GPU read back is kept in {folder}; judge it where the pinned "
               f"oracle is installed: webgpu-llm-lab check --judge {args.json}")
         return 0
@@ -299,8 +301,8 @@ def _judge_kept(path: str) -> int:
     if not folder.is_dir():
         print(f"check: no {folder} beside {path} (the run kept nothing to judge)", file=sys.stderr)
         return 2
-    print(f"judging {path}: {report['suite']} on {report['adapter']['info'].get('description')}")
-    return _judge(suite, report, {p.name: p.read_bytes() for p in folder.iterdir()})
+    print(f"judging {path}: {suite} on {report['adapter']['info'].get('description')}")
+    return _judge(suite, report, _uploaded(folder))
 
 
 # How each benchmark is printed, and where its JSON goes by default.
@@ -369,10 +371,7 @@ def _judge_compare(report: dict, artifacts: dict, json_path: str) -> None:
     unpinned = _unpinned_oracle()
     if unpinned is not None:
         folder = _artifacts_folder(json_path)
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, data in artifacts.items():
-            if name.endswith(".f32"):
-                (folder / name).write_bytes(data)
+        _keep_artifacts(folder, {name: data for name, data in artifacts.items() if name.endswith(".f32")})
         print(f"{unpinned}: both engines' logits kept in {folder} (judge them with the pinned oracle: "
               f"`webgpu-llm-lab peer judge {json_path}`)", file=sys.stderr)
         return
