@@ -165,3 +165,28 @@ def test_a_model_check_without_the_oracle_keeps_its_run_for_judge(tmp_path, caps
     logits[0].write_bytes(first[4:] + first[:4])
     assert main(["check", "--judge", str(target)]) == 1
     assert "FAILED against the host oracle" in capsys.readouterr().err
+
+
+def test_the_attention_bench_gives_every_route_of_a_geometry_and_length_the_same_data(monkeypatch):
+    """The online softmax's rescales depend on the scores: variants compared on different draws are not
+    compared fairly, so a case's q, K and V follow its model, length and context, not its place in the list."""
+    import asyncio
+
+    from py_runtime.checks import attention_bench
+    from py_runtime.checks.attention_bench import ATTENTION_PRESETS
+
+    draws = {}
+
+    async def fake_row(runtime, case, index, data, *rest):
+        draws[case.name] = ((case.config.key, case.tokens, case.context), data)
+        return {}
+
+    monkeypatch.setattr(attention_bench, "_case_row", fake_row)
+    cases = ATTENTION_PRESETS["attention_prefill_sgmat_sweep"] + ATTENTION_PRESETS["attention_prefill"]
+    asyncio.run(attention_bench.run_attention_bench(None, cases, trials=1, seed=0, sink_tensor=None, pool=None,
+                                                    stream_big=1.0, progress=lambda *a: None))
+    by_data = {}
+    for key, draw in draws.values():
+        by_data.setdefault(key, set()).add(draw)
+    assert len(by_data) == 6 and all(len(d) == 1 for d in by_data.values())       # 2 models x 3 lengths
+    assert len({next(iter(d)) for d in by_data.values()}) == 6
