@@ -155,6 +155,8 @@ for s in $steps; do
                            --preset attention_prefill_sgmat_sweep --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
     browser-attn-prefill-f16) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_prefill \
                            --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
+    browser-attn-prefill-short) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_prefill_short \
+                           --trials 3 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia ;;
     browser-prefill-sweep) step "$s" 150 bench kernels --backend browser --driver plain --preset attention_prefill_sweep --trials 3 --timeout 140 ;;
     native-check-sgprefill)  step "$s" 90 check --suite attention --preset subgroup_prefill --backend native ;;
     browser-check-sgprefill) step "$s" 90 check --suite attention --preset subgroup_prefill --backend browser --driver plain --timeout 80 ;;
@@ -206,9 +208,14 @@ for s in $steps; do
                          --prompt 512 --decode 128 --timeout 140
                      done ;;
     # int8x with Chromium's f16 flag (issue 13's second setup; the int8 GEMMs still the fastest there)
-    browser-model512-f16flag) for m in llama qwen3; do
+    browser-model512-f16flag) for m in ${MODELS:-llama qwen3}; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 512 --decode 128 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
+                     done ;;
+    # int8x with the f16 flag at PROMPT tokens (128 unless set)
+    browser-model-f16flag) for m in ${MODELS:-llama qwen3}; do
+                       step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt "${PROMPT:-128}" --decode 128 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
                      done ;;
     # a 2048-token prompt, int8x, without and with the f16 flag (the prefill attention on subgroups, then on
     # the f16 subgroup matrices: where the attention is a larger share of the prefill)

@@ -119,6 +119,10 @@ ATTENTION_PRESETS = {
                                               (QWEN3_0_6B, ("sdpa_prefill_subgroup", "sdpa_q16", "sdpa_q32")))
                           for s in (128, 512, 2048)
                           for route in ("sdpa_prefill_sgmat_f16", *one_pass, "sdpa_materialized")],
+    # Short prompts: where the subgroup prefill (no f16 rounding, no staging) still beats the subgroup-matrix one
+    "attention_prefill_short": [AttentionBenchCase(m, s, s, route) for m in _MODELS
+                                for s in (16, 32, 64, 96, 128, 160, 192, 256, 384)
+                                for route in ("sdpa_prefill_sgmat_f16", "sdpa_prefill_subgroup")],
     "attention_prefill_sweep": [case for m in _MODELS for case in _prefill_sweep(m)],
     "attention_prefill_sgmat_sweep": [case for m in _MODELS for case in _sgmat_prefill_sweep(m)],
     "attention_flash_sweep": [case for m in _MODELS for case in _flash_sweep(m, 4096)],
