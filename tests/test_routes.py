@@ -534,6 +534,49 @@ def test_the_decode_attention_follows_the_tuning_table_and_records_flash_decodin
     assert running(64) == {"sdpa_decode_subgroup"}
 
 
+@pytest.mark.parametrize("dim, short", [(64, 160), (128, 192)])
+def test_short_prompts_take_the_subgroup_prefill_where_the_table_measured_it_faster_than_the_tensor_cores(dim, short):
+    """On the H200 with half=True both prefills are recorded: the subgroup one runs through the table's length
+    for the head_dim, the f16 subgroup-matrix one above it, one of them at any live token count (a decode
+    step neither). A pinned variant or a forced route records that route alone; another adapter's table
+    (no measurement) keeps the subgroup-matrix route at every length."""
+    from py_runtime.dispatch import TOKENS
+    from py_runtime.ops.attention import sdpa
+    from py_runtime.tensors import Tensor
+
+    heads = 4 * 8 if dim == 64 else 2 * 8
+    _, _, cache, scratch = _attention_stubs(heads, 8, dim, 4096)
+    q = out = Tensor("q", (1024, heads, dim), "f32", 0)
+
+    def prefills(adapter, **options):
+        op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=adapter, half=True, **options)
+        return op, [call for call in op.calls if call.phase == "prefill"]
+
+    op, calls = prefills(ADAPTERS["h200-chromium-f16"])
+    assert [call.route for call in calls] == ["sdpa_prefill_subgroup", "sdpa_prefill_sgmat_f16"]
+    assert f"prefill through {short} tokens" in op.explain()
+
+    def running(tokens):
+        live = {TOKENS: tokens, "pos": 0, "max_workgroups_per_dim": 65535}
+        return [call.route for call in calls if call.sizing(kernel(call.kernel), live).workgroups != (0, 0, 0)]
+    assert running(2) == running(short) == ["sdpa_prefill_subgroup"]
+    assert running(short + 1) == running(1024) == ["sdpa_prefill_sgmat_f16"]
+    assert running(1) == []
+    # the attention oracle restates the choice (it judges the attested route against its own)
+    from py_runtime.host.oracle.attention import expected_attention_route
+    case = {"force": None, "heads": heads, "kv_heads": 8, "head_dim": dim, "half": True}
+    report = ADAPTERS["h200-chromium-f16"].to_json()
+    assert [expected_attention_route(case, t, report) for t in (2, short, short + 1)] == [
+        "sdpa_prefill_subgroup", "sdpa_prefill_subgroup", "sdpa_prefill_sgmat_f16"]
+    assert expected_attention_route({**case, "short_prompts": False}, 2, report) == "sdpa_prefill_sgmat_f16"
+    for options in ({"prefill_kernel": f"sdpa_prefill_sgmat_d{dim}w4m16k32"}, {"prefill_route": "sdpa_prefill_sgmat_f16"},
+                    {"short_prefill": False}):
+        assert [call.route for call in prefills(ADAPTERS["h200-chromium-f16"], **options)[1]] == ["sdpa_prefill_sgmat_f16"]
+    other = replace(ADAPTERS["h200-chromium-f16"], info={**ADAPTERS["h200-chromium-f16"].info, "device": "0x1234",
+                                                         "description": "another GPU"})
+    assert [call.route for call in prefills(other)[1]] == ["sdpa_prefill_sgmat_f16"]
+
+
 def test_a_forced_one_pass_runs_where_the_tuning_table_keeps_flash_decoding():
     """SwiftShader's table keeps FlashDecoding (the one pass measured slower there), but the route is still a
     correct choice to force (checks, benchmarks): the portable table's variant runs."""
@@ -565,8 +608,10 @@ def test_the_f16_subgroup_matrix_prefill_attention_runs_only_when_asked_and_poss
         op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=heads, adapter=adapter, **options)
         return [call.kernel for call in op.calls if call.phase == "prefill"], op.explain()
 
-    assert prefill(able, half=True)[0] == ["sdpa_prefill_sgmat_d64w4m16k32"]
-    assert prefill(able, heads=16, dim=128, half=True)[0] == ["sdpa_prefill_sgmat_d128w4m16k32"]
+    # (the H200's table records the subgroup route for short prompts beside it: the next test)
+    assert prefill(able, half=True)[0] == ["sdpa_prefill_sg_d64s4w2u2pk4", "sdpa_prefill_sgmat_d64w4m16k32"]
+    assert prefill(able, heads=16, dim=128, half=True)[0] == ["sdpa_prefill_sg_d128s8w2u2pk4",
+                                                              "sdpa_prefill_sgmat_d128w4m16k32"]
     assert prefill(able)[0] == ["sdpa_prefill_sg_d64s4w2u2pk4"]
     assert "not sdpa_prefill_sgmat_f16: f16 rounding of the queries and probabilities not asked for" in prefill(able)[1]
     for why, adapter, options in (

@@ -44,6 +44,7 @@ class AttentionCase:
     prefill_kernel: str | None = None   # an sdpa_prefill_sg(mat) variant in place of the table's
     kv_f16: bool = False    # the cache's kernels in shader-f16 types where the device has it (KVCache(f16=))
     half: bool = False      # the prefill may round q and the probabilities to f16 (sdpa(half=): the sgmat route)
+    short_prompts: bool = True  # False: the sgmat route at every length (sdpa(short_prefill=False))
 
     @property
     def name(self) -> str:
@@ -51,7 +52,8 @@ class AttentionCase:
                 + (".q32" if self.q32 else "") + (".rope" if self.rope else "")
                 + (f".{self.prefill}" if self.prefill else "")
                 + (f".{self.prefill_kernel.removeprefix('sdpa_prefill_sg_').removeprefix('sdpa_prefill_')}" if self.prefill_kernel else "")
-                + (".kvf16" if self.kv_f16 else "") + (".half" if self.half else ""))
+                + (".kvf16" if self.kv_f16 else "") + (".half" if self.half else "")
+                + ("" if self.short_prompts else ".sgmat_only"))
 
     @property
     def config(self) -> ModelConfig:
@@ -62,8 +64,10 @@ class AttentionCase:
         return self.pos + self.tokens + 1           # the prefill, then one decode step
 
 
-def _matrix(lengths, positions, geometries=tuple(GEOMETRIES), half: bool = False) -> list[AttentionCase]:
-    return [AttentionCase(g, s, p, half=half) for g in geometries for s in lengths for p in positions]
+def _matrix(lengths, positions, geometries=tuple(GEOMETRIES), half: bool = False,
+            short_prompts: bool = True) -> list[AttentionCase]:
+    return [AttentionCase(g, s, p, half=half, short_prompts=short_prompts)
+            for g in geometries for s in lengths for p in positions]
 
 
 PRESETS = {
@@ -105,10 +109,12 @@ PRESETS = {
                          == GEOMETRIES[geometry].head_dim
                          for s, p in ((7, 1), (129, 300))],
     # The f16 subgroup-matrix prefill (half=True; where the device lacks it, the route it falls back to):
-    # Llama's and Qwen3's geometries over the issue's lengths and starts (a cache under 16 positions refuses
-    # it; one whose length is not a multiple of 16 reads its last block from capacity - 16), SmolLM2's G 3,
+    # Llama's and Qwen3's geometries over the issue's lengths and starts at every length (the table may hand
+    # short prompts to the subgroup route: that too, on either side of the H200's lengths), SmolLM2's G 3,
     # each variant pinned short and long, with RoPE and with the cache in shader-f16 types.
-    "sgmat_f16": _matrix((2, 7, 16, 31, 127, 129, 512), (0, 1, 1500), ("llama", "qwen3"), half=True) + [
+    "sgmat_f16": _matrix((2, 7, 16, 31, 127, 129, 512), (0, 1, 1500), ("llama", "qwen3"), half=True,
+                         short_prompts=False) + [
+        AttentionCase(g, s, 0, half=True) for g, s in (("llama", 160), ("llama", 161), ("qwen3", 192), ("qwen3", 193))] + [
         AttentionCase("gqa3", s, 1, half=True) for s in (7, 129)] + [
         AttentionCase(geometry, s, p, prefill_kernel=name, half=True)
         for name in kernel_names() if name.startswith("sdpa_prefill_sgmat_")
@@ -161,7 +167,7 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
         await plan.add(kv_cache_write(k=k, v=v, cache=cache))
     attention = sdpa(q=q_rot, cache=cache, out=out, scratch=scratch, heads=heads, adapter=device.adapter,
                      force=case.force, q32=case.q32, prefill_route=case.prefill, prefill_kernel=case.prefill_kernel,
-                     half=case.half)
+                     half=case.half, short_prefill=case.short_prompts)
     await plan.add(attention)
     plan.record()
     steps = []
@@ -191,7 +197,7 @@ async def _run_case(runtime: Runtime, case: AttentionCase, index: int, seed: int
     return {"name": case.name, "geometry": case.geometry, "heads": heads, "kv_heads": kv_heads, "head_dim": dim,
             "tokens": case.tokens, "pos": case.pos, "capacity": case.capacity, "force": case.force, "q32": case.q32,
             "prefill": case.prefill, "prefill_kernel": case.prefill_kernel, "kv_f16": case.kv_f16, "half": case.half,
-            "kv_f16_refused": cache.f16_refused,
+            "short_prompts": case.short_prompts, "kv_f16_refused": cache.f16_refused,
             "rope": case.rope, "rope_layout": config.rope_layout, "rope_theta": config.rope_theta,
             "llama3_scaling": config.rope_scaling is not None, "index": index,
             "scale": 1.0 / dim ** 0.5, "why": [d.to_json() for d in attention.decisions],

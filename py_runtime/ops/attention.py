@@ -39,7 +39,10 @@ Routes (DECODE_ROUTES, PREFILL_ROUTES: the first whose guard passes; every one a
                                                  keys and values read straight from the cache, online
                                                  softmax. Needs shader-f16, the f16 x f16 -> f32
                                                  16x16x16 config, 32-wide subgroups, a variant for D
-                                                 (64 or 128) and G at most its rows
+                                                 (64 or 128) and G at most its rows. Short prompts,
+                                                 through the tuning table's length for D, take the next
+                                                 route where it is sdpa_prefill_subgroup (both
+                                                 recorded: the live token count picks one per run)
                              sdpa_prefill_subgroup  one pass on subgroups, online softmax: a few
                                                  invocations per query row with its dims in registers,
                                                  no staging, no barrier. Needs 'subgroups', a variant
@@ -279,6 +282,7 @@ class _Attention:
     prefill_kernel: str | None = None   # an sdpa_prefill_sg(mat) variant in place of the tuning table's (sweeps)
     half: bool = False              # q and the softmax's probabilities may be rounded to f16 (the sgmat prefill)
     one_pass: tuple[str, int | None] | None = None  # the one-pass decode's kernel and reach (None: every context)
+    short_prefill: int = 0          # the subgroup prefill serves prompts through this many tokens, the sgmat one above
 
     @property
     def group(self) -> int:
@@ -653,19 +657,22 @@ def _subgroup_prefill_guard(req: _Attention) -> str | None:
 
 def _subgroup_prefill(req: _Attention) -> list[OpCall]:
     name = _subgroup_prefill_name(req)
-    return _single_pass_prefill(req, name, subgroup_prefill_tokens(kernel(name), req.group), "sdpa_prefill_subgroup")
+    return _single_pass_prefill(req, name, subgroup_prefill_tokens(kernel(name), req.group), "sdpa_prefill_subgroup",
+                                longest=req.short_prefill or None)
 
 
-def _single_pass_prefill(req: _Attention, name: str, per_workgroup: int, route: str) -> list[OpCall]:
+def _single_pass_prefill(req: _Attention, name: str, per_workgroup: int, route: str, *, shortest: int = 2,
+                         longest: int | None = None) -> list[OpCall]:
     """The one dispatch of a prefill kernel whose workgroup takes `per_workgroup` tokens of one KV head (every
-    head of its group) and walks the causal keys once: the subgroup and subgroup-matrix prefills."""
+    head of its group) and walks the causal keys once: the subgroup and subgroup-matrix prefills. It runs for
+    live token counts from `shortest` through `longest` (None: any), idle otherwise."""
     cache = req.cache
 
     def sizing(spec, live):
         t, p = _window(req.tokens, req.pos, live, cache.capacity, req.label)
         if t > req.q.shape[0]:
             raise ValueError(f"{req.label}: {t} tokens, but q holds {req.q.shape[0]}")
-        active = t > 1
+        active = shortest <= t and (longest is None or t <= longest)
         tiles = -(-t // per_workgroup)
         keys = t * p + t * (t + 1) // 2                      # causal (query, key) pairs per head
         params = spec.pack_params(tokens=t, heads=req.heads, kv_heads=cache.kv_heads, head_dim=cache.head_dim, pos=p,
@@ -729,7 +736,8 @@ def _sgmat_prefill_guard(req: _Attention) -> str | None:
 
 def _sgmat_prefill(req: _Attention) -> list[OpCall]:
     name = _sgmat_prefill_name(req)
-    return _single_pass_prefill(req, name, sgmat_prefill_rows(kernel(name)) // req.group, "sdpa_prefill_sgmat_f16")
+    return _single_pass_prefill(req, name, sgmat_prefill_rows(kernel(name)) // req.group, "sdpa_prefill_sgmat_f16",
+                                shortest=req.short_prefill + 1 if req.short_prefill else 2)
 
 
 def _flash_guard(req: _Attention) -> str | None:
@@ -762,10 +770,10 @@ DECODE_ROUTES = (
 )
 FLASH_ROUTES = ("sdpa_decode_subgroup", "sdpa_flash_subgroup", "sdpa_flash_decode")   # read the GPU position
 _TILED = {route: Route(name=route, guard=_tiled_guard(route), build=_tiled(route)) for route, *_ in TILED_ROUTES}
+_SUBGROUP_PREFILL_ROUTE = Route(name="sdpa_prefill_subgroup", guard=_subgroup_prefill_guard, build=_subgroup_prefill)
 PREFILL_ROUTES = (_TILED["sdpa_q32"],
                   Route(name="sdpa_prefill_sgmat_f16", guard=_sgmat_prefill_guard, build=_sgmat_prefill),
-                  Route(name="sdpa_prefill_subgroup", guard=_subgroup_prefill_guard, build=_subgroup_prefill),
-                  _TILED["sdpa_k16"], _TILED["sdpa_q16"],
+                  _SUBGROUP_PREFILL_ROUTE, _TILED["sdpa_k16"], _TILED["sdpa_q16"],
                   Route(name="sdpa_materialized", build=lambda req: _materialized(req, "prefill")))
 
 
@@ -783,7 +791,8 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
          scale: float | None = None, tokens: int | str = TOKENS, pos: int | str = POS, force: str | None = None,
          q32: bool = False, flash_split: tuple[str, int] | None = None, gpu_position: bool = False,
          int8=None, prefill_kernel: str | None = None, prefill_route: str | None = None,
-         decode_kernel: str | None = None, one_pass: bool = True, half: bool = False) -> Op:
+         decode_kernel: str | None = None, one_pass: bool = True, half: bool = False,
+         short_prefill: bool = True) -> Op:
     """out[t, h] = softmax(scale * q[t, h] . K[:pos + t + 1]) V[:pos + t + 1] for t < tokens, over the cache
     (which must already hold this step's keys: kv_cache_write first). q and out f32 [>= tokens, heads, D];
     scale defaults to 1/sqrt(D). A decode route and a prefill route are both recorded (see the module
@@ -800,7 +809,9 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
     quantized for an int8x linear, in place of quantize_activations (heads of whole groups; a prefill
     still needs one). `decode_kernel` (an sdpa_decode_sg variant covering head_dim) replaces the table's
     pick where force="sdpa_decode_subgroup" (sweeps); one_pass=False leaves the one pass out of the
-    decode's choice (FlashDecoding at every context)."""
+    decode's choice (FlashDecoding at every context). Where the subgroup-matrix prefill is chosen (neither
+    pinned nor forced), the tuning table may hand short prompts to the subgroup prefill (both recorded, the
+    live token count picks); short_prefill=False keeps the subgroup-matrix one at every length (checks)."""
     if decode_kernel is not None and (force != "sdpa_decode_subgroup" or not decode_kernel.startswith("sdpa_decode_sg_")
                                       or 32 * kernel(decode_kernel).template_values["W"] < cache.head_dim
                                       or kernel(decode_kernel).template_values["QUANT"] != (int8 is not None)):
@@ -869,4 +880,15 @@ def sdpa(*, q: Tensor, cache: KVCache, out: Tensor, scratch: AttentionScratch, h
     else:
         decode_ops = decode.build(req)
     prefill, prefill_why = choose(PREFILL_ROUTES, req, op=label, slot="prefill", force=prefill_route)
-    return Op(label, tuple(decode_ops + prefill.build(req)), (*decisions, prefill_why))
+    decisions.append(prefill_why)
+    short = tuning_table(adapter.info).short_prefill_attention(dim)
+    if (prefill.name == "sdpa_prefill_sgmat_f16" and short > 1 and short_prefill and prefill_kernel is None
+            and prefill_route is None):
+        # Through `short` tokens the subgroup route is faster than the tensor cores' staging (the table's
+        # measurement); both are recorded and the live token count picks one.
+        subgroup, short_why = choose([_SUBGROUP_PREFILL_ROUTE], req, op=label, slot=f"prefill through {short} tokens")
+        decisions.append(short_why)
+        if subgroup is not None:
+            req = replace(req, short_prefill=short)
+            return Op(label, tuple(decode_ops + subgroup.build(req) + prefill.build(req)), tuple(decisions))
+    return Op(label, tuple(decode_ops + prefill.build(req)), tuple(decisions))

@@ -32,6 +32,9 @@ class Tuning:
     prefill_attention: Callable[[int, int], str]            # (head_dim, smallest subgroup) -> sdpa_prefill_sg
                                                             # variant suffix
     prefill_attention_sgmat: Callable[[int], str]           # head_dim -> sdpa_prefill_sgmat variant suffix
+    short_prefill_attention: Callable[[int], int] = lambda head_dim: 0     # head_dim -> the prompt length through
+                                                            # which the subgroup prefill runs where the sgmat one
+                                                            # is taken (0: the sgmat one at every length)
     decode_attention: Callable[[int], tuple[str, int] | None]   # W -> sdpa_decode_sg variant suffix, its reach:
                                                             # the longest context it serves (FlashDecoding beyond);
                                                             # None: FlashDecoding at every context
@@ -117,6 +120,14 @@ def _portable_prefill_attention_sgmat(head_dim: int) -> str:
     return f"d{head_dim}w4m16k32"
 
 
+def _h200_short_prefill_attention(head_dim: int) -> int:
+    """From `bench kernels --preset attention_prefill_short` in Chromium with the f16 flag
+    (docs/bench/h200-2026-12-04-s23/short/), us per layer, subgroup / subgroup-matrix route: Llama's D 64
+    9.9 / 13.8 at S 16, 14.9 / 18.9 at 96, 28.0 / 28.4 at 128, 31.7 / 32.6 at 160, 41.3 / 35.4 at 192;
+    Qwen3's D 128 9.9 / 16.6 at 16, 21.9 / 34.5 at 96, 31.2 / 44.3 at 192, 43.6 / 39.8 at 256."""
+    return 192 if head_dim == 128 else 160
+
+
 def _h200_decode_attention(words: int) -> tuple[str, int]:
     """From `bench kernels --preset attention_decode_sweep` in Chromium (docs/bench/h200-2026-12-02-s14/
     onepass/), us per layer in the chain against FlashDecoding on subgroups: Llama's D 64 two keys per slot
@@ -190,7 +201,7 @@ H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) 
               gemv_int8x_glu_q8=_h200_glu_q8,
               gemv_int8x_qkv_rope=_h200_rope_rows_for, flash_split=_h200_flash_split,
               prefill_attention=_h200_prefill_attention, prefill_attention_sgmat=_portable_prefill_attention_sgmat,
-              decode_attention=_h200_decode_attention)
+              short_prefill_attention=_h200_short_prefill_attention, decode_attention=_h200_decode_attention)
 PORTABLE = Tuning(name="portable", measured_on="none: one middle variant per family",
                   matches=lambda info: True, gemv_f32=lambda k, n: "r2u2s4",
                   gemv_int8=lambda k, n, group_size: f"i8r4g{group_size}",

@@ -28,6 +28,7 @@ from ...ops.attention import (ONE_PASS_SLOTS, flash_splits, one_pass_decode, one
                               subgroup_flash_split, subgroup_flash_step_keys, subgroup_prefill_kernel)
 from ...gpu.device import SUBGROUP_MATRIX
 from ...ops.subgroup_matrix import SGMAT_F16_CONFIG
+from ...ops.tuning import tuning_table
 from .elementwise import f16_allowed
 from .synth import synth_values_np
 
@@ -42,7 +43,9 @@ def _gamma(n: int) -> float:
 
 
 def expected_attention_route(case: dict, tokens: int, adapter: dict, pos: int = 0) -> str:
-    """Prefill: Q32 where asked for and it fits; the one-pass subgroup route where the device has
+    """Prefill: Q32 where asked for and it fits; with half, the f16 subgroup-matrix route where the device
+    has it (its guard), but through the tuning table's short length the subgroup route where it can run;
+    the one-pass subgroup route where the device has
     subgroups, D is 64 or 128 (four invocations per query row: every subgroup holds them) and G is at
     most its 32 rows; then the K16 and Q16 routes at exactly Llama's and Qwen3's geometries (the checks
     use the default scale 1/sqrt(D)), the materialized route elsewhere. Decode at `pos` (the step's
@@ -57,7 +60,13 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict, pos: int = 
     geometry = (case["heads"], case["kv_heads"], case["head_dim"])
     if tokens > 1 and case.get("prefill"):
         return case["prefill"]
+    subgroup_prefill = ("subgroups" in adapter["device_features"] and case["head_dim"] in (64, 128)
+                        and case["heads"] // case["kv_heads"] <= 32)
     if tokens > 1 and case.get("half") and _sgmat_prefill_able(case, adapter):
+        # (through the tuning table's length the subgroup prefill, unless a variant is pinned)
+        short = tuning_table(adapter["info"]).short_prefill_attention(case["head_dim"])
+        if tokens <= short and subgroup_prefill and not case.get("prefill_kernel") and case.get("short_prompts", True):
+            return "sdpa_prefill_subgroup"
         return "sdpa_prefill_sgmat_f16"
     if tokens > 1:
         # Q32 when asked for and the device has its 22,976 bytes of workgroup memory and 256 invocations
@@ -66,8 +75,7 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict, pos: int = 
                and limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 256)
         if q32:
             return "sdpa_q32"
-        if "subgroups" in adapter["device_features"] and case["head_dim"] in (64, 128) and \
-                case["heads"] // case["kv_heads"] <= 32:
+        if subgroup_prefill:
             return "sdpa_prefill_subgroup"
         return {(32, 8, 64): "sdpa_k16", (16, 8, 128): "sdpa_q16"}.get(geometry, "sdpa_materialized")
     group = case["heads"] // case["kv_heads"]
