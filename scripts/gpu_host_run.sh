@@ -230,15 +230,15 @@ for s in $steps; do
                      done ;;
     # The transformers oracle at 2 layers: int8x (its prefill on the subgroup-matrix GEMM); then int8x and f16
     # with the f16 flag (the f16 prefill attention: a prompt past the H200 table's short prompts, which take the
-    # subgroup route; and the f16 GEMM). The host has no torch: each run's logits
+    # subgroup route, PROMPT=130 for those; and the f16 GEMM; POLICIES to pick). The host has no torch: each run's logits
     # are kept in $work/<step>.artifacts/, judged on a CPU machine with `check --judge <step>.json`.
     browser-check-model) for m in llama qwen3; do
                        step "$s-$m" 150 check --suite model --backend browser --driver plain --model "$m" --layers 2 \
                          --policy int8x --timeout 140
                      done ;;
-    browser-check-model-f16) for m in llama qwen3; do for p in int8x f16; do
-                       step "$s-$m-$p" 150 check --suite model --backend browser --driver plain --model "$m" --layers 2 \
-                         --policy "$p" --prompt 200 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
+    browser-check-model-f16) for m in llama qwen3; do for p in ${POLICIES:-int8x f16}; do
+                       step "$s-$m-$p${PROMPT:+-p$PROMPT}" 150 check --suite model --backend browser --driver plain --model "$m" \
+                         --layers 2 --policy "$p" --prompt "${PROMPT:-200}" --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
                      done; done ;;
     # decode measured at context 4096 (unmeasured steps fill the cache after a 128-token prompt)
     browser-model4096) for m in llama qwen3; do
