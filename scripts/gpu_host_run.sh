@@ -217,6 +217,13 @@ for s in $steps; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt "${PROMPT:-128}" --decode 128 --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
                      done ;;
+    # the short-prompt handoff against the tensor-core prefill at every length (--attention sgmat), alternating,
+    # int8x with the f16 flag at PROMPT tokens (128 unless set); ROUNDS="1 2": two rounds
+    browser-model-handoff) for r in ${ROUNDS:-1}; do for m in ${MODELS:-llama qwen3}; do for a in sgmat auto; do
+                       step "$s-$m-$a-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt "${PROMPT:-128}" --decode 128 --attention "$a" --timeout 140 \
+                         --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
+                     done; done; done ;;
     # a 2048-token prompt, int8x, without and with the f16 flag (the prefill attention on subgroups, then on
     # the f16 subgroup matrices: where the attention is a larger share of the prefill)
     browser-model2048) for m in llama qwen3; do for f in "" --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia; do

@@ -46,9 +46,10 @@ Activation policies (POLICIES):
 
 Route choices beside the policy (for comparing routes; the defaults are the fastest measured):
   attention  "auto" (the route tables' choice: the one-pass decode up to its reach and FlashDecoding past it,
-             the tiled prefill routes), "flash" (the same without the one pass) or "materialized"
-             (sdpa_materialized at every token count; its passes are sized on the host, so the position
-             stays there)
+             the tiled prefill routes, short prompts on the subgroup prefill where the table hands them over),
+             "flash" (the same without the one pass), "sgmat" (the same without that handoff: the f16
+             subgroup-matrix prefill at every length where it runs) or "materialized" (sdpa_materialized at
+             every token count; its passes are sized on the host, so the position stays there)
   fused      True (the fused QKV GEMM/GEMV and, int8x, the fused gate/up + SwiGLU GEMV and GEMM where they
              apply) or False (q, k, v as three linears; gate, up and swiglu apart at every step)
   kv         "packed" (the KV caches' kernels read and write f16 pairs packed in u32) or "f16" (their shader-f16
@@ -94,8 +95,9 @@ from .weights import GROUP_SIZE, ModelWeights
 __all__ = ["POLICIES", "ATTENTION", "KV_SPELLINGS", "Decoder", "DecodeRun", "ContextFull"]
 
 POLICIES = ("f32", "int8x", "f16")
-ATTENTION = ("auto", "flash", "materialized")    # the attention routes' choice: the guards', FlashDecoding at
-                                                # every decode context (the one pass off), or the materialized one
+ATTENTION = ("auto", "flash", "sgmat", "materialized")    # the attention routes' choice: the guards',
+                                                # FlashDecoding at every decode context (the one pass off), the
+                                                # tensor-core prefill at every length, or the materialized one
 KV_SPELLINGS = ("packed", "f16")                # the KV caches' kernels: u32-packed f16 pairs, or shader-f16 types
 SUBMIT_STEPS = 4            # decode steps per submit (decode(per_submit=)): the same step repeated in one command buffer
 DOWN_DECODE_GROUP = 32      # one 32-value chunk: the finest group the int8x GEMVs' per-chunk scales allow
@@ -354,7 +356,7 @@ class Decoder:
                 await add(kv_cache_write(k=k_rot, v=v, cache=caches[i]))
             await add(sdpa(q=q_rot, cache=caches[i], out=attn, scratch=scratch, heads=c.heads, adapter=adapter,
                            pos=pos, gpu_position=gpu, int8=attn_q if reduce_quantizes else None, force=forced,
-                           one_pass=one_pass, half=half_attention))
+                           one_pass=one_pass, half=half_attention, short_prefill=self.attention != "sgmat"))
             if int8x:           # (a decode's FlashDecoding reduce writes it where reduce_quantizes)
                 quantize = quantize_activations(attn_q)
                 await add(_prefill_only(quantize) if reduce_quantizes else quantize)

@@ -180,8 +180,8 @@ async def _model(runtime, options, sink, progress):
 
 
 _MODEL = ModelRunOptions()
-_ATTENTION_HELP = "attention routes: the route tables' choice, FlashDecoding at every decode context, or materialized " \
-                  "at every step"
+_ATTENTION_HELP = "attention routes: the route tables' choice, FlashDecoding at every decode context, the f16 " \
+                  "subgroup-matrix prefill at every prompt length (no short-prompt handoff), or materialized at every step"
 _KV_HELP = "the KV caches' kernels: f16 pairs packed in u32, or shader-f16 types where the device has the feature"
 MODEL = Workload(
     name="model", title="A whole model's prefill and greedy decode (logits judged by the transformers oracle)",
