@@ -248,6 +248,11 @@ for s in $steps; do
                          --layers 2 --policy "$p" --prompt "${PROMPT:-200}" --timeout 140 --browser-flags=--enable-dawn-features=vulkan_enable_f16_on_nvidia
                      done; done ;;
     # decode measured at context 4096 (unmeasured steps fill the cache after a 128-token prompt)
+    # decode at a short and a long context, MODELS x CONTEXTS (default 256 and 4096) x ROUNDS, int8x, prompt 128
+    browser-model-decode) for r in ${ROUNDS:-1}; do for m in ${MODELS:-llama qwen3}; do for c in ${CONTEXTS:-256 4096}; do
+                       step "$s-$m-$c-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --context "$c" --timeout 140
+                     done; done; done ;;
     browser-model4096) for m in llama qwen3; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --context 4096 --timeout 140

@@ -13,7 +13,7 @@ from py_runtime.checks.decoder_blocks import (MODELS, DecoderBlocksOptions, argm
                                               steps_for)
 from py_runtime.gpu.device import AdapterReport
 from py_runtime.kernels import kernel
-from py_runtime.ops.argmax import argmax
+from py_runtime.ops.argmax import BLOCK, argmax, argmax_blocks_needed
 from py_runtime.ops.embedding import embedding_f32
 from py_runtime.ops.norm import rms_norm
 from py_runtime.ops.rope import rope
@@ -162,9 +162,12 @@ def test_sizing_refuses_live_sizes_the_tensors_cannot_hold():
     assert norm.sizing(kernel(norm.kernel), {**live, "tokens": 0}).workgroups == (0, 1, 1)
     with pytest.raises(ValueError, match="15 rows, but x/out hold 12"):
         norm.sizing(kernel(norm.kernel), {**live, "tokens": 5})
-    blocks, reduce = argmax(values=f32("v", 5000), block_keys=Tensor("k", (3,), "u32", 0),
-                            block_index=Tensor("i", (3,), "u32", 0), result=Tensor("o", (1,), "u32", 0), length="n").calls
-    assert blocks.sizing(kernel(blocks.kernel), {"n": 5000}).workgroups == (3, 1, 1)
+    blocks_5000 = argmax_blocks_needed(5000)
+    assert blocks_5000 == -(-5000 // BLOCK) > 1
+    blocks, reduce = argmax(values=f32("v", 5000), block_keys=Tensor("k", (blocks_5000,), "u32", 0),
+                            block_index=Tensor("i", (blocks_5000,), "u32", 0), result=Tensor("o", (1,), "u32", 0),
+                            length="n").calls
+    assert blocks.sizing(kernel(blocks.kernel), {"n": 5000}).workgroups == (blocks_5000, 1, 1)
     assert reduce.sizing(kernel(reduce.kernel), {"n": 5000}).workgroups == (1, 1, 1)
     with pytest.raises(ValueError, match="outside 1..5000"):
         blocks.sizing(kernel(blocks.kernel), {"n": 0})

@@ -49,10 +49,10 @@ def _int8x_decode_step(layers: int, fuse_norm: bool = True, one_pass: bool = Tru
     GEMV), the fused QKV (Qwen3's q/k norm, RoPE and the cache write in its epilogue), the attention
     (quantizing: the one pass at these short contexts, else FlashDecoding's split and reduce), o, the
     norm (with fuse_norm inside the next GEMV), the fused gate/up + SwiGLU (quantizing) and down; then the
-    embedding, the final norm (reading the one row in place), lm_head, argmax's two passes and the token
-    history."""
+    embedding, the final norm (reading the one row in place), lm_head and argmax's two passes (the second
+    storing the token in the history: no token_history dispatch under greedy decoding)."""
     per_layer = 8 - 2 * fuse_norm - one_pass
-    return per_layer * layers + 6
+    return per_layer * layers + 5
 
 
 def test_llama_matches_transformers_on_the_f32_policy(llama):
@@ -231,7 +231,7 @@ def test_the_fast_q4_twin_is_the_reference_twin_bit_for_bit():
 
 @pytest.mark.parametrize("model, policy", [("tiny", "f32"), ("awkward", "f32"), ("tiny", "int8x")])
 def test_the_position_on_the_gpu_decodes_as_the_host_sized_steps_bit_for_bit(model, policy):
-    """The GPU-side position (token_history advancing the caches' offset; RoPE, the cache write and
+    """The GPU-side position (argmax's token-history store advancing the caches' offset; RoPE, the cache write and
     the decode attention adding it: here the one pass, FlashDecoding past its reach in the crossing test
     below) against the host re-sizing every step: identical tokens and logits, and nothing re-sized per step but
     the one entering a new context band (int8x: the QKV GEMV applying RoPE and writing the cache at a

@@ -28,13 +28,14 @@ from ..ops.argmax import argmax, argmax_blocks_needed
 from ..ops.embedding import embedding_f32
 from ..ops.norm import rms_norm, rms_norm_kernel
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies, rope
+from ..ops.sequence import TokenHistory
 from ..ops.swiglu import residual_add, swiglu
 from ..ops.synth import UniformRange, fill_uniform, synth_hash, synth_value
 from ..plan import Plan
 from ..runtime import Runtime
 from .outcome import no_progress, verdict
 
-__all__ = ["ModelShape", "MODELS", "RANGES", "STREAMS", "ROPE_POSITIONS", "ARGMAX_SIZES", "ARGMAX_RANGE",
+__all__ = ["ModelShape", "MODELS", "RANGES", "STREAMS", "ROPE_POSITIONS", "ARGMAX_SIZES", "ARGMAX_RANGE", "ARGMAX_POS",
            "DEFAULT_LENGTHS", "POISON", "steps_for", "step_ids", "argmax_cases", "argmax_reference", "run_decoder_blocks",
            "DecoderBlocksOptions"]
 
@@ -115,6 +116,8 @@ ARGMAX_RANGE = UniformRange(scale_log2=-19, offset=-16.0)       # [-16, 16)
 ARGMAX_STREAM = 4500
 ARGMAX_SIZES = (1, 255, 257, 2048, 2049, 65537, LLAMA_3_2_1B.vocab, QWEN3_0_6B.vocab)     # ... and the vocabularies
 ARGMAX_TIE = 64.0                                               # above the range: the planted maximum
+ARGMAX_HISTORY = 8          # the argmax check's token history: its reduce stores the winner at 1 + ARGMAX_POS + offset
+ARGMAX_POS = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -374,18 +377,23 @@ async def _run_argmax(runtime: Runtime, options: DecoderBlocksOptions, timings: 
     block_keys = await tensors.allocate("argmax.block_keys", (argmax_blocks_needed(largest),), "u32")
     block_index = await tensors.allocate("argmax.block_index", (argmax_blocks_needed(largest),), "u32")
     result = await tensors.allocate("argmax.result", (1,), "u32")
+    history = await tensors.allocate("argmax.history", (ARGMAX_HISTORY,), "u32")
+    offset = await tensors.allocate("argmax.offset", (1,), "u32")
     fill = Plan(runtime, "argmax.fill", live={"n": largest})
     await fill.add(fill_uniform(target=values, value_range=ARGMAX_RANGE, seed=options.seed, stream=ARGMAX_STREAM,
                                 length="n"))
     fill.record()
-    plan = Plan(runtime, "argmax", live={"n": largest})
-    for call in argmax(values=values, block_keys=block_keys, block_index=block_index, result=result, length="n"):
+    plan = Plan(runtime, "argmax", live={"n": largest, "pos": ARGMAX_POS})
+    stored = TokenHistory(history, offset, tokens=1, pos="pos", advance=True)
+    for call in argmax(values=values, block_keys=block_keys, block_index=block_index, result=result, length="n",
+                       history=stored):
         await plan.add(call)
     plan.record()
     profile = options.profile and "timestamp-query" in device.adapter.device_features
     cases = []
-    for case in argmax_cases():
+    for number, case in enumerate(argmax_cases()):
         n = case["n"]
+        offset_before = number % 4
         fill.resize(n=n)
         plan.resize(n=n)
         await fill.replay()
@@ -394,6 +402,8 @@ async def _run_argmax(runtime: Runtime, options: DecoderBlocksOptions, timings: 
         for index, bits in case["plants"]:
             device.write_buffer(values.buffer, struct.pack("<I", bits), 4 * index)
         device.write_buffer(result.buffer, POISON)
+        device.write_buffer(history.buffer, POISON * ARGMAX_HISTORY)
+        device.write_buffer(offset.buffer, struct.pack("<I", offset_before))
         execution = await plan.replay(profile=profile and n == largest and case["kind"] == "random")
         if execution.rows:
             timings += [{"model": "argmax", "seq": n, **row.to_json()} for row in execution.rows]
@@ -401,14 +411,23 @@ async def _run_argmax(runtime: Runtime, options: DecoderBlocksOptions, timings: 
         words = array("I")
         words.frombytes(await device.read_buffer(values.buffer, 4 * n))
         expected = argmax_reference(words)
+        stored_words = array("I")
+        stored_words.frombytes(await device.read_buffer(history.buffer, 4 * ARGMAX_HISTORY))
+        (offset_after,) = struct.unpack("<I", await device.read_buffer(offset.buffer, 4))
         cases.append({**case, "index": index, "expected_in_page": expected, "routes": list(execution.routes),
-                      "blocks": argmax_blocks_needed(n), "workgroups": list(plan.workgroups)})
+                      "blocks": argmax_blocks_needed(n), "workgroups": list(plan.workgroups),
+                      "offset_before": offset_before, "offset_after": offset_after, "history": list(stored_words)})
     fill.release()
     plan.release()
-    for tensor in (values, block_keys, block_index, result):
+    for tensor in (values, block_keys, block_index, result, history, offset):
         tensors.release(tensor.name)
-    return {"sizes": list(ARGMAX_SIZES), "cases": cases,
-            "passed": all(c["index"] == c["expected_in_page"] for c in cases)}
+
+    def stored_right(c) -> bool:
+        at = 1 + ARGMAX_POS + c["offset_before"]
+        return (c["offset_after"] == c["offset_before"] + 1 and c["history"][at] == c["index"]
+                and all(word == POISON_WORD for i, word in enumerate(c["history"]) if i != at))
+    return {"sizes": list(ARGMAX_SIZES), "cases": cases, "history_pos": ARGMAX_POS,
+            "passed": all(c["index"] == c["expected_in_page"] and stored_right(c) for c in cases)}
 
 
 async def run_decoder_blocks(runtime: Runtime, options: DecoderBlocksOptions | None = None, sink=None,

@@ -1,7 +1,8 @@
 """Argmax of a f32 vector on the GPU, in two passes, with a 4-byte result.
 
-  pass 1 (argmax_blocks)  one workgroup per block of 2048 elements -> (key, index) per block
+  pass 1 (argmax_blocks)  one workgroup per block of BLOCK elements -> (key, index) per block
   pass 2 (argmax_reduce)  one workgroup over the blocks -> result[0] = the winning index
+                          (argmax_reduce_history: and the index appended to a token history, argmax(history=))
 
 Semantics (numpy.argmax / torch.argmax): the largest value wins; NaN counts as larger than every
 number (so the first NaN wins when there is one); -0 equals +0; ties go to the LOWEST index. The
@@ -14,11 +15,14 @@ from __future__ import annotations
 
 
 from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, live_value
+from ..kernels import kernel
 from ..tensors import Tensor
+from .sequence import TokenHistory
 
 __all__ = ["BLOCK", "argmax", "argmax_blocks_needed"]
 
-BLOCK = 256 * 8         # argmax_blocks: WG x ITEMS elements per workgroup
+_BLOCKS = kernel("argmax_blocks")
+BLOCK = _BLOCKS.invocations * _BLOCKS.template_values["ITEMS"]     # elements per argmax_blocks workgroup
 
 
 def argmax_blocks_needed(n: int) -> int:
@@ -26,8 +30,9 @@ def argmax_blocks_needed(n: int) -> int:
 
 
 def argmax(*, values: Tensor, block_keys: Tensor, block_index: Tensor, result: Tensor,
-           length: int | str | None = None) -> Op:
+           length: int | str | None = None, history: TokenHistory | None = None) -> Op:
     """The two dispatches of argmax(values[:length]) -> result[0] (u32); `length` may name a live size.
+    `history`: the reduce also stores the winner there (token_history's work, without its dispatch).
 
     block_keys/block_index (u32) need argmax_blocks_needed(length) elements."""
     if values.dtype != "f32" or {block_keys.dtype, block_index.dtype, result.dtype} != {"u32"}:
@@ -51,10 +56,13 @@ def argmax(*, values: Tensor, block_keys: Tensor, block_index: Tensor, result: T
 
     def reduce_sizing(spec, live) -> Sizing:
         n, blocks = counts(live)
-        return Sizing(workgroups=(1, 1, 1), params=spec.pack_params(n=n, blocks=blocks), bytes_moved=8 * blocks + 4,
-                      flops=blocks)
+        stored = history.params(live) if history is not None else {}
+        return Sizing(workgroups=(1, 1, 1), params=spec.pack_params(n=n, blocks=blocks, **stored),
+                      bytes_moved=8 * blocks + 4 + (history.bytes_moved if history is not None else 0), flops=blocks)
 
     return Op(f"argmax({values.name})", (OpCall(label=f"argmax_blocks({values.name})", kernel="argmax_blocks", route="argmax",
                    tensors={"values": values, "block_keys": block_keys, "block_index": block_index}, sizing=blocks_sizing),
-            OpCall(label=f"argmax_reduce({values.name})", kernel="argmax_reduce", route="argmax",
-                   tensors={"block_keys": block_keys, "block_index": block_index, "result": result}, sizing=reduce_sizing)))
+            OpCall(label=f"argmax_reduce({values.name})", kernel="argmax_reduce" if history is None else "argmax_reduce_history",
+                   route="argmax", tensors={"block_keys": block_keys, "block_index": block_index, "result": result,
+                                            **(history.tensors() if history is not None else {})},
+                   sizing=reduce_sizing)))

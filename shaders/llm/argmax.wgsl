@@ -4,17 +4,25 @@ $if PASS == 1:
 $else:
   // Argmax over a f32 vector, pass 2 of 2: one workgroup reduces the `blocks` pairs of pass 1 and
   // writes the winning index to result[0] (the only word the host reads back: 4 bytes).
+$if HISTORY:
+  // It also does token_history.wgsl's work (a decode step's dispatch fewer): the winner goes to the
+  // sequence's history at params.at + offset[0], and offset[0] advances by params.advance.
 // Order: values compare through an order-preserving u32 key computed from the bits, so no float
 // comparison (which compilers may assume NaN-free) is involved. Every NaN maps to the largest key
 // (NaN beats +inf, as in numpy.argmax and torch.argmax), -0 and +0 map to the same key, and equal
 // keys go to the LOWEST index. The pair order (larger key, then smaller index) is a total order, so
 // the result does not depend on the reduction's shape.
 const WG: u32 = 256u;
-const ITEMS: u32 = 8u;          // pass 1: elements per invocation; BLOCK = WG * ITEMS = 2048
+$if PASS == 1:
+  const ITEMS: u32 = ${ITEMS}u;        // elements per invocation: a block is WG * ITEMS (ops/argmax.py reads it)
 
 struct Params {
   n: u32,
   blocks: u32,
+  $if HISTORY:
+    at: u32,
+    capacity: u32,
+    advance: u32,
 }
 
 $if PASS == 1:
@@ -27,6 +35,9 @@ $else:
   @group(0) @binding(1) var<storage, read> block_index: array<u32>;
   @group(0) @binding(2) var<storage, read_write> result: array<u32>;
   @group(0) @binding(3) var<uniform> params: Params;
+  $if HISTORY:
+    @group(0) @binding(4) var<storage, read_write> history: array<u32>;
+    @group(0) @binding(5) var<storage, read_write> offset: array<u32>;
 
 var<workgroup> keys: array<u32, WG>;
 var<workgroup> indices: array<u32, WG>;
@@ -92,5 +103,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
       block_index[block] = indices[0];
     $else:
       result[0] = indices[0];
+      $if HISTORY:
+        let at = params.at + offset[0];
+        if (at < params.capacity) {
+          history[at] = indices[0];
+        }
+        offset[0] += params.advance;
   }
 }

@@ -124,8 +124,9 @@ def verify_decoder_blocks_report(report: dict, artifacts: dict[str, bytes], *, f
     worst error/bound ratio per check. `full` also demands the complete coverage (all geometries,
     S in {1, 7, 128}, every argmax size and case kind) rather than whatever the options selected.
     """
-    from ...checks.decoder_blocks import (ARGMAX_RANGE, ARGMAX_SIZES, ARGMAX_STREAM, DEFAULT_LENGTHS, MODELS,
-                                         POISON, RANGES, ROPE_POSITIONS, STREAMS, argmax_cases, step_ids, steps_for)
+    from ...checks.decoder_blocks import (ARGMAX_POS, ARGMAX_RANGE, ARGMAX_SIZES, ARGMAX_STREAM, DEFAULT_LENGTHS,
+                                         MODELS, POISON, POISON_WORD, RANGES, ROPE_POSITIONS, STREAMS, argmax_cases,
+                                         step_ids, steps_for)
     from ...ops.norm import rms_norm_kernel
 
     seed = report["seed"]
@@ -263,6 +264,12 @@ def verify_decoder_blocks_report(report: dict, artifacts: dict[str, bytes], *, f
             assert case["routes"] == ["argmax"], f"{where}: routes {case['routes']}"
             assert case["index"] == expected, f"{where}: GPU {case['index']}, numpy {expected}"
             assert case["expected_in_page"] == expected, f"{where}: page reference {case['expected_in_page']}"
+            # The reduce's token-history store (token_history's work): one slot, the offset advanced by one.
+            at = 1 + ARGMAX_POS + case["offset_before"]
+            assert case["offset_after"] == case["offset_before"] + 1, f"{where}: offset {case['offset_after']}"
+            assert case["history"][at] == expected, f"{where}: history[{at}] = {case['history'][at]}, not {expected}"
+            assert [w for i, w in enumerate(case["history"]) if i != at] == [POISON_WORD] * (len(case["history"]) - 1), \
+                f"{where}: history written outside slot {at}: {case['history']}"
             # The cases mean what they say: the lowest planted tie, the lowest planted NaN.
             if case["kind"] in ("ties", "last"):
                 assert expected == min(i for i, _ in case["plants"]), where

@@ -7,8 +7,6 @@
 // keys go to the LOWEST index. The pair order (larger key, then smaller index) is a total order, so
 // the result does not depend on the reduction's shape.
 const WG: u32 = 256u;
-const ITEMS: u32 = 8u;          // pass 1: elements per invocation; BLOCK = WG * ITEMS = 2048
-
 struct Params {
   n: u32,
   blocks: u32,
@@ -18,7 +16,6 @@ struct Params {
 @group(0) @binding(1) var<storage, read> block_index: array<u32>;
 @group(0) @binding(2) var<storage, read_write> result: array<u32>;
 @group(0) @binding(3) var<uniform> params: Params;
-
 var<workgroup> keys: array<u32, WG>;
 var<workgroup> indices: array<u32, WG>;
 
