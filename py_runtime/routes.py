@@ -52,7 +52,7 @@ ROUTES = (
     "q4_gemm_dp4a",         # Q4 prefill GEMM on int8 activations of every row (dot4I8Packed), opt-in
     "arith_probe",          # arithmetic ceiling (dot4I8Packed or fma chains, no memory traffic)
     "last_row",             # the last live row of the hidden state, for the model head
-    "token_history",        # a step's token appended to the sequence's history on the GPU
+    "token_history",        # retired (argmax's and the sampler's second pass store the token): its bit stays taken
     "rope_table",           # the RoPE cos/sin table built on the GPU from two sqrt-sized float64 tables
     "rope_kv_cache_write_norm",  # the same with Qwen3's per-head q/k RMSNorm folded in front
     "q4_gemm_sgmat_i8",     # Q4 prefill GEMM on int8 activations of every row, int8 subgroup matrices (tensor cores)

@@ -19,6 +19,7 @@ from py_runtime.models.config import TINY
 from py_runtime.models.decoder import Decoder
 from py_runtime.ops.argmax import argmax, argmax_blocks_needed
 from py_runtime.ops.sample import TOP_K_CAP, Sampling, sample, sample_candidates_needed
+from py_runtime.ops.sequence import TokenHistory
 from py_runtime.plan import Plan
 from py_runtime.runtime import Runtime
 
@@ -181,6 +182,50 @@ def test_the_offset_on_the_gpu_moves_the_draw_like_the_host_position(sampler):
     host, _, _ = _run(sampler, logits, sampling, (100, 101, 102, 103))
     gpu, _, _ = _run(sampler, logits, sampling, (100, 101, 102, 103), offset=90)
     assert host == gpu
+
+
+def test_the_pick_pass_stores_the_draw_in_the_token_history(sampler):
+    """sample(history=): the same draw as without it, stored at its position (pos + 1 + offset) and nowhere
+    else, the offset advanced by the step's token; a history at another offset is refused."""
+    logits = _logits(49152, 13)
+    sampling = Sampling(temperature=1.0, top_k=64, seed=8)
+    positions, offset = (5, 9, 14), 3
+    plain, _, _ = _run(sampler, logits, sampling, positions, offset=offset)
+
+    async def stored():
+        runtime, allocate = sampler.runtime, sampler.runtime.tensors.allocate
+        history = await allocate("sample.history", (16,), "u32")
+        where = TokenHistory(history, sampler.offset, advance=True)
+        plan = Plan(runtime, "sample.history", live={TOKENS: 1, POS: 0})
+        await plan.add(sample(values=sampler.values, candidate_keys=sampler.keys, candidate_index=sampler.index,
+                              result=sampler.result, offset=sampler.offset, sampling=sampling, length=logits.size,
+                              history=where))
+        plan.record()
+        runs = []
+        try:
+            for position in positions:
+                runtime.device.write_buffer(history.buffer, b"\xff" * 64)
+                runtime.device.write_buffer(sampler.offset.buffer, struct.pack("<I", offset))
+                plan.resize(pos=position - 1 - offset)
+                routes = (await plan.replay()).routes
+                words = struct.unpack("<16I", await runtime.device.read_buffer(history.buffer, 64))
+                (advanced,) = struct.unpack("<I", await runtime.device.read_buffer(sampler.offset.buffer, 4))
+                (picked,) = struct.unpack("<I", await runtime.device.read_buffer(sampler.result.buffer, 4))
+                runs.append((picked, words, advanced, routes))
+        finally:
+            plan.release()
+            runtime.tensors.release(history.name)
+        return runs
+
+    for position, want, (picked, words, advanced, routes) in zip(positions, plain, asyncio.run(stored())):
+        assert picked == want and routes == ("sample",), (position, picked, want)
+        assert words[position] == want and advanced == offset + 1, (position, words, advanced)
+        assert all(w == 0xFFFFFFFF for i, w in enumerate(words) if i != position), (position, words)
+    from py_runtime.tensors import Tensor
+    other = Tensor("other", (1,), "u32", 0)
+    with pytest.raises(ValueError, match="the token history must share its offset"):
+        sample(values=sampler.values, candidate_keys=sampler.keys, candidate_index=sampler.index, result=sampler.result,
+               offset=sampler.offset, sampling=sampling, history=TokenHistory(Tensor("h", (8,), "u32", 0), other))
 
 
 def test_the_oracle_refuses_wrong_picks(sampler):

@@ -12,18 +12,19 @@ The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (it
               rms_norm(h -> xn) | gate, up, swiglu | h += down(act)
               (the residual adds are folded into the o-proj and down linears: q4_linear(accumulate=True))
   head:       last_row(h) (a prefill's; a decode step's one row is read in place) | final rms_norm |
-              lm_head (the tied embedding) | argmax or sample -> ids[0] |
-              token_history(ids[0] -> history[pos + tokens]) (argmax's reduce does it in the same dispatch)
+              lm_head (the tied embedding) | argmax or sample -> ids[0], their second pass also storing it
+              in history[pos + tokens] (TokenHistory)
 
 argmax (sampling None) or sample (a Sampling: seeded temperature / top-k / top-p, ops/sample.py) writes the
 next token into ids[0], which the next step's embedding reads, so decode steps are submitted back to back
-with no host round trip; token_history keeps every token on the GPU for the host to read in batches. The
+with no host round trip; their second pass also keeps every token in a history on the GPU for the host to
+read in batches. The
 sampler's draw depends on (seed, the token's position), so a seed reproduces a run whatever the batch. The
 head always runs on one row (the last position), at a prefill too.
 
 The sequence's position lives on the GPU where every position-dependent dispatch can read it there
 (position_on_gpu: the fused RoPE + cache write and a FlashDecoding route): those ops are recorded at
-position 0, token_history advances the KV caches' shared offset after each step, and a decode step
+position 0, that history store advances the KV caches' shared offset after each step, and a decode step
 costs the host one replay call, nothing re-sized. Elsewhere (head_dim not a multiple of 4, or the
 materialized decode route) the host re-sizes the position's dispatches before each step.
 
@@ -84,7 +85,7 @@ from ..ops.q4 import q4_embedding
 from ..ops.q4_linear import NormPrologue, QKVRope, q4_linear, q4_linear_glu, q4_linear_qkv, split_k_room
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies, rope
 from ..ops.sample import Sampling, sample, sample_candidates_needed
-from ..ops.sequence import TokenHistory, last_row, token_history
+from ..ops.sequence import TokenHistory, last_row
 from ..ops.swiglu import swiglu
 from ..plan import Execution, Plan
 from ..tensors import Tensor
@@ -407,8 +408,9 @@ class Decoder:
                                         tokens=1)))
         await add(q4_linear(x=last_n, weight=w.lm_head, out=self.logits, adapter=adapter, tokens=1,
                             int8=last_q if int8x else False))
+        # (the chosen token's second pass also stores it in the history and advances the position there)
         history = TokenHistory(self.history, self.offset, pos=pos, advance=gpu)
-        if self.sampling is None:       # (argmax's reduce stores the token itself)
+        if self.sampling is None:
             blocks = (argmax_blocks_needed(c.vocab),)
             await add(argmax(values=self.logits, block_keys=await t("argmax_keys", blocks, "u32"),
                              block_index=await t("argmax_index", blocks, "u32"), result=self.ids, history=history))
@@ -416,8 +418,7 @@ class Decoder:
             candidates = (sample_candidates_needed(c.vocab),)
             await add(sample(values=self.logits, candidate_keys=await t("sample_keys", candidates, "u32"),
                              candidate_index=await t("sample_index", candidates, "u32"), result=self.ids,
-                             offset=self.offset, sampling=self.sampling, pos=pos))
-            await add(token_history(next_id=self.ids, history=self.history, offset=self.offset, pos=pos, advance=gpu))
+                             offset=self.offset, sampling=self.sampling, pos=pos, history=history))
         self.plan.record()
         progress("pipelines", c.layers + 1, c.layers + 1)
 

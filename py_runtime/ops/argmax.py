@@ -32,7 +32,7 @@ def argmax_blocks_needed(n: int) -> int:
 def argmax(*, values: Tensor, block_keys: Tensor, block_index: Tensor, result: Tensor,
            length: int | str | None = None, history: TokenHistory | None = None) -> Op:
     """The two dispatches of argmax(values[:length]) -> result[0] (u32); `length` may name a live size.
-    `history`: the reduce also stores the winner there (token_history's work, without its dispatch).
+    `history`: the reduce also stores the winner there (TokenHistory: no dispatch of its own).
 
     block_keys/block_index (u32) need argmax_blocks_needed(length) elements."""
     if values.dtype != "f32" or {block_keys.dtype, block_index.dtype, result.dtype} != {"u32"}:

@@ -91,7 +91,7 @@ class KVCache:
     """One layer's K and V cache, u32 [capacity, kv_heads, head_dim / 2] each, and its position offset:
     a u32 on the GPU that rope_kv_cache_write and the FlashDecoding passes add to the position their
     params give. It stays 0 where the host sizes every step; a decoder that keeps the sequence's
-    position on the GPU records those ops at position 0 and lets token_history advance one offset that
+    position on the GPU records those ops at position 0 and lets its token-history store advance one offset that
     all its layers' caches share. kv_cache_write, rope and the prefill routes read their params alone."""
 
     k: Tensor
@@ -737,7 +737,7 @@ def _sgmat_prefill_guard(req: _Attention) -> str | None:
 def _sgmat_prefill(req: _Attention) -> list[OpCall]:
     name = _sgmat_prefill_name(req)
     return _single_pass_prefill(req, name, sgmat_prefill_rows(kernel(name)) // req.group, "sdpa_prefill_sgmat_f16",
-                                shortest=req.short_prefill + 1 if req.short_prefill else 2)
+                                shortest=max(2, req.short_prefill + 1))
 
 
 def _flash_guard(req: _Attention) -> str | None:

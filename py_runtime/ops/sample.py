@@ -8,7 +8,7 @@ chosen id where argmax writes it (the next step's embedding input), so decoding 
 Order and ties are argmax's (the largest logit first, NaN above +inf, equal logits by the LOWEST index), and
 top k is an exact selection, so temperature 0 or top_k 1 picks exactly argmax's id. The draw's uniform u
 comes from a counter-based hash of (seed, position), where position is the sampled token's index in the
-sequence (token_history's: pos + tokens + the GPU-side offset), so a run is reproducible for a seed and no
+sequence (the token history's: pos + tokens + the GPU-side offset), so a run is reproducible for a seed and no
 per-step host write is needed where the position lives on the GPU. Sampling always keeps the top k
 (k <= TOP_K_CAP): the probability mass beyond the top 64 logits is never drawn.
 """
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ..dispatch import POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value
 from ..tensors import Tensor
+from .sequence import TokenHistory
 
 __all__ = ["BLOCK", "TOP_K_CAP", "MAX_VOCAB", "Sampling", "sample", "sample_candidates_needed"]
 
@@ -81,15 +82,20 @@ def sample_candidates_needed(n: int) -> int:
 
 
 def sample(*, values: Tensor, candidate_keys: Tensor, candidate_index: Tensor, result: Tensor, offset: Tensor,
-           sampling: Sampling, tokens: int | str = TOKENS, pos: int | str = POS, length: int | None = None) -> Op:
+           sampling: Sampling, tokens: int | str = TOKENS, pos: int | str = POS, length: int | None = None,
+           history: TokenHistory | None = None) -> Op:
     """The two dispatches drawing one id from values[:length] (f32 logits) into result[0] (u32) at the sequence
-    position pos + tokens + offset[0] (u32 [1]); candidate_keys/index (u32) need sample_candidates_needed(length)."""
+    position pos + tokens + offset[0] (u32 [1]); candidate_keys/index (u32) need sample_candidates_needed(length).
+    `history` (at the same offset, tokens and pos): the pick pass also stores the id there (TokenHistory)."""
     if values.dtype != "f32" or {candidate_keys.dtype, candidate_index.dtype, result.dtype} != {"u32"}:
         raise ValueError("sample: values must be f32; candidate_keys, candidate_index and result u32")
     if offset.dtype != "u32" or offset.shape != (1,):
         raise ValueError(f"sample: the position offset {offset!r} must be u32 [1]")
     if not isinstance(sampling, Sampling):
         raise TypeError(f"sample: sampling must be a Sampling, not {type(sampling).__name__}")
+    if history is not None and (history.offset is not offset or (history.tokens, history.pos) != (tokens, pos)):
+        raise ValueError(f"sample: the token history must share its offset, tokens and pos ({offset.name}, {tokens}, "
+                         f"{pos}); given {history.offset.name}, {history.tokens}, {history.pos}")
     n = values.numel if length is None else length
     if not 1 <= n <= min(values.numel, MAX_VOCAB):
         raise ValueError(f"sample({values.name}): length {n} outside 1..{min(values.numel, MAX_VOCAB)} "
@@ -99,9 +105,9 @@ def sample(*, values: Tensor, candidate_keys: Tensor, candidate_index: Tensor, r
         raise ValueError(f"sample({values.name}): candidate buffers hold {min(candidate_keys.numel, candidate_index.numel)}"
                          f" elements; {n} logits need {blocks * TOP_K_CAP} (sample_candidates_needed)")
 
-    def params(spec, at: int) -> bytes:
+    def params(spec, at: int, **stored) -> bytes:
         return spec.pack_params(n=n, blocks=blocks, k=sampling.top_k, at=at, seed=sampling.seed,
-                                temperature=sampling.temperature, top_p=sampling.top_p)
+                                temperature=sampling.temperature, top_p=sampling.top_p, **stored)
 
     def blocks_sizing(spec, live) -> Sizing:
         # pass 1 reads no position: it is not re-sized when a host-side position moves
@@ -111,7 +117,9 @@ def sample(*, values: Tensor, candidate_keys: Tensor, candidate_index: Tensor, r
     def pick_sizing(spec, live) -> Sizing:
         candidates = blocks * sampling.top_k
         at = live_value(pos, live, "sample") + live_value(tokens, live, "sample")
-        return Sizing(workgroups=(1, 1, 1), params=params(spec, at), bytes_moved=8 * candidates + 8 * sampling.top_k + 4,
+        stored = history.params(live) if history is not None else {"at": at}
+        return Sizing(workgroups=(1, 1, 1), params=params(spec, **stored),
+                      bytes_moved=8 * candidates + 8 * sampling.top_k + 4 + (history.bytes_moved if history else 0),
                       flops=candidates + sampling.top_k ** 2)
 
     label = f"sample({values.name})"
@@ -119,6 +127,8 @@ def sample(*, values: Tensor, candidate_keys: Tensor, candidate_index: Tensor, r
         OpCall(label=f"sample_blocks({values.name})", kernel="sample_blocks", route="sample",
                tensors={"values": values, "candidate_keys": candidate_keys, "candidate_index": candidate_index},
                sizing=blocks_sizing),
-        OpCall(label=f"sample_pick({values.name})", kernel="sample_pick", route="sample",
-               tensors={"values": values, "candidate_keys": candidate_keys, "candidate_index": candidate_index,
-                        "offset": offset, "result": result}, sizing=pick_sizing)))
+        OpCall(label=f"sample_pick({values.name})", kernel="sample_pick" if history is None else "sample_pick_history",
+               route="sample", tensors={"values": values, "candidate_keys": candidate_keys,
+                                        "candidate_index": candidate_index, "offset": offset, "result": result,
+                                        **({"history": history.history} if history is not None else {})},
+               sizing=pick_sizing)))

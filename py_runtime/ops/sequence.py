@@ -2,10 +2,10 @@
 
   last_row       the last live row of the hidden state into a one-row tensor: the model head (final
                  norm, lm_head, argmax) reads one row at a prefill of S tokens as at a decode step
-  token_history  the step's token (argmax's or the sampler's result, the next step's embedding input) stored
-                 at position pos + tokens of the sequence's history, which the host reads in batches;
-                 where the position lives on the GPU it also advances the KV caches' position offset
-                 (TokenHistory says where; argmax's reduce can do the same store itself)
+  TokenHistory   where the step's token (argmax's or the sampler's result, the next step's embedding input)
+                 goes: position pos + tokens of the sequence's history, which the host reads in batches;
+                 where the position lives on the GPU the store also advances the KV caches' position
+                 offset. argmax(history=) and sample(history=) store it in their second pass.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..dispatch import POS, TOKENS, Op, OpCall, Sizing, live_value, single
 from ..tensors import Tensor
 
-__all__ = ["TokenHistory", "last_row", "token_history"]
+__all__ = ["TokenHistory", "last_row"]
 
 
 def last_row(*, x: Tensor, out: Tensor, tokens: int | str = TOKENS) -> Op:
@@ -40,8 +40,8 @@ def last_row(*, x: Tensor, out: Tensor, tokens: int | str = TOKENS) -> Op:
 class TokenHistory:
     """Where a step's token goes: history[pos + offset[0] + tokens] (u32), the token generated after
     positions pos + offset[0] .. + tokens - 1; `advance` then adds the step's tokens to offset[0] (u32 [1],
-    the KV caches' shared position offset), for a sequence whose position lives on the GPU. token_history
-    does it alone; argmax(history=) in its reduce (a dispatch fewer)."""
+    the KV caches' shared position offset), for a sequence whose position lives on the GPU. argmax(history=)
+    and sample(history=) store it in their second pass (no dispatch of its own)."""
 
     history: Tensor
     offset: Tensor
@@ -58,10 +58,10 @@ class TokenHistory:
     def params(self, live) -> dict:
         """The kernels' at / capacity / advance at these live sizes."""
         capacity = self.history.numel
-        t = live_value(self.tokens, live, "token_history")
-        at = live_value(self.pos, live, "token_history") + t
+        t = live_value(self.tokens, live, "token history")
+        at = live_value(self.pos, live, "token history") + t
         if at >= capacity:
-            raise ValueError(f"token_history({self.history.name}): position {at} is past its {capacity} entries")
+            raise ValueError(f"token history {self.history.name}: position {at} is past its {capacity} entries")
         return {"at": at, "capacity": capacity, "advance": t if self.advance else 0}
 
     def tensors(self) -> dict:
@@ -70,17 +70,3 @@ class TokenHistory:
     @property
     def bytes_moved(self) -> int:
         return 16 if self.advance else 8
-
-
-def token_history(*, next_id: Tensor, history: Tensor, offset: Tensor, tokens: int | str = TOKENS,
-                  pos: int | str = POS, advance: bool = False) -> Op:
-    """TokenHistory's store of next_id[0] (u32) as a dispatch of its own (one invocation)."""
-    if next_id.dtype != "u32":
-        raise ValueError(f"token_history: next_id {next_id!r} must be u32")
-    where = TokenHistory(history, offset, tokens, pos, advance)
-
-    def sizing(spec, live) -> Sizing:
-        return Sizing(workgroups=(1, 1, 1), params=spec.pack_params(**where.params(live)), bytes_moved=where.bytes_moved)
-
-    return single(OpCall(label=f"token_history({history.name})", kernel="token_history", route="token_history",
-                         tensors={"next": next_id, **where.tensors()}, sizing=sizing))

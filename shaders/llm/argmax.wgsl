@@ -5,8 +5,8 @@ $else:
   // Argmax over a f32 vector, pass 2 of 2: one workgroup reduces the `blocks` pairs of pass 1 and
   // writes the winning index to result[0] (the only word the host reads back: 4 bytes).
 $if HISTORY:
-  // It also does token_history.wgsl's work (a decode step's dispatch fewer): the winner goes to the
-  // sequence's history at params.at + offset[0], and offset[0] advances by params.advance.
+  // It also stores the winner in the sequence's token history (TokenHistory, ops/sequence.py) at
+  // params.at + offset[0], and offset[0] advances by params.advance: no dispatch of its own for that.
 // Order: values compare through an order-preserving u32 key computed from the bits, so no float
 // comparison (which compilers may assume NaN-free) is involved. Every NaN maps to the largest key
 // (NaN beats +inf, as in numpy.argmax and torch.argmax), -0 and +0 map to the same key, and equal

@@ -10,8 +10,11 @@ $else:
   //   the shortest prefix whose cumulative weight reaches top_p * the total (every candidate at top_p 1),
   //   and the pick is the first candidate whose cumulative weight exceeds u * the nucleus' weight, where
   //   u = uniform(seed, position) is counter-based: the same (seed, position) always draws the same u.
-  // The position is the sampled token's place in the sequence, at + offset[0] (token_history's), so a
+  // The position is the sampled token's place in the sequence, at + offset[0] (the token history's), so a
   // decode whose position lives on the GPU needs no host write per step. The pick goes to result[0].
+$if HISTORY:
+  // It also stores the pick in the sequence's token history at at + offset[0] (capacity permitting), and
+  // offset[0] then advances by params.advance: no dispatch of its own for that.
 // Order: argmax's (argmax.wgsl). Values compare through order-preserving u32 keys (NaN above +inf, -0 equal
 // to +0) and equal keys go to the LOWEST index, so candidates are ranked by the composite (key, reversed
 // index), a total order. Top k is an exact radix select on that composite, 8 bits per round: the four
@@ -33,6 +36,9 @@ struct Params {
   seed: u32,
   temperature: f32,
   top_p: f32,
+  $if HISTORY:
+    capacity: u32,
+    advance: u32,
 }
 
 $if PASS == 1:
@@ -44,9 +50,11 @@ $else:
   @group(0) @binding(0) var<storage, read> values: array<f32>;
   @group(0) @binding(1) var<storage, read> candidate_keys: array<u32>;
   @group(0) @binding(2) var<storage, read> candidate_index: array<u32>;
-  @group(0) @binding(3) var<storage, read> offset: array<u32>;
+  @group(0) @binding(3) var<storage, ${"read_write" if HISTORY else "read"}> offset: array<u32>;
   @group(0) @binding(4) var<storage, read_write> result: array<u32>;
   @group(0) @binding(5) var<uniform> params: Params;
+  $if HISTORY:
+    @group(0) @binding(6) var<storage, read_write> history: array<u32>;
 
 var<workgroup> histogram: array<atomic<u32>, WG>;
 var<workgroup> suffix: array<u32, 257>;        // suffix[b]: candidates in the round's bins b..255; suffix[256] = 0
@@ -85,6 +93,17 @@ $else:
   // u in [0, 1): the hash's top 24 bits times 2^-24, exact in f32.
   fn uniform_draw(seed: u32, position: u32) -> f32 {
     return f32(lowbias32(lowbias32(seed) ^ position) >> 8u) * (1.0 / 16777216.0);
+  }
+
+  // The drawn id to result[0] (and the history); once, after the draw has read the position.
+  fn store(id: u32) {
+    result[0] = id;
+    $if HISTORY:
+      let at = params.at + offset[0];
+      if (at < params.capacity) {
+        history[at] = id;
+      }
+      offset[0] += params.advance;
   }
 
 // The round's byte of a composite: key bytes high to low, then reversed-index bytes high to low.
@@ -219,7 +238,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     workgroupBarrier();
     if (lid == 0u) {
       if (greedy) {
-        result[0] = ranked[0];
+        store(ranked[0]);
         return;
       }
       var total = 0.0;
@@ -245,6 +264,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
           break;
         }
       }
-      result[0] = ranked[pick];
+      store(ranked[pick]);
     }
 }

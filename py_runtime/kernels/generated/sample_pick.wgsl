@@ -6,7 +6,7 @@
 //   the shortest prefix whose cumulative weight reaches top_p * the total (every candidate at top_p 1),
 //   and the pick is the first candidate whose cumulative weight exceeds u * the nucleus' weight, where
 //   u = uniform(seed, position) is counter-based: the same (seed, position) always draws the same u.
-// The position is the sampled token's place in the sequence, at + offset[0] (token_history's), so a
+// The position is the sampled token's place in the sequence, at + offset[0] (the token history's), so a
 // decode whose position lives on the GPU needs no host write per step. The pick goes to result[0].
 // Order: argmax's (argmax.wgsl). Values compare through order-preserving u32 keys (NaN above +inf, -0 equal
 // to +0) and equal keys go to the LOWEST index, so candidates are ranked by the composite (key, reversed
@@ -37,7 +37,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read> offset: array<u32>;
 @group(0) @binding(4) var<storage, read_write> result: array<u32>;
 @group(0) @binding(5) var<uniform> params: Params;
-
 var<workgroup> histogram: array<atomic<u32>, WG>;
 var<workgroup> suffix: array<u32, 257>;        // suffix[b]: candidates in the round's bins b..255; suffix[256] = 0
 var<workgroup> threshold: array<u32, 3>;        // the k-th candidate's (key, reversed index) so far; still needed
@@ -65,6 +64,11 @@ fn lowbias32(x_in: u32) -> u32 {
 // u in [0, 1): the hash's top 24 bits times 2^-24, exact in f32.
 fn uniform_draw(seed: u32, position: u32) -> f32 {
   return f32(lowbias32(lowbias32(seed) ^ position) >> 8u) * (1.0 / 16777216.0);
+}
+
+// The drawn id to result[0] (and the history); once, after the draw has read the position.
+fn store(id: u32) {
+  result[0] = id;
 }
 
 // The round's byte of a composite: key bytes high to low, then reversed-index bytes high to low.
@@ -175,7 +179,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
   workgroupBarrier();
   if (lid == 0u) {
     if (greedy) {
-      result[0] = ranked[0];
+      store(ranked[0]);
       return;
     }
     var total = 0.0;
@@ -201,6 +205,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
         break;
       }
     }
-    result[0] = ranked[pick];
+    store(ranked[pick]);
   }
 }
