@@ -37,9 +37,10 @@ q4_gemv_int8x_glu is gate/up + SwiGLU as one decode GEMV; given Int8Activations 
 (q4_linear_glu(int8_out=)), q4_gemv_int8x_glu_q8 goes first: the same GEMV also writing its output
 quantized for the next int8x linear, where a workgroup of the variant holds whole groups of the output;
 given a QKVRope, q4_gemv_int8x_qkv_rope goes before q4_gemv_int8x_qkv: the decode QKV also applying
-RoPE and writing the KV cache, where a workgroup holds whole heads; where the QKVRope has a q/k norm
+RoPE and writing the KV cache, where a workgroup holds whole heads or an equal part of one (both
+elements of its rotation pairs); where the QKVRope has a q/k norm
 (Qwen3's per-head RMSNorm before RoPE), q4_gemv_int8x_qkv_rope_qknorm in its place, normalizing each q
-and k head first (bit for bit rope_kv_cache_write_norm's). Given a NormPrologue (norm=) of the RMSNorm
+and k head first (bit for bit rope_kv_cache_write_norm's; whole heads). Given a NormPrologue (norm=) of the RMSNorm
 that produces their activations, q4_gemv_int8x_glu_q8_norm and q4_gemv_int8x_qkv_rope_norm
 (q4_gemv_int8x_qkv_rope_qknorm_norm) go first: the same GEMVs computing that norm and its int8
 quantization in each workgroup (bit for bit rms_norm_int8x's), so the norm's dispatch can idle at a
@@ -386,7 +387,8 @@ def _int8x_shape(req: _Linear, epilogue: str = "") -> str:
     if epilogue == "q8":
         return req.gemv_shape or req.tuning.gemv_int8x_glu_q8(w.k, n_out, rows_copy, req.int8_out.group_size)
     if epilogue == "rope":
-        return req.gemv_shape or req.tuning.gemv_int8x_qkv_rope(w.k, n_out, req.rope.cache.head_dim, rows_copy)
+        return req.gemv_shape or req.tuning.gemv_int8x_qkv_rope(w.k, n_out, req.rope.cache.head_dim, rows_copy,
+                                                                 req.rope.qk_norm)
     aligned = w.n_total % 4 == 0 and w.n_offset % 4 == 0 and n_out % 4 == 0
     # With the row-major copy a row's scales are contiguous: the vec4 loads across rows have no use.
     return req.gemv_shape or req.tuning.gemv_int8x(w.k, n_out, aligned and not rows_copy, req.glu, rows_copy)
@@ -426,17 +428,19 @@ def _epilogue_workgroup_bytes(values: dict) -> int:
 
 
 def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers: int,
-                    norm: bool = False) -> str | None:
-    """An epilogue variant's limits: its workgroups hold whole `what`s of `whole` rows, and the adapter
-    allows its invocations, workgroup memory and storage buffers (`norm`: of the _norm variant)."""
+                    norm: bool = False, parts: bool = False) -> str | None:
+    """An epilogue variant's limits: its workgroups hold whole `what`s of `whole` rows (`parts`: or an equal
+    part of one, of 4 rows or more), and the adapter allows its invocations, workgroup memory and storage
+    buffers (`norm`: of the _norm variant)."""
     kind = _int8x_kind(req, epilogue, norm)
     if req.gemv_shape is not None and req.gemv_shape not in gemv_shapes(f"int8x{kind}{_sr(req)}"):
         return f"the pinned variant {req.gemv_shape!r} is a plain {kind.split('_')[1].upper()} one"
     shape = _int8x_shape(req, epilogue)
     values = kernel(_int8x_kernel(req, epilogue, norm)).template_values
     rows, invocations = values["RG"] * values["R"], 32 * values["RG"] * values["KS"]
-    if rows % whole:
-        return f"{shape}'s workgroups hold {rows} rows, not whole {what} of {whole}"
+    if rows % whole and not (parts and whole % rows == 0 and rows % 4 == 0):
+        return (f"{shape}'s workgroups hold {rows} rows, not whole {what} of {whole}"
+                + " nor an equal part of one (of 4 rows or more)" * parts)
     limits = req.limits
     invocations_allowed = limits.get("maxComputeInvocationsPerWorkgroup", 0)
     allowed = min(invocations_allowed, limits.get("maxComputeWorkgroupSizeX", invocations_allowed))
@@ -466,7 +470,9 @@ def _qkv_rope_guard(qk_norm: bool):
             return "no q/k norm before RoPE asked for (QKVRope(qk_norm=))"
         if req.rope.qk_norm and not qk_norm:
             return "a q/k norm goes before RoPE (Qwen3's): the _qknorm routes apply it"
-        return _epilogue_guard(req, "rope", req.rope.cache.head_dim, "heads", 11 if qk_norm else 9, norm)
+        # the q/k norm needs its whole head in one workgroup; RoPE alone its pairs
+        return _epilogue_guard(req, "rope", req.rope.cache.head_dim, "heads", 11 if qk_norm else 9, norm,
+                               parts=not qk_norm)
     return guard
 
 

@@ -18,10 +18,14 @@
 // (q), the next n_kv to out_k, the last n_kv to out_v: one dispatch for three projections of one x.
 // It also applies RoPE (interleaved pairs) to q and k and writes the KV cache, in place of a decode step's
 // rope_kv_cache_write: that kernel's arithmetic for one token, from the workgroup's rows, which meet in
-// workgroup memory after the last store. The route guard asks for RG x R a multiple of head_dim, so a
-// workgroup holds whole heads (both elements of every rotation pair, in either layout) and nothing
-// crosses workgroups. It writes the rotated q to out and K and V (f16 pairs) into the caches at the
-// position pos + offset[0], not the f32 q, k and v.
+// workgroup memory after the last store. A workgroup holds both elements of every rotation pair it
+// touches, so nothing crosses workgroups: whole heads (RG x R a multiple of head_dim), or, without a q/k
+// norm, an equal part of one head (head_dim a multiple of RG x R, itself a multiple of 4; the route guard
+// says so): with interleaved pairs its consecutive rows, with rotate-half pairs the same span of each
+// half (rows_of maps the workgroup's rows to the weight's). More, smaller workgroups for a QKV whose
+// whole heads would leave most of the GPU idle (Llama's 3,072 rows are 48 heads of 64). It writes the
+// rotated q to out and K and V (f16 pairs) into the caches at the position pos + offset[0], not the f32
+// q, k and v.
 // It also makes its own activations (a NORM prologue, in place of the rms_norm_int8x dispatch before
 // it): each workgroup reads the f32 residual row `hidden` and computes its RMSNorm with rms_norm_int8x's
 // arithmetic (256 per-invocation sums of whole octets in the same order, the same tree, the same
@@ -184,6 +188,22 @@ fn normalize_row(index: u32) {
   workgroupBarrier();
 }
 
+// A workgroup's span of a head: all head_dim rows, or its part of them (ROWS < head_dim).
+fn head_span() -> u32 {
+  return min(ROWS, 2u * params.half);
+}
+
+// Where element e of a head is among its part's `span` rows in rows_out (`part` 0 of whole heads: e).
+// Rotate-half pairs: a part is the same span of both halves, the first half's rows then the second's.
+fn local_of(e: u32, part: u32, span: u32) -> u32 {
+  return e - part * span;
+}
+
+// The weight's row of workgroup row `row` (block * ROWS + its row in rows_out): local_of's inverse.
+fn rows_of(row: u32) -> u32 {
+  return row;
+}
+
 fn rotate(a: f32, b: f32, rotation: vec2<f32>) -> vec2<f32> {
   return vec2<f32>(a * rotation.x - b * rotation.y, a * rotation.y + b * rotation.x);
 }
@@ -193,24 +213,26 @@ fn elements(j: u32) -> vec2<u32> {
   return vec2<u32>(4u * j, 4u * j + 2u);
 }
 
-// The workgroup's rows (rows_out, block `block` of ROWS: whole heads of q, k or v) rotated and stored:
-// invocation i < ROWS / 4 takes quarter j of the block's head i / (head_dim / 4), as one invocation of
+// The workgroup's rows (rows_out, block `block` of ROWS: whole heads of q, k or v, or a part of one) rotated
+// and stored: invocation i < ROWS / 4 takes a quarter j of the block's head i / (span / 4), as one invocation of
 // rope_kv_cache_write.wgsl does for token 0 (held bit-equal by a test). A position at or past the
 // cache or the table writes nothing. Called in uniform control flow.
 fn rope_rows(block: u32, index: u32) {
   workgroupBarrier();                         // every row of the block is in rows_out
   let dim = 2u * params.half;
-  let quarter = params.half / 2u;
+  let span = head_span();
+  let part = block * ROWS % dim / span;       // 0 for whole heads
+  let quarter = span / 4u;                    // a head's quarters here: an invocation each
   let head = index / quarter;
-  let j = index % quarter;
-  let first = block * ROWS + head * dim;      // the head's first row of the packed q, k, v rows
+  let j = part * quarter + index % quarter;   // the quarter of the whole head
+  let first = block * ROWS - part * span + head * dim;    // the head's first row of the packed q, k, v rows
   let position = params.pos + offset[0];
-  if (head >= ROWS / dim || first >= params.n || position >= params.capacity || position >= params.table_rows) {
+  if (head >= ROWS / span || first >= params.n || position >= params.capacity || position >= params.table_rows) {
     return;
   }
   let e = elements(j);
-  let at = head * dim;
-  let x = vec4<f32>(rows_out[at + e.x], rows_out[at + e.x + 1u], rows_out[at + e.y], rows_out[at + e.y + 1u]);
+  let at = vec2<u32>(local_of(e.x, part, span), local_of(e.y, part, span)) + head * span;
+  let x = vec4<f32>(rows_out[at.x], rows_out[at.x + 1u], rows_out[at.y], rows_out[at.y + 1u]);
   let kv_heads = params.n_kv / dim;
   if (first >= params.n_q + params.n_kv) {    // a V head: its values as they are
     let row = (position * kv_heads + (first - params.n_q - params.n_kv) / dim) * params.half;
@@ -250,13 +272,13 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     let group = index / width + turn * (WG / width);      // this warp's row group
     let first_row = (block * RG + min(group, RG - 1u)) * R;
     // h: "" for the row, and "u" for its up row (row + n) in the GLU variants.
-    let row0 = min(first_row + 0u, last_row) + params.n_offset;
+    let row0 = rows_of(min(first_row + 0u, last_row)) + params.n_offset;
     var acc0 = 0.0;
-    let row1 = min(first_row + 1u, last_row) + params.n_offset;
+    let row1 = rows_of(min(first_row + 1u, last_row)) + params.n_offset;
     var acc1 = 0.0;
-    let row2 = min(first_row + 2u, last_row) + params.n_offset;
+    let row2 = rows_of(min(first_row + 2u, last_row)) + params.n_offset;
     var acc2 = 0.0;
-    let row3 = min(first_row + 3u, last_row) + params.n_offset;
+    let row3 = rows_of(min(first_row + 3u, last_row)) + params.n_offset;
     var acc3 = 0.0;
     for (var step = 0u; step < steps; step++) {
       // Every load of the step first: weights, scales, activations.
