@@ -77,6 +77,9 @@ for s in $steps; do
     # the same writing down's int8 input, with and without the RMSNorm prologue (_norm), every shape
     browser-glu-q8-norm) per_shape "$s-llama" gemv_int8x "llama.%s" gate_up_glu_q8
                      per_shape "$s-qwen" gemv_int8x_qwen "qwen.%s" gate_up_glu_q8 ;;
+    # the decode QKV applying RoPE (its norm prologue, Qwen3's q/k norm), every variant, beside the plain QKV
+    browser-qkv-rope) step "$s" 150 bench kernels --backend browser --driver plain --preset qkv_rope --trials 3 \
+                       --timeout 140 ;;
     # the row-major copy's variants (the latency shapes included)
     browser-split)   per_shape "$s" gemv_int8x "llama.%s.int8x.rows" q_o kv qkv_as_one gate_up gate_up_glu down ;;
     # the same with the reference scale layout, at the latency-bound shapes

@@ -46,3 +46,29 @@ def test_the_step_floor_reads_consecutive_regions_and_wraps_at_the_pool_end():
     assert _chain_ranges([16, 32, 48], 1024) == [(0, 16), (16, 32), (48, 48)]
     # a read that would pass the end starts over; one larger than the pool reads all of it
     assert _chain_ranges([512, 512, 256, 2048], 1024) == [(0, 512), (512, 512), (0, 256), (0, 1024)]
+
+
+def test_the_rope_qkv_bench_times_each_variant_on_its_route_and_the_qwen_cases_hold_whole_heads():
+    """`bench kernels --preset qkv_rope` natively (lavapipe: times meaningless, routes and kernels real):
+    each pinned case runs the fused RoPE QKV with its norm prologue in that very variant, chain included;
+    Qwen3's (q/k norm: whole heads of 128) lists only the variants that hold them."""
+    import asyncio
+
+    from py_runtime.app import run
+    from py_runtime.checks.kernel_bench import BENCH_PRESETS
+
+    qwen = {c.gemv_shape for c in BENCH_PRESETS["qkv_rope"] if c.name == "qwen.qkv_rope"}
+    assert qwen == {"r16u1w8", "r4u1w32"}
+
+    async def sink(name, data):
+        pass
+
+    only = ["llama.qkv_rope[r1u1w16]", "llama.qkv_rope[r2u1w32]", "qwen.qkv_rope[r4u1w32]"]
+    report = asyncio.run(run("native", {"suite": "kernel_bench", "preset": "qkv_rope", "only": only,
+                                        "trials": 1, "repeats": 2, "chain_bytes": 8 << 20}, sink))
+    rows = {row["case"]: row for row in report["rows"]}
+    assert sorted(rows) == sorted(only)
+    kernel_run = rows["llama.qkv_rope[r1u1w16]"]["kernel"]
+    assert kernel_run.startswith("q4gsw_gemv_i8x_qkv_rope_half_norm_sr_") and kernel_run.endswith("_r1u1w16")
+    assert rows["qwen.qkv_rope[r4u1w32]"]["route"] == "q4_gemv_int8x_qkv_rope_qknorm_norm"
+    assert all(row["ns"] > 0 and row["chain_ns"] > 0 for row in rows.values())

@@ -23,11 +23,13 @@ import time
 from dataclasses import dataclass
 
 from ..gpu.device import GpuOutOfMemory
+from ..kernels import kernel
+from ..ops.attention import KVCache
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.norm import rms_norm
 from ..ops.probe import arith_probe, PROBE_KINDS, probe_for, probe_unavailable
 from ..ops.q4 import Q4Weight, q4_quantize, q4_scales_rows, q4_weight_bytes, stream_read
-from ..ops.q4_linear import (NormPrologue, gemm_dp4a_shapes, gemm_sgmat_f16_shapes, gemm_sgmat_shapes, gemv_group_size,
+from ..ops.q4_linear import (NormPrologue, QKVRope, gemm_dp4a_shapes, gemm_sgmat_f16_shapes, gemm_sgmat_shapes, gemv_group_size,
                              gemv_int8_max_k, gemv_shapes, split_k_room, q4_linear, q4_linear_glu, q4_linear_qkv)
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
@@ -68,6 +70,8 @@ class BenchCase:
     gemm_shape: str | None = None       # dp4a or half: pin the GEMM's tile (None: the route's choice)
     half: bool = False                  # f32 x, the prefill may take the f16 subgroup-matrix GEMM
     split_k: bool = False               # dp4a: a partials scratch, so the int8 GEMM may split K (its reduce timed too)
+    rope: ModelConfig | None = None     # int8x: this model's decode QKV applying RoPE and writing a KV cache
+                                        # (q4_gemv_int8x_qkv_rope, its q/k norm too where the model has one)
 
     @property
     def weight_rows(self) -> int:
@@ -97,6 +101,21 @@ _LLAMA.insert(2, ("qkv_as_one", LLAMA_3_2_1B.hidden, LLAMA_3_2_1B.q_dim + 2 * LL
 _QWEN = QWEN3_0_6B.linear_shapes()
 _LLAMA_GATE_UP = LLAMA_3_2_1B.linears()["gate_up"]
 _QWEN_GATE_UP = QWEN3_0_6B.linears()["gate_up"]
+
+
+def _rope_shapes_for(config: ModelConfig) -> list[str]:
+    """The RoPE QKV variants (_norm_sr, as the decoders run them) whose workgroups fit this model's heads:
+    whole heads, or without a q/k norm an equal part of one."""
+    kind = f"_qkv_rope_{config.rope_layout}{'_qknorm' * config.qk_norm}_norm_sr"
+    shapes = []
+    for shape in gemv_shapes("int8x" + kind):
+        values = kernel(f"q4gsw_gemv_i8x{kind}_sg_{shape}").template_values
+        rows = values["R"] * values["RG"]
+        if rows % config.head_dim == 0 or not config.qk_norm and config.head_dim % rows == 0:
+            shapes.append(shape)
+    return shapes
+
+
 _F32_NEXT = ("r4s2", "w8u4", "r4s2m", "r2s2m", "w4u4s2m", "w8u2m")      # the first session's picks and the masked ones
 _INT8_G64 = tuple(s for s in gemv_shapes("int8") if gemv_group_size(s) == 64)
 BENCH_PRESETS = {
@@ -140,6 +159,15 @@ BENCH_PRESETS = {
                         + [BenchCase("qwen.gate_up_glu_q8_norm.int8x.rows", *_QWEN_GATE_UP, 1, gemv_shape=g, int8x=True,
                                      glu=True, glu_q8=True, norm=True, scales_rows=True)
                            for g in gemv_shapes("int8x_glu_q8_norm_sr")]),
+    # The decode QKV applying RoPE and writing the KV cache as the decoders run it (the RMSNorm as its
+    # prologue, the row-major scale copy; Qwen3's q/k norm), every variant, beside the plain QKV GEMV.
+    "qkv_rope": ([BenchCase(f"{prefix}.qkv_rope", config.hidden, config.q_dim + 2 * config.kv_dim, 1, gemv_shape=g,
+                            int8x=True, norm=True, scales_rows=True, rope=config)
+                  for prefix, config in (("llama", LLAMA_3_2_1B), ("qwen", QWEN3_0_6B))
+                  for g in _rope_shapes_for(config)]
+                 + [BenchCase(f"{prefix}.qkv_as_one.int8x.rows", config.hidden, config.q_dim + 2 * config.kv_dim, 1,
+                              int8x=True, scales_rows=True)
+                    for prefix, config in (("llama", LLAMA_3_2_1B), ("qwen", QWEN3_0_6B))]),
     "gemv_variants": (_decode("llama", _LLAMA, gemv_shapes=gemv_shapes("f32"))
                       + _decode("qwen", _QWEN, gemv_shapes=gemv_shapes("f32"))),
     "gemv_vocab": [BenchCase(f"{prefix}.lm_head", k, n, 1, None, g) for prefix, k, n in
@@ -172,12 +200,47 @@ BENCH_PRESETS = {
 
 
 def _linear(case: BenchCase, x, weight: Q4Weight, out, adapter, rows: int, int8, int8_out=None, partials=None,
-            norm: NormPrologue | None = None):
+            norm: NormPrologue | None = None, rope: "_RopeTarget | None" = None):
+    if rope is not None:
+        return q4_linear_qkv(x=x, weight=weight, outs=rope.outs, adapter=adapter, tokens=rows, int8=int8,
+                             gemv_shape=case.gemv_shape, rope=rope.rope, norm=norm)
     if case.glu:
         return q4_linear_glu(act=int8, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
                              int8_out=int8_out, norm=norm)
     return q4_linear(x=x, weight=weight, out=out, adapter=adapter, tokens=rows, gemv_shape=case.gemv_shape,
                      gemm_shape=case.gemm_shape, force=case.route, int8=int8, half=case.half, partials=partials)
+
+
+@dataclass(frozen=True)
+class _RopeTarget:
+    """What a RoPE QKV case writes: q, k and v (the plain route's), the rotated q and a KV cache."""
+    outs: tuple
+    rope: QKVRope
+    owned: tuple
+
+
+_ROPE_POSITION, _ROPE_CAPACITY = 3, 8          # one token at a small position (the time does not depend on it)
+
+
+async def _rope_target(runtime: Runtime, config: ModelConfig, seed: int, stream: int) -> tuple[_RopeTarget, list]:
+    """The outputs, table, cache and q/k norm weights of a RoPE QKV case, and the calls that fill them."""
+    tensors, dim = runtime.tensors, config.head_dim
+    outs = (await tensors.allocate("bench.q", (1, config.q_dim)), await tensors.allocate("bench.k", (1, config.kv_dim)),
+            await tensors.allocate("bench.v", (1, config.kv_dim)))
+    q_out = await tensors.allocate("bench.q_rotated", (1, config.heads, dim))
+    table = await tensors.allocate("bench.rope_table", (_ROPE_CAPACITY, dim // 2, 2))
+    cache = await KVCache.allocate(runtime, "bench.cache", capacity=_ROPE_CAPACITY, kv_heads=config.kv_heads,
+                                   head_dim=dim)
+    fills = [fill_uniform(target=table, value_range=ACT_RANGE, seed=seed, stream=stream)]     # (any finite rotation)
+    qk_norm = None
+    if config.qk_norm:
+        qk_norm = (await tensors.allocate("bench.q_norm", (dim,)), await tensors.allocate("bench.k_norm", (dim,)))
+        fills += [fill_uniform(target=w, value_range=NORM_RANGE, seed=seed, stream=stream + 1 + i)
+                  for i, w in enumerate(qk_norm)]
+    rope = QKVRope(q_out=q_out, table=table, cache=cache, layout=config.rope_layout, pos=_ROPE_POSITION,
+                   qk_norm=qk_norm, eps=config.norm_eps)
+    owned = (*outs, q_out, table, cache.k, cache.v, cache.offset, *(qk_norm or ()))
+    return _RopeTarget(outs, rope, owned), fills
 
 
 def _label(case: BenchCase) -> str:
@@ -389,7 +452,10 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         if case.scales_rows:
             setup.append(q4_scales_rows(weight))
         setup.append(fill_uniform(target=x, value_range=ACT_RANGE, seed=seed, stream=1000 + index))
-        norm_weight, norm = None, None
+        norm_weight, norm, rope = None, None, None
+        if case.rope is not None:
+            rope, fills = await _rope_target(runtime, case.rope, seed, 3000 + 4 * index)
+            setup += fills
         if case.norm:           # x is then the residual row the GEMV's prologue normalizes
             norm_weight = await tensors.allocate("bench.norm_weight", (case.k,))
             setup.append(fill_uniform(target=norm_weight, value_range=NORM_RANGE, seed=seed, stream=2000 + index))
@@ -403,10 +469,11 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
         out_q8 = await Int8Activations.allocate(runtime, out, DOWN_DECODE_GROUP) if case.glu_q8 else None
         partials = await tensors.allocate("bench.partials", (split_k_room(),)) if case.split_k else None
         owned = (x, out, *(int8.tensors if case.int8x or case.dp4a else ()), *(out_q8.tensors if out_q8 else ()),
-                 *((partials,) if partials else ()), *((norm_weight,) if norm_weight else ()))
+                 *((partials,) if partials else ()), *((norm_weight,) if norm_weight else ()),
+                 *(rope.owned if rope else ()))
         try:
             op = _linear(case, x, weight.rows(0, case.weight_rows), out, device.adapter, case.rows, int8, out_q8,
-                         partials, norm)
+                         partials, norm, rope)
         except RouteUnavailable as error:       # a forced route this adapter lacks: said, not measured
             rows.append({"case": _label(case), "route": case.route, "k": case.k, "n": case.n, "rows": case.rows,
                          "skipped": str(error)})
@@ -434,8 +501,8 @@ async def run_kernel_bench(runtime: Runtime, *, preset: str = "decode", repeats:
                "stream_gbps_same_bytes": stream_same, "ratio_same_bytes": gbps / stream_same,
                "ratio_big_stream": gbps / stream_big}
         if case.rows == 1 and chain_bytes > 0:
-            row.update(await _chain_row(runtime, case, weight, x, out, (int8, out_q8, partials, norm), count, trials,
-                                        sink_tensor, pool, moved.bytes_moved, stream_big))
+            row.update(await _chain_row(runtime, case, weight, x, out, (int8, out_q8, partials, norm, rope), count,
+                                        trials, sink_tensor, pool, moved.bytes_moved, stream_big))
         if case.dp4a:
             row["quantize_ns"] = await _measure_op(runtime, quantize_activations(int8, tokens=case.rows), repeats, trials)
         rows.append(row)
@@ -493,7 +560,8 @@ async def _probes(runtime: Runtime, sink_tensor, repeats: int, trials: int) -> d
 async def _chain_row(runtime, case, weight, x, out, int8, copies, trials, sink_tensor, pool, moved, stream_big) -> dict:
     """The decode-like figures: the linear over each weight copy in turn, one pass; the same for a
     streaming read of the same bytes (consecutive regions of the pool). `int8`: _linear's arguments
-    after `rows` (the activations, the output's int8 form or None, partials, the norm prologue)."""
+    after `rows` (the activations, the output's int8 form or None, partials, the norm prologue, the RoPE
+    target)."""
     device = runtime.device
     plan = Plan(runtime, f"bench.chain.{case.name}")
     for copy in range(copies):
