@@ -19,12 +19,14 @@ import math
 from dataclasses import dataclass
 
 from ..dispatch import POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value
+from ..kernels import kernel
 from ..tensors import Tensor
 from .sequence import TokenHistory
 
 __all__ = ["BLOCK", "TOP_K_CAP", "MAX_VOCAB", "Sampling", "sample", "sample_candidates_needed"]
 
-BLOCK = 256 * 8             # sample_blocks: WG x ITEMS logits per workgroup
+_BLOCKS = kernel("sample_blocks")
+BLOCK = _BLOCKS.invocations * _BLOCKS.template_values["ITEMS"]     # logits per sample_blocks workgroup
 TOP_K_CAP = 64              # sample.wgsl MAX_K: pass 2 ranks at most this many candidates in workgroup memory
 MAX_VOCAB = 1 << 24         # indices share a 56-bit composite key with the logit's 32 bits: 24 bits for the index
 MIN_TEMPERATURE = 1e-3      # below it a draw is greedy but for rounding (use 0), and (l - l_max) / T nears f32 overflow

@@ -14,7 +14,7 @@
 // bytes of the key, then the three bytes of the reversed index (indices below 2^24), so ties at the
 // k-th place are broken by index too and the selection does not depend on the reduction's shape.
 const WG: u32 = 256u;           // also the radix: one histogram bin per invocation
-const ITEMS: u32 = 8u;
+const ITEMS: u32 = 8u;    // ops/sample.py reads it
 const BLOCK: u32 = WG * ITEMS;  // pass 1: 2048 logits per workgroup
 const MAX_K: u32 = 64u;         // the largest top_k (ops/sample.py TOP_K_CAP)
 const ROUNDS: u32 = 7u;         // radix rounds: 4 key bytes, 3 reversed-index bytes
