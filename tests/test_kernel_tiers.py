@@ -19,7 +19,6 @@ from py_runtime.kernels import TIERS, kernel, kernel_names
 # plus the portable defaults the route tables give adapters other than the H200 (f32 r2u2s4; int8
 # i8r4g32/64/128; int8x r2u2w1 for every kind). Each ships in both reductions, _sg and _wg.
 ROPE_SHAPES = ("r8u1w8", "r16u1w8", "r2u1w32", "r4u1w32")
-ROPE_PART_SHAPES = ROPE_SHAPES + ("r1u1w32", "r1u1w16", "r1u1w16k2", "r1u1w8k2")     # parts of a head too
 SHIPPED_SHAPES = {
     "q4gsw_gemv": ("w8u4", "r4s2m", "r2s2m", "r2u2s4", "i8r4g32", "i8r4g64", "i8r4g128", "i8r2s2g64"),
     "q4gsw_gemv_i8x": ("r4u1w2v", "r4u1w2", "r1u1w8", "r1u1w4k2", "r1u1w2k4", "r2u2w1"),
@@ -31,26 +30,26 @@ SHIPPED_SHAPES = {
     "q4gsw_gemv_i8x_glu_q8": ("r8u1w8", "r4u1w16", "r2u1w16"),
     "q4gsw_gemv_i8x_glu_q8_sr": ("r8u1w8", "r4u1w16", "r2u1w16"),
     # the RoPE kinds: 64 rows (heads of 64, 32) or 128 (heads of 128), in 256 invocations or (the H200's)
-    # 1024, or (without a q/k norm) 32, 16 or 8 rows of a head; each also normalizing q and k first
-    # (_qknorm: q4_linear_qkv(rope=QKVRope(qk_norm=)), whole heads only)
-    **{f"q4gsw_gemv_i8x_qkv_rope_{layout}{qk}{sr}": ROPE_SHAPES if qk else ROPE_PART_SHAPES
-       for layout in ("half", "interleaved") for qk in ("", "_qknorm") for sr in ("", "_sr")},
+    # 1024, each also normalizing q and k first (_qknorm: q4_linear_qkv(rope=QKVRope(qk_norm=))); the
+    # parts of a head (32, 16, 8 rows) are sweep variants of the kinds without the q/k norm
+    **{f"q4gsw_gemv_i8x_qkv_rope_{layout}{qk}{sr}": ROPE_SHAPES for layout in ("half", "interleaved")
+       for qk in ("", "_qknorm") for sr in ("", "_sr")},
     # the glu_q8 and RoPE kinds with the RMSNorm prologue (q4_linear_glu(norm=), q4_linear_qkv(norm=))
     "q4gsw_gemv_i8x_glu_q8_norm": ("r8u1w8", "r4u1w16", "r2u1w16"),
     "q4gsw_gemv_i8x_glu_q8_norm_sr": ("r8u1w8", "r4u1w16", "r2u1w16"),
-    **{f"q4gsw_gemv_i8x_qkv_rope_{layout}{qk}_norm{sr}": ROPE_SHAPES if qk else ROPE_PART_SHAPES
-       for layout in ("half", "interleaved") for qk in ("", "_qknorm") for sr in ("", "_sr")},
+    **{f"q4gsw_gemv_i8x_qkv_rope_{layout}{qk}_norm{sr}": ROPE_SHAPES for layout in ("half", "interleaved")
+       for qk in ("", "_qknorm") for sr in ("", "_sr")},
 }
 GEMV_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl")
 # (shipped, sweep) of the families with sweep variants: q4gsw_gemv ships 8 of its 24 shapes, the int8x
-# family 134 of its 179 kind-and-shape pairs; each in two reductions. The DP4A GEMM ships the one tile
+# family 102 of its 179 kind-and-shape pairs; each in two reductions. The DP4A GEMM ships the one tile
 # its route runs (ops/q4_linear.py GEMM_DP4A_SHAPE) of nine, the subgroup-matrix GEMM its one of ten (and its _sk form)
 # (GEMM_SGMAT_SHAPE), the f16 one the three tiles its tiers pick (SGMAT_F16_TIERS) of eleven; FlashDecoding's
 # subgroup split pass the 6
 # variants its tuning picks of 16; the subgroup prefill the 5 variants its tuning picks of 12; the one-pass
 # decode the 3 its tables pick of 7, each also with the i8x epilogue. The three attention families ship each
 # pick once more: its kvf16_ twin (the cache in shader-f16 types).
-COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (276, 106),
+COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (212, 170),
           "shaders/quant/q4gsw_gemm_dp4a.wgsl": (4, 16), "shaders/quant/q4gsw_gemm_sgmat.wgsl": (2, 18),
           "shaders/quant/q4gsw_gemm_sgmat_f16.wgsl": (3, 8),
           "shaders/attention/sdpa_flash_subgroup.wgsl": (6 + 6, 10),

@@ -40,6 +40,21 @@ def test_every_route_at_real_and_awkward_shapes_matches_the_oracle():
     assert any(case["weight_artifacts"] for case in report["cases"])       # the twin was compared
 
 
+
+def test_the_rope_qkv_in_parts_of_a_head_matches_the_plain_qkv_and_rope_kv_cache_write_bit_for_bit():
+    """The RoPE QKV's sweep variants holding part of a head (32, 16 or 8 of its 64 rows: rotate-half pairs
+    from both halves, interleaved ones consecutive), in both layouts, with and without the scale copy and
+    the norm prologue: the q they rotate and the cache rows they write equal the plain QKV's through
+    rope_kv_cache_write, word for word (the verifier's comparison), on the fused route."""
+    from py_runtime.checks.q4_linear import PRESETS
+
+    parts = {"r1u1w32", "r1u1w16", "r1u1w16k2", "r1u1w8k2"}
+    names = [case.name for case in PRESETS["int8x"] if case.rope and case.gemv_shape in parts]
+    assert len(names) == 4 * (8 + 4)        # per shape: 2 layouts x 2 scale layouts x (2 K + the prologue's 1)
+    report, artifacts = _run({"preset": "int8x", "only": names})
+    verify_q4_report(report, artifacts.__getitem__)
+    assert all(case["runs"][0]["routes"][-1].startswith("q4_gemv_int8x_qkv_rope") for case in report["cases"])
+
 @pytest.mark.full
 def test_full_matrix_of_rows_1_7_128_512():
     report, artifacts = _run({"preset": "full"})

@@ -185,7 +185,7 @@ def _cases(rows_real: tuple[int, ...], rows_lm: tuple[int, ...], tier: str | Non
                          group_size=32, n_kv=64, gemv_shape=shape, int8x=True, scales_rows=rows, rope=layout,
                          norm=True, norm_prologue=True)
               for layout in ("half", "interleaved") for rows in (False, True)
-              for shape in gemv_shapes(f"int8x_qkv_rope_{layout}_norm{'_sr' if rows else ''}", "shipped")]
+              for shape in gemv_shapes(f"int8x_qkv_rope_{layout}_norm{'_sr' if rows else ''}", tier)]
     # The RoPE kinds normalizing each q and k head first (Qwen3's q/k norm: the _qknorm routes) beside
     # rope_kv_cache_write_norm, with and without the RMSNorm prologue and the scale copy.
     cases += [LinearCase(f"gemv.{'rows.' if rows else ''}qkv_rope_{layout}_qknorm{'_norm' * prologue}.{shape}", k, 128,

@@ -193,10 +193,7 @@ def _h200_rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool, qk_norm:
     pass 782-787 -> 778-779 us (Llama) and 1,168 -> 1,158 (Qwen3; docs/bench/h200-2026-12-02-s14/rope/);
     1024, measured together with the _glu_q8 groups of 32 (docs/bench/h200-2026-12-02-s15/rope32/ against
     group32/), the QKV's profiled time per layer 15.8-16.1 -> 15.4-15.5 us (Llama) and 16.4-16.5 -> 16.0
-    (Qwen3). Without a q/k norm and heads of 64, a quarter head in 16 rows: four times the workgroups
-    (Llama's 48 -> 192) with twice the lanes."""
-    if not qk_norm and head_dim == 64:
-        return "r1u1w16"
+    (Qwen3)."""
     return "r2u1w32" if 64 % head_dim == 0 else "r4u1w32"
 
 
