@@ -40,7 +40,6 @@ def test_every_route_at_real_and_awkward_shapes_matches_the_oracle():
     assert any(case["weight_artifacts"] for case in report["cases"])       # the twin was compared
 
 
-
 def test_the_rope_qkv_in_parts_of_a_head_matches_the_plain_qkv_and_rope_kv_cache_write_bit_for_bit():
     """The RoPE QKV's sweep variants holding part of a head (32, 16 or 8 of its 64 rows: rotate-half pairs
     from both halves, interleaved ones consecutive), in both layouts, with and without the scale copy and
@@ -54,6 +53,7 @@ def test_the_rope_qkv_in_parts_of_a_head_matches_the_plain_qkv_and_rope_kv_cache
     report, artifacts = _run({"preset": "int8x", "only": names})
     verify_q4_report(report, artifacts.__getitem__)
     assert all(case["runs"][0]["routes"][-1].startswith("q4_gemv_int8x_qkv_rope") for case in report["cases"])
+
 
 @pytest.mark.full
 def test_full_matrix_of_rows_1_7_128_512():

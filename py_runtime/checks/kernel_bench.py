@@ -29,8 +29,9 @@ from ..ops.int8_activations import Int8Activations, quantize_activations, rms_no
 from ..ops.norm import rms_norm
 from ..ops.probe import arith_probe, PROBE_KINDS, probe_for, probe_unavailable
 from ..ops.q4 import Q4Weight, q4_quantize, q4_scales_rows, q4_weight_bytes, stream_read
-from ..ops.q4_linear import (NormPrologue, QKVRope, gemm_dp4a_shapes, gemm_sgmat_f16_shapes, gemm_sgmat_shapes, gemv_group_size,
-                             gemv_int8_max_k, gemv_shapes, split_k_room, q4_linear, q4_linear_glu, q4_linear_qkv)
+from ..ops.q4_linear import (NormPrologue, QKVRope, gemm_dp4a_shapes, gemm_sgmat_f16_shapes, gemm_sgmat_shapes,
+                             gemv_group_size, gemv_int8_max_k, gemv_shapes, rows_fit, split_k_room, q4_linear,
+                             q4_linear_glu, q4_linear_qkv)
 from ..ops.swiglu import swiglu
 from ..ops.synth import fill_uniform
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B, TINY, ModelConfig
@@ -107,13 +108,11 @@ def _rope_shapes_for(config: ModelConfig) -> list[str]:
     """The RoPE QKV variants (_norm_sr, as the decoders run them) whose workgroups fit this model's heads:
     whole heads, or without a q/k norm an equal part of one."""
     kind = f"_qkv_rope_{config.rope_layout}{'_qknorm' * config.qk_norm}_norm_sr"
-    shapes = []
-    for shape in gemv_shapes("int8x" + kind):
+    def rows(shape: str) -> int:
         values = kernel(f"q4gsw_gemv_i8x{kind}_sg_{shape}").template_values
-        rows = values["R"] * values["RG"]
-        if rows % config.head_dim == 0 or not config.qk_norm and config.head_dim % rows == 0:
-            shapes.append(shape)
-    return shapes
+        return values["R"] * values["RG"]
+    return [shape for shape in gemv_shapes("int8x" + kind)
+            if rows_fit(rows(shape), config.head_dim, parts=not config.qk_norm)]
 
 
 _F32_NEXT = ("r4s2", "w8u4", "r4s2m", "r2s2m", "w4u4s2m", "w8u2m")      # the first session's picks and the masked ones

@@ -40,8 +40,8 @@ given a QKVRope, q4_gemv_int8x_qkv_rope goes before q4_gemv_int8x_qkv: the decod
 RoPE and writing the KV cache, where a workgroup holds whole heads or an equal part of one (both
 elements of its rotation pairs); where the QKVRope has a q/k norm
 (Qwen3's per-head RMSNorm before RoPE), q4_gemv_int8x_qkv_rope_qknorm in its place, normalizing each q
-and k head first (bit for bit rope_kv_cache_write_norm's; whole heads). Given a NormPrologue (norm=) of the RMSNorm
-that produces their activations, q4_gemv_int8x_glu_q8_norm and q4_gemv_int8x_qkv_rope_norm
+and k head first (bit for bit rope_kv_cache_write_norm's; whole heads). Given a NormPrologue (norm=) of
+the RMSNorm that produces their activations, q4_gemv_int8x_glu_q8_norm and q4_gemv_int8x_qkv_rope_norm
 (q4_gemv_int8x_qkv_rope_qknorm_norm) go first: the same GEMVs computing that norm and its int8
 quantization in each workgroup (bit for bit rms_norm_int8x's), so the norm's dispatch can idle at a
 decode step; K must fit the prologue's workgroup row (MAXK).
@@ -74,8 +74,8 @@ from .subgroup_matrix import subgroup_matrix_unavailable
 from .tuning import Tuning, tuning_for
 
 __all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "NormPrologue", "gemv_shapes", "gemv_int8_max_k",
-           "gemv_group_size", "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE", "gemm_sgmat_shapes", "gemm_sgmat_f16_shapes",
-           "sgmat_workgroup_bytes", "GEMM_SGMAT_SHAPE", "k_splits", "split_k_room", "GemmTile",
+           "rows_fit", "gemv_group_size", "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE", "gemm_sgmat_shapes",
+           "gemm_sgmat_f16_shapes", "sgmat_workgroup_bytes", "GEMM_SGMAT_SHAPE", "k_splits", "split_k_room", "GemmTile",
            "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GLU_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
 
 _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
@@ -387,8 +387,7 @@ def _int8x_shape(req: _Linear, epilogue: str = "") -> str:
     if epilogue == "q8":
         return req.gemv_shape or req.tuning.gemv_int8x_glu_q8(w.k, n_out, rows_copy, req.int8_out.group_size)
     if epilogue == "rope":
-        return req.gemv_shape or req.tuning.gemv_int8x_qkv_rope(w.k, n_out, req.rope.cache.head_dim, rows_copy,
-                                                                 req.rope.qk_norm)
+        return req.gemv_shape or req.tuning.gemv_int8x_qkv_rope(w.k, n_out, req.rope.cache.head_dim, rows_copy)
     aligned = w.n_total % 4 == 0 and w.n_offset % 4 == 0 and n_out % 4 == 0
     # With the row-major copy a row's scales are contiguous: the vec4 loads across rows have no use.
     return req.gemv_shape or req.tuning.gemv_int8x(w.k, n_out, aligned and not rows_copy, req.glu, rows_copy)
@@ -427,6 +426,12 @@ def _epilogue_workgroup_bytes(values: dict) -> int:
     return 4 * (rows + reduction + head_squares) + prologue
 
 
+def rows_fit(rows: int, whole: int, parts: bool = False) -> bool:
+    """Whether a workgroup of `rows` output rows holds whole units of `whole` rows (heads, groups), or
+    (`parts`) an equal part of one, of 4 rows or more: the epilogue variants' first guard."""
+    return rows % whole == 0 or parts and whole % rows == 0 and rows % 4 == 0
+
+
 def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers: int,
                     norm: bool = False, parts: bool = False) -> str | None:
     """An epilogue variant's limits: its workgroups hold whole `what`s of `whole` rows (`parts`: or an equal
@@ -438,7 +443,7 @@ def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers:
     shape = _int8x_shape(req, epilogue)
     values = kernel(_int8x_kernel(req, epilogue, norm)).template_values
     rows, invocations = values["RG"] * values["R"], 32 * values["RG"] * values["KS"]
-    if rows % whole and not (parts and whole % rows == 0 and rows % 4 == 0):
+    if not rows_fit(rows, whole, parts):
         return (f"{shape}'s workgroups hold {rows} rows, not whole {what} of {whole}"
                 + " nor an equal part of one (of 4 rows or more)" * parts)
     limits = req.limits

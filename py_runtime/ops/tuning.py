@@ -26,8 +26,7 @@ class Tuning:
     gemv_int8x: Callable[[int, int, bool, bool, bool], str]  # (K, N, vec4 scales ok, glu, row-major copy)
     gemv_int8x_glu_q8: Callable[[int, int, bool, int], str]  # (K, N, row-major copy, the output's group size)
                                                             # -> a _glu_q8 shape (its workgroups: whole groups)
-    gemv_int8x_qkv_rope: Callable[[int, int, int, bool, bool], str]   # (K, N, head_dim, row-major copy, q/k
-                                                            # norm) -> _qkv_rope shape
+    gemv_int8x_qkv_rope: Callable[[int, int, int, bool], str]   # (K, N, head_dim, row-major copy) -> _qkv_rope
     flash_split: Callable[[int, int], tuple[str, int]]     # (G, W) -> sdpa_flash_split_sg variant suffix,
                                                             # workgroups wanted before splits take more steps
     prefill_attention: Callable[[int, int], str]            # (head_dim, smallest subgroup) -> sdpa_prefill_sg
@@ -180,14 +179,14 @@ def _h200_glu_q8(k: int, n: int, rows_copy: bool, group: int) -> str:
 
 # The portable _glu_q8 pick: r8u1w8, 256 invocations, what every adapter allows. The fused QKV applying RoPE
 # (_qkv_rope): _rope_rows_for, one shape per head size.
-def _rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool, qk_norm: bool) -> str:
+def _rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
     """The fused QKV applying RoPE: 64 rows in 256 invocations (8 rows per lane, 8 warps: what every
     adapter allows) where they hold whole heads (Llama's 64, or 32), else 128 (16 rows per lane: Qwen3's
     heads of 128); a head_dim that divides neither falls back to the plain QKV (the route guard says so)."""
     return "r8u1w8" if 64 % head_dim == 0 else "r16u1w8"
 
 
-def _h200_rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool, qk_norm: bool) -> str:
+def _h200_rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
     """The same whole heads per workgroup as _rope_rows_for in four times the warps (1024 invocations): a
     quarter of the rows per lane. In Chromium: 512 invocations (r4u1w16 / r8u1w16) took a decode step's GPU
     pass 782-787 -> 778-779 us (Llama) and 1,168 -> 1,158 (Qwen3; docs/bench/h200-2026-12-02-s14/rope/);
