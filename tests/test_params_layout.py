@@ -161,7 +161,7 @@ def test_bad_values_are_named_with_the_reason(name, values, fragment):
 
 def test_a_kernel_without_params_refuses_to_pack():
     bare = Kernel(name="bare", source="s", code="", entry_point="main", workgroup_size=(1, 1, 1), bindings=(),
-                  template_values={}, params_layout=None, tier="shipped", sha256="0")
+                  template_values={}, params_layout=None, workgroup_bytes=0, tier="shipped", sha256="0")
     with pytest.raises(ParamsError, match="kernel bare: has no uniform params binding, given \\['n'\\]"):
         bare.pack_params(n=1)
 

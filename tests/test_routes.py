@@ -18,7 +18,7 @@ from py_runtime.ops.q4 import Q4Weight
 from py_runtime.models.config import LAYOUTS
 from py_runtime.ops.attention import KVCache
 from py_runtime.ops.q4_linear import (GEMM_DP4A_SHAPE, GemmTile, NormPrologue, QKVRope, gemm_sgmat_shapes, k_splits, q4_linear,
-                                      q4_linear_glu, q4_linear_qkv, sgmat_workgroup_bytes, split_k_room)
+                                      q4_linear_glu, q4_linear_qkv, split_k_room)
 from py_runtime.ops.tuning import tuning_for
 from py_runtime.routing import RouteUnavailable
 from py_runtime.tensors import Tensor
@@ -316,7 +316,7 @@ def test_the_subgroup_matrix_gemm_takes_the_int8_prefill_where_the_device_allows
     assert "not q4_gemm_sgmat_i8: the pinned tile 'm64k64' is not an int8 subgroup-matrix one" in \
         prefill(able, gemm_shape="m64k64")[1]
     # a pinned tile that does not fit is refused with its size (and the pin refuses DP4A too)
-    assert sgmat_workgroup_bytes("m64n64") == 88 * (64 + 64) + 4 * 64 * 64 == 27648
+    assert kernel("q4gsw_gemm_sgmat_m64n64").workgroup_bytes == 88 * (64 + 64) + 4 * 64 * 64 == 27648
     squeezed = replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 24576})
     assert "the m64n64 tile needs 27648 bytes of workgroup memory" in prefill(squeezed, gemm_shape="m64n64")[1]
     assert prefill(squeezed, gemm_shape="m64n64")[0] == ["q4gsw_gemm_bk32"]         # (BK64 needs 32 KiB too)
@@ -463,9 +463,9 @@ def test_the_f16_subgroup_matrix_gemm_takes_an_f32_prefill_only_when_asked_and_p
                                                                  gemm_shape=shape).at(128)]
     assert kernels(able, "m64n64w4") == ["q4gsw_gemm_sgmat_f16_m64n64w4"]
     # (staged rows and columns of 72 halves, and one 16 x 16 f32 result matrix per subgroup of 32)
-    assert sgmat_workgroup_bytes("m128n128w8", "q4gsw_gemm_sgmat_f16") == 144 * (128 + 128) + 1024 * 8 == 45056
+    assert kernel("q4gsw_gemm_sgmat_f16_m128n128w8").workgroup_bytes == 144 * (128 + 128) + 1024 * 8 == 45056
     # (k-major weights: 64 rows of k, each TN + 8 halves)
-    assert sgmat_workgroup_bytes("m128n128w8k", "q4gsw_gemm_sgmat_f16") == 144 * 128 + 2 * 64 * 136 + 1024 * 8
+    assert kernel("q4gsw_gemm_sgmat_f16_m128n128w8k").workgroup_bytes == 144 * 128 + 2 * 64 * 136 + 1024 * 8
     small = replace(able, limits={**BIG, "maxComputeWorkgroupStorageSize": 32768})
     assert kernels(small, "m64n64w4") == ["q4gsw_gemm_sgmat_f16_m64n64w4"]
     assert kernels(small, "m128n128w8") == ["q4gsw_gemm_bk64"]
@@ -599,7 +599,7 @@ def test_the_f16_subgroup_matrix_prefill_attention_runs_only_when_asked_and_poss
     of those missing, a group larger than its rows or its workgroup memory over
     the device's, the subgroup prefill runs and the choice says why. A pinned variant of either family goes
     to its own route."""
-    from py_runtime.ops.attention import sdpa, sgmat_prefill_bytes
+    from py_runtime.ops.attention import sdpa
 
     able = ADAPTERS["h200-chromium-f16"]
 
@@ -624,9 +624,66 @@ def test_the_f16_subgroup_matrix_prefill_attention_runs_only_when_asked_and_poss
         kernels, explained = prefill(adapter, half=True, **options)
         assert not any(k.startswith("sdpa_prefill_sgmat_") for k in kernels) and why in explained, (why, explained)
     # (the tile's 32 K and 32 V rows of 72 halves, f32 scores and f16 probabilities of 64 rows, the rescale flag)
-    assert sgmat_prefill_bytes(kernel("sdpa_prefill_sgmat_d64w4m16k32")) == 2 * 2 * 32 * 72 + 64 * (4 * 36 + 2 * 40) + 16
+    assert kernel("sdpa_prefill_sgmat_d64w4m16k32").workgroup_bytes == 2 * 2 * 32 * 72 + 64 * (4 * 36 + 2 * 40) + 16
     assert prefill(able, half=True, prefill_kernel="sdpa_prefill_sgmat_d64w2m32k32")[0] == ["sdpa_prefill_sgmat_d64w2m32k32"]
     assert prefill(able, half=True, prefill_kernel="sdpa_prefill_sg_d64s4w2u2p")[0] == ["sdpa_prefill_sgmat_d64w4m16k32"]
     assert prefill(able, prefill_kernel="sdpa_prefill_sgmat_d64w2m32k32")[0] == ["sdpa_prefill_sg_d64s4w2u2pk4"]
     with pytest.raises(ValueError, match="prefill kernel for head_dim 128"):
         prefill(able, heads=16, dim=128, half=True, prefill_kernel="sdpa_prefill_sgmat_d64w4m16k32")
+
+
+def _storage(adapter: AdapterReport, size: int) -> AdapterReport:
+    return replace(adapter, limits={**adapter.limits, "maxComputeWorkgroupStorageSize": size})
+
+
+@pytest.mark.parametrize("adapter,options", [("other-plain", {}), ("other-plain", {"int8": True}),
+                                             ("h200-chromium-sgmat", {"int8": True}),
+                                             ("h200-chromium-f16", {"half": True})])
+def test_each_prefill_gemm_guard_admits_exactly_its_kernels_workgroup_bytes(adapter, options):
+    """The guards read the registry's workgroup_bytes (derived from the WGSL): a device with exactly that
+    much runs the kernel; one byte less falls back, naming the size."""
+    k, n = 2048, 2048
+    w = _weight(k, n, 64, False)
+    x, out = Tensor("x", (128, k), "f32", 0), Tensor("out", (128, n), "f32", 0)
+    if options.pop("int8", False):
+        options["int8"] = Int8Activations(x, Tensor("xq", (128, k // 4), "u32", 0), Tensor("xs", (128, k // 16), "f32", 0),
+                                          64)
+
+    def prefill(device):
+        op = q4_linear(x=x, weight=w, out=out, adapter=device, **options)
+        return [call.kernel for call in op.at(128)], op.explain()
+
+    roomy = _storage(ADAPTERS[adapter], 65536)
+    [name] = prefill(roomy)[0]
+    need = kernel(name).workgroup_bytes
+    assert prefill(_storage(roomy, need))[0] == [name]
+    kernels, explained = prefill(_storage(roomy, need - 1))
+    assert name not in kernels and f" {need} bytes of workgroup memory" in explained, (name, explained)
+
+
+def test_the_attention_prefill_guards_admit_exactly_their_kernels_workgroup_bytes():
+    from py_runtime.ops.attention import AttentionScratch, sdpa
+
+    f32 = lambda name, *shape: Tensor(name, shape, "f32", 0)                 # noqa: E731
+    u32 = lambda name, *shape: Tensor(name, shape, "u32", 0)                 # noqa: E731
+    cache = KVCache(u32("k", 64, 8, 64), u32("v", 64, 8, 64), u32("offset", 1), 64, 8, 128)
+    scratch = AttentionScratch(f32("s", 16 * 16, 64), f32("ml", 16 * 256, 2), f32("o", 16 * 256, 128), 16, 64)
+    q, out = f32("q", 16, 16, 128), f32("out", 16, 16, 128)
+    plain = AdapterReport(backend="native", info={}, features=(), device_features=(),
+                          limits={"maxComputeInvocationsPerWorkgroup": 256})
+
+    def prefill(device, **options):
+        op = sdpa(q=q, cache=cache, out=out, scratch=scratch, heads=16, adapter=device, **options)
+        return [call.kernel for call in op.calls if call.phase == "prefill"], op.explain()
+
+    need = kernel("sdpa_q32").workgroup_bytes
+    assert prefill(_storage(plain, need), q32=True)[0] == ["sdpa_q32"]
+    kernels, explained = prefill(_storage(plain, need - 1), q32=True)
+    assert kernels == ["sdpa_q16"] and f"not sdpa_q32: needs {need} bytes of workgroup memory" in explained
+
+    able = ADAPTERS["h200-chromium-f16"]
+    [name] = [k for k in prefill(able, half=True)[0] if k.startswith("sdpa_prefill_sgmat_")]
+    need = kernel(name).workgroup_bytes
+    assert name in prefill(_storage(able, need), half=True)[0]
+    kernels, explained = prefill(_storage(able, need - 1), half=True)
+    assert name not in kernels and f"{name} needs {need} bytes of workgroup memory" in explained

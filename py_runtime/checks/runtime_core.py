@@ -172,7 +172,7 @@ async def run_runtime_checks(runtime: Runtime, *, seed: int = 77, sink=None) -> 
     # Error paths: each must raise a clear, named error.
     device = runtime.device
     broken = Kernel(name="broken_kernel", source="(inline test kernel)", code=_BROKEN_WGSL, entry_point="main",
-                    workgroup_size=(1, 1, 1), bindings=(), template_values={}, params_layout=None,
+                    workgroup_size=(1, 1, 1), bindings=(), template_values={}, params_layout=None, workgroup_bytes=0,
                     tier="shipped", sha256="")
     limit = device.adapter.limits.get("maxStorageBufferBindingSize", 1 << 27)
     copy_only = await device.create_buffer(label="core.copy_only", size=64, usage=BufferUsage.COPY_DST)

@@ -30,6 +30,7 @@ class Kernel:
     bindings: tuple[dict, ...]
     template_values: dict       # the family parameters this variant was expanded with (empty: verbatim)
     params_layout: ParamsLayout | None  # the uniform binding's struct; None without one
+    workgroup_bytes: int        # its var<workgroup> memory as maxComputeWorkgroupStorageSize counts it
     tier: str                   # one of TIERS
     sha256: str
 
@@ -68,5 +69,6 @@ def kernel(name: str) -> Kernel:
         entry_point=entry["entry_point"], workgroup_size=tuple(entry["workgroup_size"]),
         bindings=tuple(entry["bindings"]), template_values=entry["template_values"],
         params_layout=ParamsLayout.from_registry(layout) if layout is not None else None,
+        workgroup_bytes=entry["workgroup_bytes"],
         tier=entry["tier"], sha256=entry["sha256"],
     )

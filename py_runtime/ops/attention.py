@@ -71,8 +71,8 @@ from .tuning import PORTABLE, Tuning, tuning_table
 
 __all__ = ["KVCache", "AttentionScratch", "kv_cache_write", "rope_kv_cache_write", "sdpa", "DECODE_ROUTES", "PREFILL_ROUTES",
            "TILED_ROUTES", "FLASH_ROUTES", "flash_splits", "max_flash_splits", "subgroup_flash_split", "subgroup_flash_step_keys",
-           "subgroup_prefill_kernel", "subgroup_prefill_rows", "subgroup_prefill_tokens", "tiled_workgroup_bytes",
-           "sgmat_prefill_kernel", "sgmat_prefill_rows", "sgmat_prefill_bytes",
+           "subgroup_prefill_kernel", "subgroup_prefill_rows", "subgroup_prefill_tokens",
+           "sgmat_prefill_kernel", "sgmat_prefill_rows",
            "one_pass_decode", "one_pass_kernel", "context_band", "ONE_PASS_SLOTS", "KV_F16", "kv_f16_twins"]
 
 FLASH_MAX_GROUP = 8             # sdpa_flash_decode.wgsl MAXG
@@ -555,19 +555,10 @@ def _one_pass_guard(req: _Attention) -> str | None:
 _LLAMA = (LLAMA_3_2_1B.heads, LLAMA_3_2_1B.kv_heads, LLAMA_3_2_1B.head_dim)     # 32, 8, 64
 _QWEN = (QWEN3_0_6B.heads, QWEN3_0_6B.kv_heads, QWEN3_0_6B.head_dim)             # 16, 8, 128
 TILED_ROUTES = (("sdpa_q32", *_QWEN, 16, 256), ("sdpa_k16", *_LLAMA, 8, 128), ("sdpa_q16", *_QWEN, 8, 128))
-_KEY_TILE = 16
-
-
-def tiled_workgroup_bytes(heads: int, kv_heads: int, dim: int, tokens: int) -> int:
-    """sdpa_tiled.wgsl's workgroup memory: the partial dot products (a key tile's worth per invocation,
-    which is rows x dim at every geometry here), one staged key tile, the tile's probabilities, and
-    (m, l, alpha) per row."""
-    rows = tokens * heads // kv_heads
-    return 4 * (rows * dim + _KEY_TILE * (dim // 2 + 1) + rows * _KEY_TILE + 3 * rows)
 
 
 def _tiled_guard(route: str):
-    heads, kv_heads, dim, tokens, invocations = next(r[1:] for r in TILED_ROUTES if r[0] == route)
+    heads, kv_heads, dim, _, invocations = next(r[1:] for r in TILED_ROUTES if r[0] == route)
 
     def guard(req: _Attention) -> str | None:
         here = (req.heads, req.cache.kv_heads, req.cache.head_dim)
@@ -578,7 +569,7 @@ def _tiled_guard(route: str):
         if req.scale != 1.0 / math.sqrt(dim):
             return f"scale {req.scale} is not 1/sqrt({dim})"
         limits = req.adapter.limits
-        memory = tiled_workgroup_bytes(heads, kv_heads, dim, tokens)
+        memory = kernel(route).workgroup_bytes
         if limits.get("maxComputeWorkgroupStorageSize", 0) < memory or \
                 limits.get("maxComputeInvocationsPerWorkgroup", 0) < invocations:
             return (f"needs {memory} bytes of workgroup memory and {invocations} invocations; the device allows "
@@ -701,15 +692,6 @@ def sgmat_prefill_rows(spec) -> int:
     return 16 * spec.template_values["FM"] * spec.template_values["SG"]
 
 
-def sgmat_prefill_bytes(spec) -> int:
-    """Workgroup memory of an sdpa_prefill_sgmat variant (sdpa_prefill_sgmat.wgsl): the tile's K and V rows
-    (f16, D + 8 apart), each subgroup's f32 scores (KT + 4 apart) and f16 probabilities (KT + 8 apart) of
-    its rows, and the rescale flag (padded to 16 bytes)."""
-    values = spec.template_values
-    rows, tile = sgmat_prefill_rows(spec), values["KT"]
-    return 2 * 2 * tile * (values["D"] + 8) + rows * (4 * (tile + 4) + 2 * (tile + 8)) + 16
-
-
 def _sgmat_prefill_name(req: _Attention) -> str | None:
     if req.prefill_kernel is not None and req.prefill_kernel.startswith(_SGMAT_PREFILL):
         return req.prefill_kernel
@@ -729,8 +711,8 @@ def _sgmat_prefill_guard(req: _Attention) -> str | None:
     if req.group > sgmat_prefill_rows(spec):
         return f"{req.group} query heads per KV head exceed {name}'s {sgmat_prefill_rows(spec)} rows"
     limit = req.adapter.limits.get("maxComputeWorkgroupStorageSize", 16384)
-    if sgmat_prefill_bytes(spec) > limit:
-        return f"{name} needs {sgmat_prefill_bytes(spec)} bytes of workgroup memory; the device allows {limit}"
+    if spec.workgroup_bytes > limit:
+        return f"{name} needs {spec.workgroup_bytes} bytes of workgroup memory; the device allows {limit}"
     return None
 
 

@@ -75,7 +75,7 @@ from .tuning import Tuning, tuning_for
 
 __all__ = ["q4_linear", "q4_linear_qkv", "q4_linear_glu", "QKVRope", "NormPrologue", "gemv_shapes", "gemv_int8_max_k",
            "rows_fit", "gemv_group_size", "gemm_dp4a_shapes", "GEMM_DP4A_SHAPE", "gemm_sgmat_shapes",
-           "gemm_sgmat_f16_shapes", "sgmat_workgroup_bytes", "GEMM_SGMAT_SHAPE", "k_splits", "split_k_room", "GemmTile",
+           "gemm_sgmat_f16_shapes", "GEMM_SGMAT_SHAPE", "k_splits", "split_k_room", "GemmTile",
            "DECODE_ROUTES", "PREFILL_ROUTES", "GENERIC_ROUTES", "GLU_ROUTES", "GEMM_BK64_SHAPES", "QKV_FUSED_SHAPE"]
 
 _TILE = 64                      # the GEMMs' output tile (q4gsw_gemm.wgsl)
@@ -156,41 +156,16 @@ def _sgmat_tile(shape: str, family: str = "q4gsw_gemm_sgmat") -> tuple[int, int,
     return 16 * v["SGM"] * v["FM"], 16 * v["SGN"] * v["FN"], 32 * v["SGM"] * v["SGN"]
 
 
-# Workgroup bytes per tile row or column of each subgroup-matrix family: int8 (q4gsw_gemm_sgmat.wgsl) an
-# 80-byte staged row and two f32 scales; f16 (q4gsw_gemm_sgmat_f16.wgsl) 72 staged halves.
-_SGMAT_ROW_BYTES = {"q4gsw_gemm_sgmat": 88, "q4gsw_gemm_sgmat_f16": 144}
-
-
-def sgmat_workgroup_bytes(shape: str, family: str = "q4gsw_gemm_sgmat") -> int:
-    """The workgroup memory of a subgroup-matrix GEMM tile: its staged rows and columns, and what its results
-    pass through: the int8 tile's i32 sums (4 bytes an output element), the f16 tile's one 16 x 16 f32 matrix
-    per subgroup at a time."""
-    tm, tn, invocations = _sgmat_tile(shape, family)
-    if family == "q4gsw_gemm_sgmat_f16":
-        k_major = bool(kernel(f"{family}_{shape}").template_values.get("KM"))
-        weights = 2 * 64 * (tn + 8) if k_major else _SGMAT_ROW_BYTES[family] * tn     # 64 rows of k, or tn of 72
-        return _SGMAT_ROW_BYTES[family] * tm + weights + 1024 * (invocations // 32)
-    return _SGMAT_ROW_BYTES[family] * (tm + tn) + 4 * tm * tn
-
-
 def _sgmat_fits(req: _Linear, shape: str, family: str = "q4gsw_gemm_sgmat") -> str | None:
     """Whether the adapter gives a subgroup-matrix tile its workgroup memory and invocations."""
     _, _, invocations = _sgmat_tile(shape, family)
-    need = sgmat_workgroup_bytes(shape, family)
+    need = kernel(f"{family}_{shape}").workgroup_bytes
     storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
     allowed = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
     if storage < need or allowed < invocations:
         return (f"the {shape} tile needs {need} bytes of workgroup memory and {invocations} invocations; "
                 f"the adapter allows {storage} and {allowed}")
     return None
-
-
-def _dp4a_workgroup_bytes(shape: str) -> int:
-    """The workgroup memory of a DP4A tile (q4gsw_gemm_dp4a.wgsl): the int8 x and weight tiles, BK bytes
-    per row and column, and one f32 scale per row and column per 32-value chunk."""
-    values = kernel(f"q4gsw_gemm_dp4a_{shape}").template_values
-    tm, bk = int(values["TM"]), int(values["BK"])
-    return bk * (tm + _TILE) + 4 * (bk // 32) * (tm + _TILE)
 
 
 @cache
@@ -413,19 +388,6 @@ def _plain_pin(kind: str, other: str):
     return guard
 
 
-def _epilogue_workgroup_bytes(values: dict) -> int:
-    """The workgroup memory of a _glu_q8 or _qkv_rope variant (q4gsw_gemv_i8x.wgsl): its rows, and the
-    reduction's slices (subgroups, KS > 1) or its tree (no subgroups), for both halves of a GLU; a _norm
-    variant's prologue adds its int8 row (MAXK bytes), chunk stats (8 per 32 values), octet peaks (4 per 8
-    values) and 256 partial sums of squares; a _qknorm variant 32 partial sums per head (of 4 rows or more)."""
-    rows, ks, halves = values["RG"] * values["R"], values["KS"], 2 if values["GLU"] else 1
-    reduction = halves * ks * rows if values["SUBGROUP"] and ks > 1 else 0 if values["SUBGROUP"] else \
-        halves * 32 * ks * rows
-    prologue = values["MAXK"] + values["MAXK"] // 4 + values["MAXK"] // 2 + 4 * 256 if values["NORM"] else 0
-    head_squares = 32 * rows // 4 if values["QKNORM"] else 0
-    return 4 * (rows + reduction + head_squares) + prologue
-
-
 def rows_fit(rows: int, whole: int, parts: bool = False) -> bool:
     """Whether a workgroup of `rows` output rows holds whole units of `whole` rows (heads, groups), or
     (`parts`) an equal part of one, of 4 rows or more: the epilogue variants' first guard."""
@@ -441,7 +403,8 @@ def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers:
     if req.gemv_shape is not None and req.gemv_shape not in gemv_shapes(f"int8x{kind}{_sr(req)}"):
         return f"the pinned variant {req.gemv_shape!r} is a plain {kind.split('_')[1].upper()} one"
     shape = _int8x_shape(req, epilogue)
-    values = kernel(_int8x_kernel(req, epilogue, norm)).template_values
+    spec = kernel(_int8x_kernel(req, epilogue, norm))
+    values = spec.template_values
     rows, invocations = values["RG"] * values["R"], 32 * values["RG"] * values["KS"]
     if not rows_fit(rows, whole, parts):
         return (f"{shape}'s workgroups hold {rows} rows, not whole {what} of {whole}"
@@ -452,7 +415,7 @@ def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers:
     if invocations > allowed:
         return f"{shape}'s workgroups are {invocations} invocations; the adapter allows {allowed}"
     storage = limits.get("maxComputeWorkgroupStorageSize", 0)
-    needed = _epilogue_workgroup_bytes(values)
+    needed = spec.workgroup_bytes
     if needed > storage:
         return f"{shape} needs {needed} bytes of workgroup memory; the adapter allows {storage}"
     if limits.get("maxStorageBuffersPerShaderStage", 0) < buffers:
@@ -574,12 +537,15 @@ DECODE_ROUTES = (
 
 # -- prefill routes and the fallback ------------------------------------------------------------------
 
-def _gemm_fits(req: _Linear, bk: int) -> str | None:
+def _gemm_fits(req: _Linear, name: str) -> str | None:
+    """Whether the adapter gives the f32 GEMM kernel `name` (q4gsw_gemm.wgsl) its workgroup memory and 256
+    invocations."""
+    spec = kernel(name)
     storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
     invocations = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
-    if storage < 2 * _TILE * bk * 4 or invocations < 256:
-        return (f"BK {bk} tiles need {2 * _TILE * bk * 4} bytes of workgroup memory and 256 invocations; "
-                f"the adapter allows {storage} and {invocations}")
+    if storage < spec.workgroup_bytes or invocations < 256:
+        return (f"BK {spec.template_values['BK']} tiles need {spec.workgroup_bytes} bytes of workgroup memory and "
+                f"256 invocations; the adapter allows {storage} and {invocations}")
     return None
 
 
@@ -657,10 +623,11 @@ def _dp4a_guard(req: _Linear) -> str | None:
     if req.gemm_shape is not None and req.gemm_shape not in gemm_dp4a_shapes():
         return f"the pinned tile {req.gemm_shape!r} is not a DP4A one"
     shape = req.gemm_shape or GEMM_DP4A_SHAPE
+    need = kernel(f"q4gsw_gemm_dp4a_{shape}").workgroup_bytes
     storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
     invocations = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
-    if storage < _dp4a_workgroup_bytes(shape) or invocations < 256:
-        return (f"the {shape} tile needs {_dp4a_workgroup_bytes(shape)} bytes of workgroup memory and 256 "
+    if storage < need or invocations < 256:
+        return (f"the {shape} tile needs {need} bytes of workgroup memory and 256 "
                 f"invocations; the adapter allows {storage} and {invocations}")
     return None
 
@@ -774,7 +741,7 @@ def _bk64_guard(req: _Linear) -> str | None:
         return f"K x N {w.k} x {w.n} is not one the BK64 GEMM was built for {sorted(GEMM_BK64_SHAPES)}"
     if w.group_size != 64 or req.bias is not None:
         return f"needs group size 64 and no bias (gs {w.group_size}, bias {req.bias is not None})"
-    return _gemm_fits(req, 64)
+    return _gemm_fits(req, "q4gsw_gemm_bk64")
 
 
 def _linear_params(spec, w: Q4Weight, m: int, has_bias: bool, accumulate: bool) -> bytes:
@@ -820,7 +787,7 @@ PREFILL_ROUTES = (
     Route(name="q4_gemm_dp4a", guard=_dp4a_guard, build=lambda req: _int8_gemm_prefill(req, "q4_gemm_dp4a")),
     Route(name="q4_gemm_sgmat_f16", guard=_sgmat_f16_guard, build=_sgmat_f16_prefill),
     Route(name="q4_gemm_bk64", guard=_bk64_guard, build=_gemm_prefill("q4gsw_gemm_bk64", "q4_gemm_bk64")),
-    Route(name="q4_gemm_tiled", guard=lambda req: _gemm_fits(req, 32),
+    Route(name="q4_gemm_tiled", guard=lambda req: _gemm_fits(req, "q4gsw_gemm_bk32"),
           build=_gemm_prefill("q4gsw_gemm_bk32", "q4_gemm_tiled")),
 )
 GENERIC_ROUTES = (Route(name="q4_linear_generic", build=_generic),)
@@ -1050,7 +1017,7 @@ def _qkv_fused_guard(req: _Linear, separate: list[dict]) -> str | None:
         return "the separate linears have no decode route here (the generic linears serve every row count)"
     if req.limits.get("maxStorageBuffersPerShaderStage", 0) < 7:
         return "needs 7 storage buffers per shader stage"
-    return _gemm_fits(req, 64)
+    return _gemm_fits(req, "q4gsw_gemm_qkv_bk64")
 
 
 def _qkv_fused_prefill(req: _Linear) -> OpCall:

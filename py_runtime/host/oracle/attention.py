@@ -69,9 +69,9 @@ def expected_attention_route(case: dict, tokens: int, adapter: dict, pos: int = 
             return "sdpa_prefill_subgroup"
         return "sdpa_prefill_sgmat_f16"
     if tokens > 1:
-        # Q32 when asked for and the device has its 22,976 bytes of workgroup memory and 256 invocations
-        # (32 rows of 128 f32, a 16-key tile of 65 words, 32 x 16 probabilities, 3 x 32 row stats)
-        q32 = (case.get("q32") and geometry == (16, 8, 128) and limits.get("maxComputeWorkgroupStorageSize", 0) >= 22976
+        # Q32 when asked for and the device has its kernel's workgroup memory and 256 invocations
+        q32 = (case.get("q32") and geometry == (16, 8, 128)
+               and limits.get("maxComputeWorkgroupStorageSize", 0) >= kernel("sdpa_q32").workgroup_bytes
                and limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 256)
         if q32:
             return "sdpa_q32"
@@ -111,11 +111,10 @@ def _sgmat_prefill_able(case: dict, adapter: dict) -> bool:
     name = _pinned(case.get("prefill_kernel"), "sdpa_prefill_sgmat_") or sgmat_prefill_kernel(case["head_dim"], info)
     if name is None:
         return False
-    values = kernel(name).template_values
-    rows = 16 * values["FM"] * values["SG"]
-    workgroup_bytes = 4 * values["KT"] * (values["D"] + 8) + rows * (4 * (values["KT"] + 4) + 2 * (values["KT"] + 8)) + 16
-    return (values["D"] == case["head_dim"] and case["heads"] // case["kv_heads"] <= rows
-            and workgroup_bytes <= adapter["limits"].get("maxComputeWorkgroupStorageSize", 16384))
+    spec = kernel(name)
+    rows = 16 * spec.template_values["FM"] * spec.template_values["SG"]
+    return (spec.template_values["D"] == case["head_dim"] and case["heads"] // case["kv_heads"] <= rows
+            and spec.workgroup_bytes <= adapter["limits"].get("maxComputeWorkgroupStorageSize", 16384))
 
 
 def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, scale: float, route: str,

@@ -7,6 +7,7 @@ import functools
 import numpy as np
 
 from ...gpu.device import SUBGROUP_MATRIX
+from ...kernels import kernel
 from ...ops.synth import UniformRange
 from .synth import synth_rows_np, synth_values_np
 
@@ -77,7 +78,8 @@ def expected_q4_routes(case: dict, rows: int, adapter: dict) -> list[str]:
             return ["q4_qkv_fused_bk64"]
         return ["q4_gemm_tiled"]
     bk64 = ((case["k"], case["n"]) in {(2048, 8192), (8192, 2048), (2048, 2048)} and case["group_size"] == 64
-            and not case["bias"] and limits.get("maxComputeWorkgroupStorageSize", 0) >= 32768)
+            and not case["bias"]
+            and limits.get("maxComputeWorkgroupStorageSize", 0) >= kernel("q4gsw_gemm_bk64").workgroup_bytes)
     return ["q4_gemm_bk64" if bk64 else "q4_gemm_tiled"]
 
 
@@ -290,7 +292,7 @@ def expected_int8_gemm(case: dict, adapter: dict, m: int = 0, n: int = 0) -> str
     """The int8 prefill GEMM attestation must show for an output of n columns at m rows, from the rules in
     ops/q4_linear.py: a pinned tile names its kernel family; else the subgroup-matrix GEMM where the
     device has the feature, lists the i8 x i8 -> i32 16x16x32 config, compiled the probe, runs 32-wide
-    subgroups and has the m32n64w4p tile's 16,640 bytes of workgroup memory and 128 invocations, and
+    subgroups and has the m32n64w4p tile's workgroup memory (its kernel's) and 128 invocations, and
     the DP4A GEMM's 64 x 64 grid at (m, n) is under 256 tiles; else DP4A."""
     from ...ops.q4_linear import gemm_sgmat_shapes
 
@@ -301,7 +303,7 @@ def expected_int8_gemm(case: dict, adapter: dict, m: int = 0, n: int = 0) -> str
     able = ({"componentType": "i8", "resultComponentType": "i32", "M": 16, "N": 16, "K": 32} in configs
             and adapter.get("probes", {}).get("subgroup_matrix_i8") == "ok"
             and (info.get("subgroupMinSize"), info.get("subgroupMaxSize")) == (32, 32)
-            and limits.get("maxComputeWorkgroupStorageSize", 0) >= 16640
+            and limits.get("maxComputeWorkgroupStorageSize", 0) >= kernel("q4gsw_gemm_sgmat_m32n64w4p").workgroup_bytes
             and limits.get("maxComputeInvocationsPerWorkgroup", 0) >= 128)
     small = -(-n // 64) * -(-m // 64) < 256
     return "q4_gemm_sgmat_i8" if able and small else "q4_gemm_dp4a"
