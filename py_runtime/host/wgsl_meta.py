@@ -33,6 +33,10 @@ class WgslMetaError(ValueError):
     pass
 
 
+def _round_up(align: int, size: int) -> int:
+    return -(-size // align) * align
+
+
 def _resolve(token: str, constants: dict[str, int], where: str) -> int:
     token = token.strip()
     literal = re.fullmatch(r"([0-9]+)[ui]?", token)
@@ -126,13 +130,13 @@ def params_layout(code: str, bindings: list[dict], *, where: str) -> dict | None
             raise WgslMetaError(f"{where}: params struct {binding['type']} field {name!r} has type {type_!r}; "
                                 f"supported: u32, i32, f32 and vec2/vec3/vec4 of them")
         canonical, align, size = layout
-        offset = -(-offset // align) * align
+        offset = _round_up(align, offset)
         fields.append({"name": name, "type": canonical, "offset": offset, "size": size})
         offset += size
         struct_align = max(struct_align, align)
     if not fields:
         raise WgslMetaError(f"{where}: params struct {binding['type']} has no members")
-    return {"struct": binding["type"], "size": -(-offset // struct_align) * struct_align, "fields": fields}
+    return {"struct": binding["type"], "size": _round_up(struct_align, offset), "fields": fields}
 
 
 # -- workgroup memory ------------------------------------------------------------------------------------
@@ -149,10 +153,6 @@ _ATOMIC = re.compile(r"atomic<\s*(u32|i32)\s*>")
 _ARRAY = re.compile(r"array<(.+)>")
 _BIN_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
             ast.Mod: lambda a, b: a - b * _trunc_div(a, b), ast.Div: lambda a, b: _trunc_div(a, b)}
-
-
-def _round_up(align: int, size: int) -> int:
-    return -(-size // align) * align
 
 
 def _trunc_div(a: int, b: int) -> int:
@@ -174,8 +174,7 @@ class _Layouts:
     """Alignment and size of the types a kernel's workgroup variables use, its integer consts evaluated
     on demand (a float const is never asked for, so never refused)."""
 
-    def __init__(self, code: str, where: str):
-        scope = _module_scope(code)
+    def __init__(self, code: str, scope: str, where: str):
         self.where = where
         self.const_text = dict(_INT_CONST.findall(scope))
         self.consts: dict[str, int] = {}
@@ -258,5 +257,6 @@ def workgroup_bytes(code: str, *, where: str) -> int:
     roundUp(16, SizeOf(T)) over each type T of all variables with address space workgroup statically used"
     by the entry point). Every declared var<workgroup> counts: a kernel has one entry point, and a variable
     it never used would only make this an over-count. `code`: comments removed."""
-    layouts = _Layouts(code, where)
-    return sum(_round_up(16, layouts.layout(type_)[1]) for _, type_ in _WORKGROUP_VAR.findall(_module_scope(code)))
+    scope = _module_scope(code)
+    layouts = _Layouts(code, scope, where)
+    return sum(_round_up(16, layouts.layout(type_)[1]) for _, type_ in _WORKGROUP_VAR.findall(scope))

@@ -549,16 +549,16 @@ def _one_pass_guard(req: _Attention) -> str | None:
 
 
 # The one-pass tiled routes' exact geometries, from the seed's guards (the scale must be 1/sqrt(head_dim)
-# exactly): (route, query heads, KV heads, head_dim, tokens per workgroup, invocations per workgroup);
-# the route's kernel has its name. Q32 is opt-in (sdpa(q32=True)) and needs more workgroup memory than
+# exactly): (route, query heads, KV heads, head_dim, tokens per workgroup); the route's kernel has its
+# name (and its workgroup memory and invocations). Q32 is opt-in (sdpa(q32=True)) and needs more workgroup memory than
 # WebGPU's default 16 KiB: where the device lacks it, Q16 runs.
 _LLAMA = (LLAMA_3_2_1B.heads, LLAMA_3_2_1B.kv_heads, LLAMA_3_2_1B.head_dim)     # 32, 8, 64
 _QWEN = (QWEN3_0_6B.heads, QWEN3_0_6B.kv_heads, QWEN3_0_6B.head_dim)             # 16, 8, 128
-TILED_ROUTES = (("sdpa_q32", *_QWEN, 16, 256), ("sdpa_k16", *_LLAMA, 8, 128), ("sdpa_q16", *_QWEN, 8, 128))
+TILED_ROUTES = (("sdpa_q32", *_QWEN, 16), ("sdpa_k16", *_LLAMA, 8), ("sdpa_q16", *_QWEN, 8))
 
 
 def _tiled_guard(route: str):
-    heads, kv_heads, dim, _, invocations = next(r[1:] for r in TILED_ROUTES if r[0] == route)
+    heads, kv_heads, dim, _ = next(r[1:] for r in TILED_ROUTES if r[0] == route)
 
     def guard(req: _Attention) -> str | None:
         here = (req.heads, req.cache.kv_heads, req.cache.head_dim)
@@ -569,7 +569,8 @@ def _tiled_guard(route: str):
         if req.scale != 1.0 / math.sqrt(dim):
             return f"scale {req.scale} is not 1/sqrt({dim})"
         limits = req.adapter.limits
-        memory = kernel(route).workgroup_bytes
+        spec = kernel(route)
+        memory, invocations = spec.workgroup_bytes, spec.invocations
         if limits.get("maxComputeWorkgroupStorageSize", 0) < memory or \
                 limits.get("maxComputeInvocationsPerWorkgroup", 0) < invocations:
             return (f"needs {memory} bytes of workgroup memory and {invocations} invocations; the device allows "

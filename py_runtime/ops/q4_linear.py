@@ -62,7 +62,7 @@ from functools import cache
 
 from ..dispatch import Op, OpCall, Sizing, IDLE, POS, TOKENS, idle_where, linear_grid, live_limit, live_value
 from ..gpu.device import AdapterReport
-from ..kernels import kernel, kernel_names
+from ..kernels import Kernel, kernel, kernel_names
 from ..models.config import LAYOUTS, LLAMA_3_2_1B
 from ..routing import Route, RouteUnavailable, choose
 from ..tensors import Tensor
@@ -150,22 +150,26 @@ def gemm_sgmat_f16_shapes(tier: str | None = None) -> tuple[str, ...]:
     return tuple(name[len(prefix):] for name in kernel_names(tier) if name.startswith(prefix))
 
 
-def _sgmat_tile(shape: str, family: str = "q4gsw_gemm_sgmat") -> tuple[int, int, int]:
-    """(rows, columns, invocations) of a subgroup-matrix GEMM variant's workgroup."""
+def _sgmat_tile(shape: str, family: str = "q4gsw_gemm_sgmat") -> tuple[int, int]:
+    """(rows, columns) of a subgroup-matrix GEMM variant's output tile."""
     v = {key: int(value) for key, value in kernel(f"{family}_{shape}").template_values.items()}
-    return 16 * v["SGM"] * v["FM"], 16 * v["SGN"] * v["FN"], 32 * v["SGM"] * v["SGN"]
+    return 16 * v["SGM"] * v["FM"], 16 * v["SGN"] * v["FN"]
+
+
+def _workgroup_refusal(spec: Kernel, limits: dict, what: str) -> str | None:
+    """Why the adapter cannot run `spec`'s workgroups (its workgroup memory and invocations, as the registry
+    has them), `what` naming them; None where it can."""
+    storage = limits.get("maxComputeWorkgroupStorageSize", 0)
+    allowed = limits.get("maxComputeInvocationsPerWorkgroup", 0)
+    if storage < spec.workgroup_bytes or allowed < spec.invocations:
+        return (f"{what} {spec.workgroup_bytes} bytes of workgroup memory and {spec.invocations} invocations; "
+                f"the adapter allows {storage} and {allowed}")
+    return None
 
 
 def _sgmat_fits(req: _Linear, shape: str, family: str = "q4gsw_gemm_sgmat") -> str | None:
     """Whether the adapter gives a subgroup-matrix tile its workgroup memory and invocations."""
-    _, _, invocations = _sgmat_tile(shape, family)
-    need = kernel(f"{family}_{shape}").workgroup_bytes
-    storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
-    allowed = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
-    if storage < need or allowed < invocations:
-        return (f"the {shape} tile needs {need} bytes of workgroup memory and {invocations} invocations; "
-                f"the adapter allows {storage} and {allowed}")
-    return None
+    return _workgroup_refusal(kernel(f"{family}_{shape}"), req.limits, f"the {shape} tile needs")
 
 
 @cache
@@ -405,7 +409,7 @@ def _epilogue_guard(req: _Linear, epilogue: str, whole: int, what: str, buffers:
     shape = _int8x_shape(req, epilogue)
     spec = kernel(_int8x_kernel(req, epilogue, norm))
     values = spec.template_values
-    rows, invocations = values["RG"] * values["R"], 32 * values["RG"] * values["KS"]
+    rows, invocations = values["RG"] * values["R"], spec.invocations
     if not rows_fit(rows, whole, parts):
         return (f"{shape}'s workgroups hold {rows} rows, not whole {what} of {whole}"
                 + " nor an equal part of one (of 4 rows or more)" * parts)
@@ -538,15 +542,10 @@ DECODE_ROUTES = (
 # -- prefill routes and the fallback ------------------------------------------------------------------
 
 def _gemm_fits(req: _Linear, name: str) -> str | None:
-    """Whether the adapter gives the f32 GEMM kernel `name` (q4gsw_gemm.wgsl) its workgroup memory and 256
+    """Whether the adapter gives the f32 GEMM kernel `name` (q4gsw_gemm.wgsl) its workgroup memory and
     invocations."""
     spec = kernel(name)
-    storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
-    invocations = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
-    if storage < spec.workgroup_bytes or invocations < 256:
-        return (f"BK {spec.template_values['BK']} tiles need {spec.workgroup_bytes} bytes of workgroup memory and "
-                f"256 invocations; the adapter allows {storage} and {invocations}")
-    return None
+    return _workgroup_refusal(spec, req.limits, f"BK {spec.template_values['BK']} tiles need")
 
 
 def _every_row_guard(req: _Linear) -> str | None:
@@ -599,8 +598,8 @@ def _sgmat_f16_prefill(req: _Linear, shape: str | None = None, tiers: list[tuple
     tiers = tiers or _sgmat_f16_tiers(req)
     shape = shape or tiers[-1][0]
     name = f"q4gsw_gemm_sgmat_f16_{shape}"
-    tile_m, tile_n, _ = _sgmat_tile(shape, "q4gsw_gemm_sgmat_f16")
-    grids = [(tier, least, *_sgmat_tile(tier, "q4gsw_gemm_sgmat_f16")[:2]) for tier, least in tiers]
+    tile_m, tile_n = _sgmat_tile(shape, "q4gsw_gemm_sgmat_f16")
+    grids = [(tier, least, *_sgmat_tile(tier, "q4gsw_gemm_sgmat_f16")) for tier, least in tiers]
 
     def runs(m: int) -> bool:       # (the last tier asks for no tiles: it takes every grid)
         return next(tier for tier, least, tm, tn in grids if -(-w.n // tn) * -(-m // tm) >= least) == shape
@@ -623,13 +622,7 @@ def _dp4a_guard(req: _Linear) -> str | None:
     if req.gemm_shape is not None and req.gemm_shape not in gemm_dp4a_shapes():
         return f"the pinned tile {req.gemm_shape!r} is not a DP4A one"
     shape = req.gemm_shape or GEMM_DP4A_SHAPE
-    need = kernel(f"q4gsw_gemm_dp4a_{shape}").workgroup_bytes
-    storage = req.limits.get("maxComputeWorkgroupStorageSize", 0)
-    invocations = req.limits.get("maxComputeInvocationsPerWorkgroup", 0)
-    if storage < need or invocations < 256:
-        return (f"the {shape} tile needs {need} bytes of workgroup memory and 256 "
-                f"invocations; the adapter allows {storage} and {invocations}")
-    return None
+    return _workgroup_refusal(kernel(f"q4gsw_gemm_dp4a_{shape}"), req.limits, f"the {shape} tile needs")
 
 
 def _dp4a_tiles(w: Q4Weight, m: int) -> int:
@@ -666,7 +659,7 @@ class GemmTile:
         if name.startswith("q4gsw_gemm_dp4a"):
             return cls(int(values["TM"]), _TILE, spec.invocations, int(values["BK"]) // 32)
         family, shape = name.rsplit("_", 1)
-        return cls(*_sgmat_tile(shape, family), chunks=2)
+        return cls(*_sgmat_tile(shape, family), spec.invocations, chunks=2)
 
 
 def split_k_room() -> int:
