@@ -66,6 +66,9 @@ def test_the_default_page_runs_a_model_and_a_person_can_rerun_refuse_stop_and_do
         assert page.locator("#timings tbody tr").count() >= 15
         decode_rows = [row for row in page.locator("#timings tbody tr").all_inner_texts() if row.split()[0] == "decode"]
         assert page.locator("#chart svg rect").count() == len(decode_rows) >= 6     # a bar per decode kernel
+        label_ends = page.eval_on_selector_all("#chart svg text", "ts => ts.map(t => t.getBBox().x + t.getBBox().width)")
+        bars_start = float(page.locator("#chart svg rect").first.get_attribute("x"))
+        assert max(label_ends[:len(decode_rows)]) < bars_start, (label_ends, bars_start)     # no name runs under a bar
         assert "swiftshader" in page.inner_text("#adapter")
 
         with page.expect_download(timeout=10_000) as download:

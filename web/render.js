@@ -381,28 +381,39 @@ function pct(x) {
   return x === null || x === undefined ? "-" : `${(100 * x).toFixed(x < 0.1 ? 1 : 0)}%`;
 }
 
-// A horizontal bar chart of [{label, value, text}] into #chart.
+// A horizontal bar chart of [{label, value, text}] into #chart. The label column is as wide as the longest
+// label once drawn (kernel names run to 50 characters), each bar's full label and value its tooltip.
 function barChart(title, bars) {
-  const width = 760, barH = 18, gap = 4, left = 250, top = 8;
+  const track = 460, valueRoom = 150, barH = 18, gap = 4, top = 8;
   const max = Math.max(...bars.map((b) => b.value), 1e-12);
   const svgNS = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(svgNS, "svg");
-  svg.setAttribute("width", width);
-  svg.setAttribute("height", top + bars.length * (barH + gap));
+  const height = top + bars.length * (barH + gap);
+  svg.setAttribute("height", height);
+  const labels = bars.map((b, i) => {
+    const label = document.createElementNS(svgNS, "text");
+    label.setAttribute("y", top + i * (barH + gap) + 13); label.textContent = b.label;
+    svg.append(label);
+    return label;
+  });
+  document.getElementById("chart").replaceChildren(el("h2", {}, title), svg);
+  const left = Math.ceil(Math.max(0, ...labels.map((l) => l.getComputedTextLength()))) + 10;
+  svg.setAttribute("width", left + track + valueRoom);
+  svg.setAttribute("viewBox", `0 0 ${left + track + valueRoom} ${height}`);   // narrower windows scale it down
   bars.forEach((b, i) => {
     const y = top + i * (barH + gap);
-    const w = Math.max(1, ((width - left - 150) * b.value) / max);
-    const label = document.createElementNS(svgNS, "text");
-    label.setAttribute("x", 0); label.setAttribute("y", y + 13); label.textContent = b.label;
+    const w = Math.max(1, (track * b.value) / max);
+    const tip = document.createElementNS(svgNS, "title");
+    tip.textContent = `${b.label}: ${b.text}`;
     const rect = document.createElementNS(svgNS, "rect");
     rect.setAttribute("x", left); rect.setAttribute("y", y); rect.setAttribute("width", w);
     rect.setAttribute("height", barH); rect.setAttribute("fill", b.color || "#54aeff");
+    rect.append(tip);
     const value = document.createElementNS(svgNS, "text");
     value.setAttribute("x", left + w + 6); value.setAttribute("y", y + 13);
     value.textContent = b.text;
-    svg.append(label, rect, value);
+    svg.append(rect, value);
   });
-  document.getElementById("chart").replaceChildren(el("h2", {}, title), svg);
 }
 
 // Decoder blocks: per geometry, each step of the resized plan (S, start position) with its routes
