@@ -248,3 +248,15 @@ def test_committed_example_html_is_current(html_name, json_names):
     """docs/bench/swiftshader-example/: each HTML is what this module makes of the JSON beside it."""
     runs = [json.loads((EXAMPLE / name).read_text()) for name in json_names]
     assert (EXAMPLE / html_name).read_text() == model_bench_html(runs if len(runs) > 1 else runs[0])
+
+
+def test_a_long_kernel_name_keeps_both_ends_in_its_chart_label(run):
+    """Names that differ only in their variant (the end) stay told apart where the label column cuts them."""
+    long = copy.deepcopy(run)
+    decode = [k for k in long["kernels"] if k["phase"] == "decode"][:2]
+    for kernel, shape in zip(decode, ("r2u1w32", "r1u1w16k2")):
+        kernel["kernel"] = f"q4gsw_gemv_i8x_qkv_rope_interleaved_norm_sr_sg_{shape}"
+    tree = Tree(model_bench_html(long))
+    shown = [_text(t) for t in tree.all("text") if _text(t).startswith("q4gsw_gemv_i8x_qkv")]
+    assert len(shown) == 2 and all(len(s) <= 36 and "\u2026" in s for s in shown), shown
+    assert shown[0].endswith("_r2u1w32") and shown[1].endswith("_r1u1w16k2"), shown

@@ -263,6 +263,15 @@ def _kernel_table(rows: list[dict]) -> _Html:
                   text_columns=2)
 
 
+def _shorten(name: str, chars: int) -> str:
+    """At most `chars` characters, cut in the middle: a kernel's family leads its name and its variant
+    (the tile or workgroup shape that tells two rows apart) ends it, so both ends stay."""
+    if len(name) <= chars:
+        return name
+    tail = (chars - 1) * 2 // 5
+    return name[:chars - 1 - tail] + "\u2026" + name[len(name) - tail:]
+
+
 def _bars(items: list[tuple[str, float, str, str]], css: str, label: str, geometry: ChartGeometry) -> _Html:
     """A horizontal bar chart: (label, fraction of the track, value text, tooltip) per row, fractions in 0..1."""
     g = geometry
@@ -277,7 +286,7 @@ def _bars(items: list[tuple[str, float, str, str]], css: str, label: str, geomet
                      f'<text class="axis" x="{x:g}" y="{top - 7}" text-anchor="middle">{25 * tick}%</text>')
     for i, (name, fraction, value, tip) in enumerate(items):
         y = top + ROW_HEIGHT * i
-        shown = name if len(name) <= g.label_chars else name[:g.label_chars - 1] + "\u2026"
+        shown = _shorten(name, g.label_chars)
         parts.append(f'<g><title>{_e(tip)}</title>'
                      f'<text x="{g.label_width}" y="{y + 14}" text-anchor="end">{_e(shown)}</text>'
                      f'<rect class="track" x="{x0}" y="{y + 3}" width="{g.track_width}" height="14"/>'
