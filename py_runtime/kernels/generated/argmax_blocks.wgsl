@@ -7,7 +7,7 @@
 // keys go to the LOWEST index. The pair order (larger key, then smaller index) is a total order, so
 // the result does not depend on the reduction's shape.
 const WG: u32 = 256u;
-const ITEMS: u32 = 8u;        // elements per invocation: a block is WG * ITEMS (ops/argmax.py reads it)
+const ITEMS: u32 = 2u;        // elements per invocation: a block is WG * ITEMS (ops/argmax.py reads it)
 
 struct Params {
   n: u32,
