@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from py_runtime.host.html_report import model_bench_html
+from py_runtime.host.html_report import SHARE_CHART, model_bench_html
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs/bench/swiftshader-example"
 VOID = {"meta", "br", "hr", "img", "input", "link", "wbr", "col", "area", "base", "source", "track", "embed"}
@@ -258,5 +258,5 @@ def test_a_long_kernel_name_keeps_both_ends_in_its_chart_label(run):
         kernel["kernel"] = f"q4gsw_gemv_i8x_qkv_rope_interleaved_norm_sr_sg_{shape}"
     tree = Tree(model_bench_html(long))
     shown = [_text(t) for t in tree.all("text") if _text(t).startswith("q4gsw_gemv_i8x_qkv")]
-    assert len(shown) == 2 and all(len(s) <= 36 and "\u2026" in s for s in shown), shown
+    assert len(shown) == 2 and all(len(s) <= SHARE_CHART.label_chars and "\u2026" in s for s in shown), shown
     assert shown[0].endswith("_r2u1w32") and shown[1].endswith("_r1u1w16k2"), shown
