@@ -231,8 +231,7 @@ $if NORM:
   // The prologue: the RMSNorm of `hidden` times norm_weight, quantized per group into xq and xstats.
   // Invocations stand in for rms_norm_int8x's NORM_LANES in turn (any WG), then take octets for the peaks
   // and whole chunks for the words (a chunk's two vec4s and its stats by one invocation: no write to
-  // another's vec4). Called once, in the main loop's first step after its weight loads, in uniform
-  // control flow; ends on a barrier.
+  // another's vec4). Called first, in uniform control flow; ends on a barrier.
   $if SUBGROUP:
     // With subgroups of 32 or more (lane = index % width, as the rows' sums already assume) and an octet
     // per invocation, the same values take fewer barriers: the tree's last five levels (strides 16 to 1)
@@ -505,6 +504,8 @@ $if ROPE:
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32" if SUBGROUP else ""}) {
+  $if NORM:
+    normalize_row(index${", lane, subgroup_size" if SUBGROUP else ""});
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
@@ -569,22 +570,10 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
               let sv${h}${u}_${q} = scales[(g${u} * params.n_total + row${4 * q}${" + params.n" if h else ""}) / 4u];
             $for r in range(R):
               let s${h}${u}_${r} = sv${h}${u}_${r // 4}[${r % 4}];
-        $if not NORM:
-          let a${u} = xq[c${u}];
-          let b${u} = xq[chunks + c${u}];
-          // A discarded (clamped) chunk gets zero stats, so its products vanish.
-          let st${u} = select(vec2<f32>(0.0), xstats[c${u}], at${u} < chunks);
-      $if NORM:
-        // The prologue runs once, after the first step's weight and scale loads are issued: their
-        // latency passes under its barriers rather than after them (turn and step are uniform).
-        if (turn == 0u && step == 0u) {
-          normalize_row(index${", lane, subgroup_size" if SUBGROUP else ""});
-        }
-        $for u in range(U):
-          let a${u} = xq[c${u}];
-          let b${u} = xq[chunks + c${u}];
-          // A discarded (clamped) chunk gets zero stats, so its products vanish.
-          let st${u} = select(vec2<f32>(0.0), xstats[c${u}], at${u} < chunks);
+        let a${u} = xq[c${u}];
+        let b${u} = xq[chunks + c${u}];
+        // A discarded (clamped) chunk gets zero stats, so its products vanish.
+        let st${u} = select(vec2<f32>(0.0), xstats[c${u}], at${u} < chunks);
       $for u in range(U):
         $for h in (["", "u"] if GLU else [""]):
           $for r in range(R):

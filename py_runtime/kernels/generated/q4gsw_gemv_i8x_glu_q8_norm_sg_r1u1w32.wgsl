@@ -163,8 +163,7 @@ fn quantize_own(index: u32, scale: f32, x: array<vec4<f32>, 2>, w: array<vec4<f3
 // The prologue: the RMSNorm of `hidden` times norm_weight, quantized per group into xq and xstats.
 // Invocations stand in for rms_norm_int8x's NORM_LANES in turn (any WG), then take octets for the peaks
 // and whole chunks for the words (a chunk's two vec4s and its stats by one invocation: no write to
-// another's vec4). Called once, in the main loop's first step after its weight loads, in uniform
-// control flow; ends on a barrier.
+// another's vec4). Called first, in uniform control flow; ends on a barrier.
 // With subgroups of 32 or more (lane = index % width, as the rows' sums already assume) and an octet
 // per invocation, the same values take fewer barriers: the tree's last five levels (strides 16 to 1)
 // are shuffles, each subgroup repeating them on the 32 sums left; each invocation keeps its octet of
@@ -280,6 +279,7 @@ fn quantize_rows(block: u32, index: u32) {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32) {
+  normalize_row(index, lane, subgroup_size);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
@@ -307,11 +307,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let s0_0 = scales[g0 * params.n_total + row0];
       let wu0_0 = weights[(row0 + params.n) * chunks + c0];
       let su0_0 = scales[g0 * params.n_total + row0 + params.n];
-      // The prologue runs once, after the first step's weight and scale loads are issued: their
-      // latency passes under its barriers rather than after them (turn and step are uniform).
-      if (turn == 0u && step == 0u) {
-        normalize_row(index, lane, subgroup_size);
-      }
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.

@@ -139,8 +139,7 @@ fn normalized(o: u32, scale: f32) -> array<vec4<f32>, 2> {
 // The prologue: the RMSNorm of `hidden` times norm_weight, quantized per group into xq and xstats.
 // Invocations stand in for rms_norm_int8x's NORM_LANES in turn (any WG), then take octets for the peaks
 // and whole chunks for the words (a chunk's two vec4s and its stats by one invocation: no write to
-// another's vec4). Called once, in the main loop's first step after its weight loads, in uniform
-// control flow; ends on a barrier.
+// another's vec4). Called first, in uniform control flow; ends on a barrier.
 fn normalize_row(index: u32) {
   let octets = params.k / 8u;
   for (var lane = index; lane < NORM_LANES; lane += WG) {
@@ -271,6 +270,7 @@ fn rope_rows(block: u32, index: u32) {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {
+  normalize_row(index);
   let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
@@ -303,11 +303,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       let s0_2 = scales[(row2) * (params.k / params.group_size) + g0];
       let w0_3 = weights[(row3) * chunks + c0];
       let s0_3 = scales[(row3) * (params.k / params.group_size) + g0];
-      // The prologue runs once, after the first step's weight and scale loads are issued: their
-      // latency passes under its barriers rather than after them (turn and step are uniform).
-      if (turn == 0u && step == 0u) {
-        normalize_row(index);
-      }
       let a0 = xq[c0];
       let b0 = xq[chunks + c0];
       // A discarded (clamped) chunk gets zero stats, so its products vanish.
