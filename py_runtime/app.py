@@ -8,8 +8,9 @@ in py_runtime.workloads.
 from __future__ import annotations
 
 from .checks.outcome import RESULTS, no_progress
+from .ops.tuning import tuning_table
 from .runtime import Runtime
-from .workloads import DEFAULT_SUITE, get
+from .workloads import DEFAULT_SUITE, TUNING, get
 
 __all__ = ["run"]
 
@@ -20,9 +21,10 @@ async def run(backend: str, options: dict | None = None, sink=None, progress=no_
     options = dict(options or {})
     workload = get(options.pop("suite", DEFAULT_SUITE))
     values = workload.validate(options)
-    runtime = await Runtime.create(backend)
+    runtime = await Runtime.create(backend, tuning=values.pop(TUNING.name, None))
     report = await workload.runner(runtime, values, sink, progress)
     if report.get("result") not in RESULTS:
         raise RuntimeError(f"suite {workload.name!r} reported result {report.get('result')!r}, not one of {list(RESULTS)}")
     report["renderer"] = workload.renderer
+    report["tuning"] = tuning_table(runtime.device.adapter.info).name      # the table that picked the variants
     return report

@@ -256,6 +256,12 @@ for s in $steps; do
                        step "$s-$m-$c-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --context "$c" --timeout 140
                      done; done; done ;;
+    # whole models under each tuning table in turn on one adapter (the `tuning` option), alternating
+    browser-model-tuning) for r in ${ROUNDS:-1}; do for m in ${MODELS:-llama qwen3}; do for c in ${CONTEXTS:-256 4096}; do
+                       for t in ${TABLES:-portable h200}; do
+                       step "$s-$m-$c-$t-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --context "$c" --tuning "$t" --timeout 140
+                     done; done; done; done ;;
     browser-model4096) for m in llama qwen3; do
                        step "$s-$m" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --context 4096 --timeout 140

@@ -339,7 +339,9 @@ function renderTokenizer(report) {
 
 function renderAdapter(report) {
   const { info, features, limits, backend } = report.adapter;
-  const rows = [["backend", backend], ...Object.entries(info), ["features", features.join(", ")],
+  // report.tuning: the table that picked the kernel variants (info.tuning_table where the run named it)
+  const rows = [["backend", backend], ...(report.tuning ? [["tuning table", report.tuning]] : []),
+    ...Object.entries(info), ["features", features.join(", ")],
     ...Object.entries(limits)];
   const list = el("dl");
   for (const [k, v] of rows) list.append(el("dt", {}, k), el("dd", {}, String(v)));

@@ -14,7 +14,7 @@ from typing import Any, Callable, Union
 __all__ = [
     "AdapterReport", "Binding", "BufferUsage", "Device", "DeviceLost", "Dispatch", "GpuError",
     "AdapterUnavailable", "KernelCompileError", "GpuValidationError", "GpuOutOfMemory", "Handle",
-    "WANTED_FEATURES", "WANTED_LIMITS", "software_adapter", "adapter_name", "SUBGROUP_MATRIX", "COMPILE_PROBES", "run_compile_probes",
+    "NAMED_TUNING", "WANTED_FEATURES", "WANTED_LIMITS", "software_adapter", "adapter_name", "SUBGROUP_MATRIX", "COMPILE_PROBES", "run_compile_probes",
 ]
 
 
@@ -103,6 +103,11 @@ class Handle:
 
 # A bind group entry: a whole buffer, or (buffer, offset, size) for a slice (the params arena).
 Binding = Union[Handle, tuple]
+
+
+# The adapter-info key of the tuning table a run names (ops/tuning.py) in place of the one the info
+# matches: not a GPUAdapterInfo field, it rides in the info so that every route and oracle sees it.
+NAMED_TUNING = "tuning_table"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -244,7 +244,7 @@ def _check(args) -> int:
 
     options = {"suite": args.suite, **_given(args, ("ops", "lengths", "seed", "max_workgroups_per_dim", "profile",
                                                     "preset", "model", "layers", "prompt", "decode", "policy",
-                                                    "steps", "batch", "only"))}
+                                                    "steps", "batch", "only", "tuning"))}
     if args.suite == "unary":
         options.setdefault("lengths", UNARY_CLI_LENGTHS)
     try:
@@ -409,7 +409,7 @@ def _bench(args) -> int:
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
                           "decode", "policy", "batch", "profile", "context", "position", "peer", "flavour",
-                          "peer_device", "seed", "checked", "fuse_norm", "attention", "per_submit", "kv"))
+                          "peer_device", "seed", "checked", "fuse_norm", "attention", "per_submit", "kv", "tuning"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -543,7 +543,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(arguments)
         return args.func(args)
 
-    from ..workloads import DEFAULT_SUITE, by_kind
+    from ..workloads import DEFAULT_SUITE, TUNING, by_kind
+    from ..ops.tuning import TABLE_NAMES
 
     checks, benches = by_kind("check"), by_kind("bench")
     check = sub.add_parser("check", help="run a check suite and judge it against the host oracle")
@@ -567,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--policy", choices=_choices(checks, "policy"), help="model: activation policy (default f32)")
     check.add_argument("--steps", type=int, help="model_soak: greedy decode steps per run (default 10000)")
     check.add_argument("--batch", type=int, help="model_soak: decode steps between readbacks of the ids")
+    check.add_argument("--tuning", choices=TABLE_NAMES, help=f"model: {TUNING.help}")
     check.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     check.add_argument("--json", help="also write the report to this file")
     check.add_argument("--judge", metavar="REPORT", help="run nothing: judge a run whose oracle was absent (model: "
@@ -620,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--checked", type=int, help="compare: decode steps whose logits the oracle judges (default all)")
     bench.add_argument("--no-profile", dest="profile", action="store_false", default=None,
                        help="model: skip the profiled prefill and decode step")
+    bench.add_argument("--tuning", choices=TABLE_NAMES, help=f"model, kernels: {TUNING.help}")
     bench.add_argument("--timeout", type=float, default=600, help="browser run limit in seconds")
     bench.add_argument("--json", help="where to write the JSON (default results/bench/<target>-<backend>.json)")
     bench.set_defaults(func=_bench)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..gpu.device import NAMED_TUNING
+
 __all__ = ["format_report", "format_model_soak", "format_host_cost", "format_kernel_bench", "format_model_bench",
            "format_peer_bench"]
 
@@ -52,7 +54,9 @@ def _adapter_line(report: dict) -> str:
     adapter = report["adapter"]
     info = adapter["info"]
     name = info.get("description") or info.get("device") or info.get("vendor") or "?"
-    return f"adapter: {name} [{adapter['backend']}; vendor {info.get('vendor', '?')}]"
+    # the tuning table that picked the kernel variants: the one the info matches, or the one the run named
+    tuning = f"; tuning {report['tuning']}{' (named)' * (NAMED_TUNING in info)}" if report.get("tuning") else ""
+    return f"adapter: {name} [{adapter['backend']}; vendor {info.get('vendor', '?')}{tuning}]"
 
 
 _HOST_WAYS = {"naive": "naive (Python encodes each dispatch)", "replay": "replay (no params change)",

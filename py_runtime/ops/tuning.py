@@ -3,7 +3,9 @@
 A route decides *what* runs (its guard: correctness, features, limits); a tuning table decides *which
 variant* of that kernel, a speed choice only. Each table says where it was measured. `tuning_for`
 picks the table from the adapter's info: the H200's picks for the H200, the portable table for every
-other adapter. The portable picks are one middle-of-the-road variant per family, measured on no
+other adapter; a run may name another (the `tuning` option, to compare tables on one adapter), which
+travels in the adapter info (gpu/device.py NAMED_TUNING), so every route and the host's oracles see the
+same table. The portable picks are one middle-of-the-road variant per family, measured on no
 particular GPU (tune a new adapter by sweeping with `webgpu-llm-lab bench kernels --preset gemv_variants`,
 `gemv_int8x`, ... and adding a table here).
 """
@@ -13,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-__all__ = ["Tuning", "H200", "H200_NATIVE", "SWIFTSHADER", "PORTABLE", "TABLES", "tuning_for", "tuning_table"]
+from ..gpu.device import NAMED_TUNING
+
+__all__ = ["Tuning", "H200", "H200_NATIVE", "SWIFTSHADER", "PORTABLE", "TABLES", "TABLE_NAMES",
+           "named_table", "tuning_for", "tuning_table"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,18 +227,23 @@ H200_NATIVE = replace(H200, name="h200-native", measured_on="NVIDIA H200, wgpu-n
 SWIFTSHADER = replace(PORTABLE, name="swiftshader", measured_on="SwiftShader in Chromium 156 (the one-pass decode only)",
                       matches=_is_swiftshader, decode_attention=lambda words: None)
 TABLES = (H200_NATIVE, H200, SWIFTSHADER, PORTABLE)     # the first whose `matches` accepts the adapter's info
+TABLE_NAMES = tuple(table.name for table in TABLES)
+
+
+def named_table(name: str) -> Tuning:
+    named = [table for table in TABLES if table.name == name]
+    if not named:
+        raise ValueError(f"unknown tuning table {name!r}; known: {list(TABLE_NAMES)}")
+    return named[0]
 
 
 def tuning_for(adapter, name: str | None = None) -> Tuning:
-    """The table for this adapter, or the one named (a run option: compare tables on one adapter)."""
-    if name is not None:
-        named = [table for table in TABLES if table.name == name]
-        if not named:
-            raise ValueError(f"unknown tuning table {name!r}; known: {[table.name for table in TABLES]}")
-        return named[0]
-    return tuning_table(adapter.info)
+    """The table for this adapter, or the one named (a route option: compare tables on one adapter)."""
+    return named_table(name) if name is not None else tuning_table(adapter.info)
 
 
 def tuning_table(adapter_info: dict) -> Tuning:
-    """The first table whose `matches` accepts this adapter info."""
+    """The table the run named, else the first whose `matches` accepts this adapter info."""
+    if adapter_info.get(NAMED_TUNING) is not None:
+        return named_table(adapter_info[NAMED_TUNING])
     return next(table for table in TABLES if table.matches(adapter_info))

@@ -33,10 +33,12 @@ from ..checks.q4_linear import run_q4_checks
 from ..checks.runtime_core import run_runtime_checks
 from ..checks.tokenizer import VOCABULARIES, run_tokenizer_check
 from ..checks.unary import CheckOptions, run_unary_check
+from ..ops.tuning import TABLE_NAMES
 from ..ops.unary import UNARY_OPS
 from .schema import Option, validate
 
-__all__ = ["Workload", "WORKLOADS", "DEFAULT_SUITE", "PAGE_SUITE", "KINDS", "Option", "get", "by_kind", "schemas"]
+__all__ = ["Workload", "WORKLOADS", "DEFAULT_SUITE", "PAGE_SUITE", "KINDS", "TUNING", "Option", "get", "by_kind",
+           "schemas"]
 
 # check: judged in the runtime and/or by the host oracle; bench: measures only; view: the page's model
 # views, which run, measure and hand their logits to the dev server's oracle (the page asks it)
@@ -81,6 +83,10 @@ def _sink_if(options: dict, sink):
 
 _ARTIFACTS_OFF = Option(name="artifacts", type="bool", default=False, help="hand inputs and outputs to the sink")
 _ARTIFACTS_ON = Option(name="artifacts", type="bool", default=True, help="hand outputs to the sink")
+# A run-level option (app.run hands it to the runtime, not to the runner).
+TUNING = Option(name="tuning", type="str", default=None, allowed=TABLE_NAMES,
+                help="the tuning table every route takes its kernel variants from (default: the one the adapter's "
+                     "info matches); name another to compare tables on one adapter")
 _MAX_WG = Option(name="max_workgroups_per_dim", type="int", default=None, minimum=1, url="max_wg",
                  help="force 2-D grids at small sizes")
 
@@ -201,7 +207,7 @@ MODEL = Workload(
              Option(name="fuse_norm", type="bool", default=_MODEL.fuse_norm,
                     help="int8x: each decode RMSNorm inside the GEMV that reads it (its _norm route)"),
              Option(name="kv", type="str", default=_MODEL.kv, allowed=KV_SPELLINGS, help=_KV_HELP),
-             _ARTIFACTS_ON),
+             TUNING, _ARTIFACTS_ON),
     runner=_model, renderer="model")
 
 
@@ -256,7 +262,8 @@ MODEL_BENCH = Workload(
                     help="int8x: each decode RMSNorm inside the GEMV that reads it (its _norm route)"),
              Option(name="attention", type="str", default=_MODEL_BENCH["attention"], allowed=ATTENTION_CHOICES,
                     help=_ATTENTION_HELP),
-             Option(name="kv", type="str", default=_MODEL_BENCH["kv"], allowed=KV_SPELLINGS, help=_KV_HELP)),
+             Option(name="kv", type="str", default=_MODEL_BENCH["kv"], allowed=KV_SPELLINGS, help=_KV_HELP),
+             TUNING),
     runner=_model_bench, renderer="model_bench", aliases=("model",))
 
 
@@ -309,7 +316,8 @@ KERNEL_BENCH = Workload(
              Option(name="chain_bytes", type="int", default=_BENCH["chain_bytes"], minimum=0,
                     help="bytes of weight copies per decode chain (0 skips the chain)"),
              Option(name="only", type="str list", default=None,
-                    help="only the cases whose name (with its [shape]) contains one of these")),
+                    help="only the cases whose name (with its [shape]) contains one of these"),
+             TUNING),
     runner=_kernel_bench, renderer="kernel_bench", aliases=("kernels",))
 
 
@@ -354,7 +362,7 @@ GENERATE = Workload(
                     help=_ATTENTION_HELP),
              Option(name="fused", type="bool", default=True, help="the fused QKV and gate/up + SwiGLU routes"),
              Option(name="kv", type="str", default="packed", allowed=KV_SPELLINGS, help=_KV_HELP),
-             *_VIEW_TAIL),
+             TUNING, *_VIEW_TAIL),
     runner=run_generate, renderer="generate")
 
 COMPARE = Workload(
