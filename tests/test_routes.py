@@ -164,6 +164,11 @@ def test_the_tuning_table_follows_the_adapter_and_can_be_named():
     assert tuning_for(ADAPTERS["h200-native"]).name == "h200-native"     # (wgpu-native names its backend)
     assert tuning_for(ADAPTERS["other-sg32"]).name == "portable"
     assert tuning_for(ADAPTERS["other-sg32"], "h200").name == "h200"
+    # the H100 takes the H200's picks in Chromium, where they were measured against the portable ones, not natively
+    h100 = {"description": "NVIDIA H100 80GB HBM3", "subgroupMaxSize": 32}
+    assert tuning_for(replace(ADAPTERS["h200-chromium"], info=h100)).name == "h200"
+    h100_native = {"device": "NVIDIA H100 80GB HBM3", "backend_type": "Vulkan"}
+    assert tuning_for(replace(ADAPTERS["h200-native"], info=h100_native)).name == "portable"
     known = "\\['h200-native', 'h200', 'swiftshader', 'portable'\\]"
     with pytest.raises(ValueError, match=f"unknown tuning table 'a100'; known: {known}"):
         tuning_for(ADAPTERS["other-sg32"], "a100")
