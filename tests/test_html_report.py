@@ -260,3 +260,15 @@ def test_a_long_kernel_name_keeps_both_ends_in_its_chart_label(run):
     shown = [_text(t) for t in tree.all("text") if _text(t).startswith("q4gsw_gemv_i8x_qkv")]
     assert len(shown) == 2 and all(len(s) <= SHARE_CHART.label_chars and "\u2026" in s for s in shown), shown
     assert shown[0].endswith("_r2u1w32") and shown[1].endswith("_r1u1w16k2"), shown
+
+
+def test_the_tuning_table_that_picked_the_variants_is_shown_and_tells_runs_apart(run):
+    own = {**copy.deepcopy(run), "tuning": "swiftshader"}
+    named = copy.deepcopy(own)
+    named["tuning"] = "h200"
+    named["adapter"]["info"]["tuning_table"] = "h200"
+    page = model_bench_html([own, named])
+    assert "kernel variants from the swiftshader tuning table" in page
+    assert "swiftshader tuning table (named" not in page                  # the adapter's own table
+    assert "kernel variants from the h200 tuning table (named by the run)" in page
+    assert ", tuning swiftshader" in page and ", tuning h200" in page

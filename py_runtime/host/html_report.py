@@ -16,6 +16,8 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..gpu.device import NAMED_TUNING
+
 __all__ = ["model_bench_html", "write_model_bench_html", "peer_bench_html", "write_peer_bench_html"]
 
 PHASES = ("prefill", "decode")
@@ -142,7 +144,8 @@ def _run_label(run: dict) -> str:
     long_context = o.get("context", 0) > o["prompt"] + o["decode"]
     return (f"{run['config']['name']}, {o['layers']} layers, {o['policy']}, prompt {o['prompt']}"
             + (f", context {o['context']}" if long_context else "")
-            + f", {run['adapter']['backend']} on {_adapter_name(run['adapter'])}")
+            + f", {run['adapter']['backend']} on {_adapter_name(run['adapter'])}"
+            + (f", tuning {run['tuning']}" if run.get("tuning") else ""))
 
 
 def _status(result: str) -> _Html:
@@ -205,7 +208,9 @@ def _header(run: dict) -> _Html:
                     for f in adapter.get("features", ()))
     cpu = info.get("isFallbackAdapter") is True or str(info.get("adapter_type", "")).upper() == "CPU"
     facts += [("adapter", f"{_adapter_name(adapter)} ({adapter['backend']} backend)"
-                          + ("; a CPU adapter: compare ratios within the run, not speeds" if cpu else "")),
+                          + ("; a CPU adapter: compare ratios within the run, not speeds" if cpu else "")
+                          + (f"; kernel variants from the {run['tuning']} tuning table"
+                             + (" (named by the run)" if NAMED_TUNING in info else "") if run.get("tuning") else "")),
               ("adapter info", _Html(f'<span class="note">{pairs}</span>')),
               ("features", _Html(f'<div class="chips">{chips}</div><span class="note">highlighted: enabled on the '
                                  "device</span>"))]
