@@ -3,10 +3,10 @@
 A route decides *what* runs (its guard: correctness, features, limits); a tuning table decides *which
 variant* of that kernel, a speed choice only. Each table says where it was measured. `tuning_for`
 picks the table from the adapter's info: the H200's picks for the H200 (and for the H100 in a browser,
-where they were measured faster), the portable table for every other adapter; a run may name another (the `tuning` option, to compare tables on one adapter), which
-travels in the adapter info (gpu/device.py NAMED_TUNING), so every route and the host's oracles see the
-same table. The portable picks are one middle-of-the-road variant per family, measured on no
-particular GPU (tune a new adapter by sweeping with `webgpu-llm-lab bench kernels --preset gemv_variants`,
+where they were measured faster), the portable table for every other adapter. A run may name another
+(the `tuning` option, to compare tables on one adapter); the name travels in the adapter info
+(gpu/device.py NAMED_TUNING), so every route and the host's oracles see the same table. The portable
+picks are one middle-of-the-road variant per family, measured on no particular GPU (tune a new adapter by sweeping with `webgpu-llm-lab bench kernels --preset gemv_variants`,
 `gemv_int8x`, ... and adding a table here).
 """
 
@@ -215,8 +215,8 @@ def _h200_rope_rows_for(k: int, n: int, head_dim: int, rows_copy: bool) -> str:
 
 H200 = Tuning(name="h200", measured_on="NVIDIA H200, Chromium 156 (Dawn/Vulkan) and wgpu-native 0.32, driver 580; "
                                      "the H100 in Chromium 156 against the portable table",
-              matches=_takes_h200_picks, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8, gemv_int8x=_h200_gemv_int8x,
-              gemv_int8x_glu_q8=_h200_glu_q8,
+              matches=_takes_h200_picks, gemv_f32=_h200_gemv_f32, gemv_int8=_h200_gemv_int8,
+              gemv_int8x=_h200_gemv_int8x, gemv_int8x_glu_q8=_h200_glu_q8,
               gemv_int8x_qkv_rope=_h200_rope_rows_for, flash_split=_h200_flash_split,
               prefill_attention=_h200_prefill_attention, prefill_attention_sgmat=_portable_prefill_attention_sgmat,
               short_prefill_attention=_h200_short_prefill_attention, decode_attention=_h200_decode_attention)
