@@ -6,8 +6,9 @@ picks the table from the adapter's info: the H200's picks for the H200 (and for 
 where they were measured faster), the portable table for every other adapter. A run may name another
 (the `tuning` option, to compare tables on one adapter); the name travels in the adapter info
 (gpu/device.py NAMED_TUNING), so every route and the host's oracles see the same table. The portable
-picks are one middle-of-the-road variant per family, measured on no particular GPU (tune a new adapter by sweeping with `webgpu-llm-lab bench kernels --preset gemv_variants`,
-`gemv_int8x`, ... and adding a table here).
+picks are one middle-of-the-road variant per family, measured on no particular GPU (tune a new adapter
+by sweeping with `webgpu-llm-lab bench kernels --preset gemv_variants`, `gemv_int8x`, ... and adding a
+table here).
 """
 
 from __future__ import annotations
