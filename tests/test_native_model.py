@@ -49,10 +49,11 @@ def _int8x_decode_step(layers: int, fuse_norm: bool = True, one_pass: bool = Tru
     GEMV), the fused QKV (Qwen3's q/k norm, RoPE and the cache write in its epilogue), the attention
     (quantizing: the one pass at these short contexts, else FlashDecoding's split and reduce), o, the
     norm (with fuse_norm inside the next GEMV), the fused gate/up + SwiGLU (quantizing) and down; then the
-    embedding, the final norm (reading the one row in place), lm_head and argmax's two passes (the second
-    storing the token in the history: no token_history dispatch under greedy decoding)."""
+    final norm (reading the one row in place), lm_head and argmax's two passes (the second storing the
+    token in the history and writing its embedding row, the next step's input: under greedy decoding no
+    token_history dispatch and no embedding dispatch)."""
     per_layer = 8 - 2 * fuse_norm - one_pass
-    return per_layer * layers + 5
+    return per_layer * layers + 4
 
 
 def test_llama_matches_transformers_on_the_f32_policy(llama):

@@ -282,3 +282,35 @@ def test_the_split_k_reduce_adds_the_splits_in_order_then_the_bias_and_the_resid
     if accumulate:
         expected = expected + residual
     assert np.array_equal(got, expected)
+
+
+def test_the_greedy_heads_next_input_is_the_lookups_row_and_the_verifier_catches_a_wrong_one(native_runtime):
+    """argmax(embed=) writes the winner's embedding row as q4_embedding would (every convention); the oracle
+    fails a run whose row, chosen id or row params are off."""
+    from py_runtime.checks.q4_linear import EMBEDDING_CASES, _run_embedding_case
+
+    artifacts = {}
+
+    async def sink(name, data):
+        artifacts[name] = data
+
+    async def main():
+        return [await _run_embedding_case(native_runtime, case, 5, sink) for case in EMBEDDING_CASES[1:]]
+
+    embeddings = asyncio.run(main())
+    report = {"seed": 5, "cases": [], "embeddings": embeddings}
+    verify_q4_report(report, artifacts.__getitem__)
+    assert {run["planted"] for case in embeddings for run in case["next_inputs"]} >= {0, 999, 776}
+
+    case = embeddings[0]
+    run_ = case["next_inputs"][1]
+    row = bytearray(artifacts[run_["artifact"]])
+    row[4 * 17 + 3] ^= 0x01                     # an exponent bit of value 17: no longer the twin's
+    mutated = {**artifacts, run_["artifact"]: bytes(row)}
+    with pytest.raises(AssertionError, match="next input of a maximum at 500: row differs at \\[17\\]"):
+        verify_q4_report(report, mutated.__getitem__)
+    for wrong in ({"index": run_["planted"] + 1}, {"routes": ["argmax", "q4_embedding"]},
+                  {"params": run_["params"][:-4] + [1, 0, 0, 0]}):
+        bad = {**report, "embeddings": [{**case, "next_inputs": [{**run_, **wrong}]}, *embeddings[1:]]}
+        with pytest.raises(AssertionError, match="next input of a maximum at 500"):
+            verify_q4_report(bad, artifacts.__getitem__)

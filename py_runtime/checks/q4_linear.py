@@ -16,7 +16,9 @@ from ..dispatch import TOKENS
 from ..kernels import kernel
 from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
+from ..ops.argmax import argmax, argmax_blocks_needed
 from ..ops.q4 import Q4Weight, q4_embedding, q4_quantize, q4_scales_rows
+from ..ops.sequence import NextInput, TokenHistory
 from ..ops.attention import KVCache, rope_kv_cache_write
 from ..ops.q4_linear import (NormPrologue, QKVRope, gemm_dp4a_shapes, gemm_sgmat_f16_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_shapes, q4_linear,
                               split_k_room,
@@ -606,11 +608,55 @@ async def _run_embedding_case(runtime: Runtime, case: EmbeddingCase, seed: int, 
         runs.append({"tokens": tokens, "routes": [r for r in execution.routes if r != "q4_quantize"],
                      "artifacts": names, "params": list(plan.params_of(1))})
     plan.release()
+    next_inputs = await _run_next_input(runtime, case, weight, prefix, sink)
     for tensor in (packed, scales, ids, out, status):
         tensors.release(tensor.name)
     return {"name": case.name, "vocab": case.vocab, "dim": case.dim, "group_size": case.group_size,
             "nibble_high_first": case.nibble_high_first, "scales_transposed": case.scales_transposed,
-            "stream": case.stream, "ids": ids_list, "runs": runs}
+            "stream": case.stream, "ids": ids_list, "runs": runs, "next_inputs": next_inputs}
+
+
+def _next_input_winners(vocab: int) -> list[int]:
+    """Where the greedy head's planted maximum goes: the edges and the middle of the vocabulary."""
+    return sorted({0, vocab // 2, vocab - 1})
+
+
+async def _run_next_input(runtime: Runtime, case: EmbeddingCase, weight: Q4Weight, prefix: str, sink) -> list[dict]:
+    """The same rows as the greedy head writes them (argmax(embed=), a decode step's input): logits with one
+    planted maximum, the winner's row read back, with the chosen id and the params that read it."""
+    tensors, device = runtime.tensors, runtime.device
+    blocks = argmax_blocks_needed(case.vocab)
+    logits = await tensors.allocate(f"{prefix}.next.logits", (case.vocab,))
+    block_keys = await tensors.allocate(f"{prefix}.next.keys", (blocks,), "u32")
+    block_index = await tensors.allocate(f"{prefix}.next.index", (blocks,), "u32")
+    result = await tensors.allocate(f"{prefix}.next.result", (1,), "u32")
+    offset = await tensors.allocate(f"{prefix}.next.offset", (1,), "u32")
+    history = await tensors.allocate(f"{prefix}.next.history", (2,), "u32")
+    row = await tensors.allocate(f"{prefix}.next.row", (1, case.dim))
+    plan = Plan(runtime, f"{prefix}.next", live={TOKENS: 1})
+    await plan.add(argmax(values=logits, block_keys=block_keys, block_index=block_index, result=result,
+                          history=TokenHistory(history, offset, pos=0),
+                          embed=NextInput(weight, row, nibble_high_first=case.nibble_high_first,
+                                          scales_transposed=case.scales_transposed)))
+    plan.record()
+    runs = []
+    for winner in _next_input_winners(case.vocab):
+        values = [0.0] * case.vocab
+        values[winner] = 1.0
+        device.write_buffer(logits.buffer, struct.pack(f"<{case.vocab}f", *values))
+        device.write_buffer(row.buffer, POISON * case.dim)
+        device.write_buffer(offset.buffer, bytes(4))
+        execution = await plan.replay()
+        name = f"{prefix}.next.row.w{winner}.f32"
+        if sink:
+            await sink(name, await device.read_buffer(row.buffer, 4 * case.dim))
+        (index,) = struct.unpack("<I", await device.read_buffer(result.buffer, 4))
+        runs.append({"planted": winner, "index": index, "routes": list(execution.routes), "artifact": name,
+                     "params": list(plan.params_of(1))})
+    plan.release()
+    for tensor in (logits, block_keys, block_index, result, offset, history, row):
+        tensors.release(tensor.name)
+    return runs
 
 
 async def run_q4_checks(runtime: Runtime, *, preset: str = "ci", only: list[str] | None = None, seed: int = 5,

@@ -1,9 +1,10 @@
 """A whole decoder (Llama 3, Qwen3) as one plan that serves a prefill of S tokens and then every
 decode step, with the next token chosen (greedy, or sampled) and fed back on the GPU.
 
-The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (its first position):
+The plan, recorded once at live sizes TOKENS (the step's token rows), POS (its first position) and FED
+(the rows whose ids the host wrote: a prefill's tokens; none at a greedy decode step):
 
-  q4_embedding(ids -> h)
+  q4_embedding(ids -> h)        (FED rows: a greedy step's input row was written by the step before's argmax)
   per layer:  rms_norm(h -> xn) | QKV (q4_linear_qkv) |
               rope_kv_cache_write (RoPE of q and k and the KV cache write in one dispatch, Qwen3's
               per-head RMSNorm of q and k folded in front; rms_norm, rope, rope, kv_cache_write where
@@ -13,7 +14,8 @@ The plan, recorded once at live sizes TOKENS (the step's token rows) and POS (it
               (the residual adds are folded into the o-proj and down linears: q4_linear(accumulate=True))
   head:       last_row(h) (a prefill's; a decode step's one row is read in place) | final rms_norm |
               lm_head (the tied embedding) | argmax or sample -> ids[0], their second pass also storing it
-              in history[pos + tokens] (TokenHistory)
+              in history[pos + tokens] (TokenHistory), and argmax's writing its embedding row into h[0]
+              (NextInput: the next step's input)
 
 argmax (sampling None) or sample (a Sampling: seeded temperature / top-k / top-p, ops/sample.py) writes the
 next token into ids[0], which the next step's embedding reads, so decode steps are submitted back to back
@@ -85,7 +87,7 @@ from ..ops.q4 import q4_embedding
 from ..ops.q4_linear import NormPrologue, QKVRope, q4_linear, q4_linear_glu, q4_linear_qkv, split_k_room
 from ..ops.rope import cos_sin_table_gpu, inverse_frequencies, rope
 from ..ops.sample import Sampling, sample, sample_candidates_needed
-from ..ops.sequence import TokenHistory, last_row
+from ..ops.sequence import NextInput, TokenHistory, last_row
 from ..ops.swiglu import swiglu
 from ..plan import Execution, Plan
 from ..tensors import Tensor
@@ -101,6 +103,7 @@ ATTENTION = ("auto", "flash", "sgmat", "materialized")    # the attention routes
                                                 # tensor-core prefill at every length, or the materialized one
 KV_SPELLINGS = ("packed", "f16")                # the KV caches' kernels: u32-packed f16 pairs, or shader-f16 types
 SUBMIT_STEPS = 4            # decode steps per submit (decode(per_submit=)): the same step repeated in one command buffer
+FED = "fed"                 # live size: the rows the embedding reads from ids (the host's), 0 at a greedy decode step
 DOWN_DECODE_GROUP = 32      # one 32-value chunk: the finest group the int8x GEMVs' per-chunk scales allow
 
 
@@ -294,9 +297,10 @@ class Decoder:
             # where the subgroup-matrix GEMM's grid is small, its K splits (one linear runs at a time)
             partials = await t("gemm_partials", (split_k_room(),)) if rows > 1 else None
 
-        self.plan = Plan(self.runtime, f"{c.key}.decoder", live={TOKENS: rows, POS: 0, CONTEXT: self.capacity})
+        self.plan = Plan(self.runtime, f"{c.key}.decoder", live={TOKENS: rows, POS: 0, CONTEXT: self.capacity,
+                                                                  FED: rows})
         add = self._add
-        await add(q4_embedding(ids=self.ids, weight=w["embed"], out=h, status=status))
+        await add(q4_embedding(ids=self.ids, weight=w["embed"], out=h, status=status, tokens=FED))
 
         async def norm_into_xn(weight: Tensor, consumer: Op | None = None) -> None:
             """The norm before a linear; where its consumer's decode GEMV normalizes for itself (a _norm
@@ -412,8 +416,10 @@ class Decoder:
         history = TokenHistory(self.history, self.offset, pos=pos, advance=gpu)
         if self.sampling is None:
             blocks = (argmax_blocks_needed(c.vocab),)
+            # (and the winner's embedding row into h[0]: a decode step starts at its first layer)
             await add(argmax(values=self.logits, block_keys=await t("argmax_keys", blocks, "u32"),
-                             block_index=await t("argmax_index", blocks, "u32"), result=self.ids, history=history))
+                             block_index=await t("argmax_index", blocks, "u32"), result=self.ids, history=history,
+                             embed=NextInput(w["embed"], h)))
         else:
             candidates = (sample_candidates_needed(c.vocab),)
             await add(sample(values=self.logits, candidate_keys=await t("sample_keys", candidates, "u32"),
@@ -445,7 +451,7 @@ class Decoder:
         self.runtime.device.write_buffer(self.history.buffer, words)
         self.runtime.device.write_buffer(self.offset.buffer, bytes(4))      # a new sequence starts at 0
         # (the band of the first decode step's keys: the steps after it re-size only where they cross one)
-        self.plan.resize(tokens=s, pos=0, context=context_band(s + 1, self.capacity))
+        self.plan.resize(tokens=s, fed=s, pos=0, context=context_band(s + 1, self.capacity))
         execution = await self.plan.replay(wait=wait or not self._prefilled, profile=profile)
         self._prefilled = True
         self.position = s
@@ -462,14 +468,19 @@ class Decoder:
                              f"submit (at most {self.submit_steps(count)} here)")
         self._check_step(count)
         if not self.position_on_gpu:
-            self.plan.resize(tokens=1, pos=self.position)
+            self.plan.resize(tokens=1, fed=self.fed_at_step, pos=self.position)
         else:       # the first step after a prefill, and a step into a new context band; others re-size nothing
             band = context_band(self.position + 1, self.capacity)
-            if self.plan.live[TOKENS] != 1 or self.plan.live[CONTEXT] != band:
-                self.plan.resize(tokens=1, context=band)
+            if (self.plan.live[TOKENS], self.plan.live[FED], self.plan.live[CONTEXT]) != (1, self.fed_at_step, band):
+                self.plan.resize(tokens=1, fed=self.fed_at_step, context=band)
         execution = await self.plan.replay(wait=wait, profile=profile, repeat=count)
         self.position += count
         return execution
+
+    @property
+    def fed_at_step(self) -> int:
+        """The rows a decode step embeds from ids: none when greedy (the argmax before wrote its input row)."""
+        return 0 if self.sampling is None else 1
 
     def submit_steps(self, wanted: int) -> int:
         """How many of `wanted` decode steps from the current position may go in one submit: the same

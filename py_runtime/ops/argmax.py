@@ -2,7 +2,8 @@
 
   pass 1 (argmax_blocks)  one workgroup per block of BLOCK elements -> (key, index) per block
   pass 2 (argmax_reduce)  one workgroup over the blocks -> result[0] = the winning index
-                          (argmax_reduce_history: and the index appended to a token history, argmax(history=))
+                          (argmax_reduce_history: and the index appended to a token history, argmax(history=);
+                          argmax_reduce_history_embed: and its embedding row written, argmax(embed=))
 
 Semantics (numpy.argmax / torch.argmax): the largest value wins; NaN counts as larger than every
 number (so the first NaN wins when there is one); -0 equals +0; ties go to the LOWEST index. The
@@ -17,7 +18,7 @@ from __future__ import annotations
 from ..dispatch import Op, OpCall, Sizing, linear_grid, live_limit, live_value
 from ..kernels import kernel
 from ..tensors import Tensor
-from .sequence import TokenHistory
+from .sequence import NextInput, TokenHistory
 
 __all__ = ["BLOCK", "argmax", "argmax_blocks_needed"]
 
@@ -30,13 +31,20 @@ def argmax_blocks_needed(n: int) -> int:
 
 
 def argmax(*, values: Tensor, block_keys: Tensor, block_index: Tensor, result: Tensor,
-           length: int | str | None = None, history: TokenHistory | None = None) -> Op:
+           length: int | str | None = None, history: TokenHistory | None = None,
+           embed: NextInput | None = None) -> Op:
     """The two dispatches of argmax(values[:length]) -> result[0] (u32); `length` may name a live size.
     `history`: the reduce also stores the winner there (TokenHistory: no dispatch of its own).
+    `embed` (with a history): the reduce also writes the winner's embedding row (NextInput).
 
     block_keys/block_index (u32) need argmax_blocks_needed(length) elements."""
     if values.dtype != "f32" or {block_keys.dtype, block_index.dtype, result.dtype} != {"u32"}:
         raise ValueError("argmax: values must be f32; block_keys, block_index and result u32")
+    if embed is not None and history is None:
+        raise ValueError("argmax: embed= (the next step's input) goes with a token history")
+    if embed is not None and embed.weight.n_total < values.numel:
+        raise ValueError(f"argmax({values.name}): {values.numel} values, but the embedding {embed.weight.packed.name} "
+                         f"has only {embed.weight.n_total} rows")
     length = values.numel if length is None else length
     blocks_capacity = min(block_keys.numel, block_index.numel)
 
@@ -57,12 +65,18 @@ def argmax(*, values: Tensor, block_keys: Tensor, block_index: Tensor, result: T
     def reduce_sizing(spec, live) -> Sizing:
         n, blocks = counts(live)
         stored = history.params(live) if history is not None else {}
-        return Sizing(workgroups=(1, 1, 1), params=spec.pack_params(n=n, blocks=blocks, **stored),
-                      bytes_moved=8 * blocks + 4 + (history.bytes_moved if history is not None else 0), flops=blocks)
+        embedded = embed.params() if embed is not None else {}
+        return Sizing(workgroups=(1, 1, 1), params=spec.pack_params(n=n, blocks=blocks, **stored, **embedded),
+                      bytes_moved=8 * blocks + 4 + sum(part.bytes_moved for part in (history, embed) if part is not None),
+                      flops=blocks)
+
+    reduce_kernel = ("argmax_reduce" if history is None else
+                     "argmax_reduce_history_embed" if embed is not None else "argmax_reduce_history")
 
     return Op(f"argmax({values.name})", (OpCall(label=f"argmax_blocks({values.name})", kernel="argmax_blocks", route="argmax",
                    tensors={"values": values, "block_keys": block_keys, "block_index": block_index}, sizing=blocks_sizing),
-            OpCall(label=f"argmax_reduce({values.name})", kernel="argmax_reduce" if history is None else "argmax_reduce_history",
+            OpCall(label=f"argmax_reduce({values.name})", kernel=reduce_kernel,
                    route="argmax", tensors={"block_keys": block_keys, "block_index": block_index, "result": result,
-                                            **(history.tensors() if history is not None else {})},
+                                            **(history.tensors() if history is not None else {}),
+                                            **(embed.tensors() if embed is not None else {})},
                    sizing=reduce_sizing)))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..dispatch import Op, OpCall, Sizing, IDLE, TOKENS, linear_grid, live_limit, live_value, single
 from ..tensors import Tensor
 
-__all__ = ["Q4Weight", "GROUP_SIZES", "q4_weight_bytes", "q4_quantize", "q4_scales_rows", "q4_embedding",
+__all__ = ["Q4Weight", "GROUP_SIZES", "q4_weight_bytes", "q4_quantize", "q4_scales_rows", "q4_embedding", "embedding_row_params",
            "q4_weight_from_host", "stream_read"]
 
 GROUP_SIZES = (32, 64, 128)
@@ -170,12 +170,19 @@ def q4_scales_rows(weight: Q4Weight) -> Op:
                          sizing=sizing))
 
 
+def embedding_row_params(weight: Q4Weight, *, nibble_high_first: bool, scales_transposed: bool) -> dict:
+    """The params by which a kernel reads an embedding row (q4_embed_word.wgsli): its geometry and the two
+    conventions, immutable controls packed again at every sizing so a resize can never drop them."""
+    return {"dim": weight.k, "vocab": weight.n_total, "group_size": weight.group_size,
+            "nibble_high_first": nibble_high_first, "scales_transposed": scales_transposed}
+
+
 def q4_embedding(*, ids: Tensor, weight: Q4Weight, out: Tensor, status: Tensor, tokens: int | str = TOKENS,
                  nibble_high_first: bool = False, scales_transposed: bool = True) -> Op:
     """out[t] = dequant(weight[ids[t]]) for t < tokens (zeros and status[t] = 1 for ids >= vocab).
     `weight` is [vocab, dim] (k = dim); the two conventions are immutable controls, packed into the
     params on every sizing so a resize of `tokens` can never drop them."""
-    vocab, dim = weight.n_total, weight.k
+    dim = weight.k
     if ids.dtype != "u32" or status.dtype != "u32" or out.shape[-1] != dim:
         raise ValueError(f"q4_embedding: ids {ids!r}, status {status!r} must be u32 and out {out!r} rows of {dim}")
     capacity = min(ids.numel, status.numel, out.numel // dim)
@@ -184,10 +191,10 @@ def q4_embedding(*, ids: Tensor, weight: Q4Weight, out: Tensor, status: Tensor, 
         t = live_value(tokens, live, "q4_embedding")
         if not 0 <= t <= capacity:
             raise ValueError(f"q4_embedding({out.name}): {t} tokens, but ids/status/out hold {capacity}")
-        n = t * dim
-        return Sizing(workgroups=linear_grid(n, spec.invocations, live_limit(live)) if n else IDLE,
-                      params=spec.pack_params(tokens=t, dim=dim, vocab=vocab, group_size=weight.group_size,
-                                              nibble_high_first=nibble_high_first, scales_transposed=scales_transposed),
+        n = t * dim             # (one packed word of 8 values an invocation)
+        return Sizing(workgroups=linear_grid(n // 8, spec.invocations, live_limit(live)) if n else IDLE,
+                      params=spec.pack_params(tokens=t, **embedding_row_params(
+                          weight, nibble_high_first=nibble_high_first, scales_transposed=scales_transposed)),
                       bytes_moved=n // 2 + 4 * n // weight.group_size + 4 * n + 8 * t, flops=n)
 
     return single(OpCall(label=f"q4_embedding({out.name})", kernel="q4gsw_embedding", route="q4_embedding",

@@ -6,6 +6,8 @@
                  goes: position pos + tokens of the sequence's history, which the host reads in batches;
                  where the position lives on the GPU the store also advances the KV caches' position
                  offset. argmax(history=) and sample(history=) store it in their second pass.
+  NextInput      where the chosen token's embedding row goes: the next decode step's input, which
+                 argmax(embed=) writes in its second pass, so a greedy step needs no embedding dispatch.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from dataclasses import dataclass
 
 from ..dispatch import POS, TOKENS, Op, OpCall, Sizing, live_value, single
 from ..tensors import Tensor
+from .q4 import Q4Weight, embedding_row_params
 
-__all__ = ["TokenHistory", "last_row"]
+__all__ = ["NextInput", "TokenHistory", "last_row"]
 
 
 def last_row(*, x: Tensor, out: Tensor, tokens: int | str = TOKENS) -> Op:
@@ -70,3 +73,30 @@ class TokenHistory:
     @property
     def bytes_moved(self) -> int:
         return 16 if self.advance else 8
+
+
+@dataclass(frozen=True)
+class NextInput:
+    """The chosen token's row of a Q4 embedding [vocab, dim] into out[0, :dim] (f32), as q4_embedding reads it
+    (the same conventions, which are immutable controls here too): the next decode step's input."""
+
+    weight: Q4Weight
+    out: Tensor
+    nibble_high_first: bool = False
+    scales_transposed: bool = True
+
+    def __post_init__(self) -> None:
+        if self.out.dtype != "f32" or self.out.numel < self.weight.k:
+            raise ValueError(f"next input: out {self.out!r} must be f32 with room for a row of {self.weight.k}")
+
+    def params(self) -> dict:
+        return embedding_row_params(self.weight, nibble_high_first=self.nibble_high_first,
+                                    scales_transposed=self.scales_transposed)
+
+    def tensors(self) -> dict:
+        return {"packed": self.weight.packed, "scales": self.weight.scales, "next_input": self.out}
+
+    @property
+    def bytes_moved(self) -> int:
+        dim = self.weight.k
+        return dim // 2 + 4 * dim // self.weight.group_size + 4 * dim

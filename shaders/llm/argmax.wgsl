@@ -7,6 +7,9 @@ $else:
 $if HISTORY:
   // It also stores the winner in the sequence's token history (TokenHistory, ops/sequence.py) at
   // params.at + offset[0], and offset[0] advances by params.advance: no dispatch of its own for that.
+$if EMBED:
+  // And the winner's embedding row goes to next_input: the next decode step's input, read by its first
+  // layer, so that step starts without an embedding dispatch of its own (argmax(embed=), NextInput).
 // Order: values compare through an order-preserving u32 key computed from the bits, so no float
 // comparison (which compilers may assume NaN-free) is involved. Every NaN maps to the largest key
 // (NaN beats +inf, as in numpy.argmax and torch.argmax), -0 and +0 map to the same key, and equal
@@ -23,6 +26,12 @@ struct Params {
     at: u32,
     capacity: u32,
     advance: u32,
+  $if EMBED:
+    dim: u32,
+    vocab: u32,
+    group_size: u32,
+    nibble_high_first: u32,
+    scales_transposed: u32,
 }
 
 $if PASS == 1:
@@ -35,6 +44,10 @@ $else:
   @group(0) @binding(1) var<storage, read> block_index: array<u32>;
   @group(0) @binding(2) var<storage, read_write> result: array<u32>;
   @group(0) @binding(3) var<uniform> params: Params;
+  $if EMBED:
+    @group(0) @binding(6) var<storage, read> packed: array<u32>;
+    @group(0) @binding(7) var<storage, read> scales: array<f32>;
+    @group(0) @binding(8) var<storage, read_write> next_input: array<f32>;
   $if HISTORY:
     @group(0) @binding(4) var<storage, read_write> history: array<u32>;
     @group(0) @binding(5) var<storage, read_write> offset: array<u32>;
@@ -46,6 +59,8 @@ var<workgroup> indices: array<u32, WG>;
 const NO_KEY: u32 = 0u;
 const NO_INDEX: u32 = 0xFFFFFFFFu;
 
+$if EMBED:
+  $include q4_embed_word.wgsli
 $if PASS == 1:
   $include order_key.wgsli
 
@@ -110,4 +125,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
         }
         offset[0] += params.advance;
   }
+  $if EMBED:
+    // (every invocation reads the winner: nothing writes keys or indices after the reduction's last barrier)
+    let id = indices[0];
+    for (var w = lid; w < params.dim / 8u; w += WG) {
+      var values: array<f32, 8>;              // zeros for an index past the embedding's rows (none: n <= vocab)
+      if (id < params.vocab) {
+        values = q4_embed_word(id, w);
+      }
+      for (var j = 0u; j < 8u; j++) {
+        next_input[8u * w + j] = values[j];
+      }
+    }
 }

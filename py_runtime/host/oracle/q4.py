@@ -510,6 +510,12 @@ def _verify_q4_embedding(case: dict, seed: int, read) -> None:
     from ...checks.q4_linear import WEIGHT_RANGE
 
     dim, gs, vocab = case["dim"], case["group_size"], case["vocab"]
+
+    def twin_row(token_id: int) -> np.ndarray:
+        levels, scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], dim, token_id, token_id + 1), gs)
+        order = np.arange(dim) ^ 1 if case["nibble_high_first"] else np.arange(dim)
+        return (levels[0, order].astype(np.float32) - np.float32(8)) * np.repeat(scale[0], gs).astype(np.float32)
+
     for run in case["runs"]:
         tokens = run["tokens"]
         params = np.frombuffer(bytes(run["params"]), np.uint32).tolist()
@@ -522,10 +528,19 @@ def _verify_q4_embedding(case: dict, seed: int, read) -> None:
             if token_id >= vocab:
                 assert status[t] == 1 and not out[t].any(), f"{case['name']}: id {token_id} not flagged/zeroed"
                 continue
-            levels, scale = q4_levels_np(synth_rows_np(WEIGHT_RANGE, seed, case["stream"], dim, token_id, token_id + 1), gs)
-            order = np.arange(dim) ^ 1 if case["nibble_high_first"] else np.arange(dim)
-            q = levels[0, order].astype(np.float32) - np.float32(8)
-            expected = q * np.repeat(scale[0], gs).astype(np.float32)
+            expected = twin_row(token_id)
             assert status[t] == 0, f"{case['name']}: valid id {token_id} flagged"
             assert np.array_equal(out[t].view(np.uint32), expected.view(np.uint32)), \
                 f"{case['name']}: row of id {token_id} differs at {np.flatnonzero(out[t] != expected)[:5].tolist()}"
+    # The greedy head's next input (argmax(embed=)): the planted maximum chosen, and its row as the lookup's.
+    controls = [dim, vocab, gs, int(case["nibble_high_first"]), int(case["scales_transposed"])]
+    for run in case["next_inputs"]:
+        where = f"{case['name']} next input of a maximum at {run['planted']}"
+        assert run["routes"] == ["argmax"] and run["index"] == run["planted"], \
+            f"{where}: attested {run['routes']}, chose {run['index']}"
+        params = np.frombuffer(bytes(run["params"]), np.uint32).tolist()
+        assert params[-len(controls):] == controls, f"{where}: the row's params {params}, expected ... {controls}"
+        row = np.frombuffer(read(run["artifact"]), np.float32)
+        expected = twin_row(run["planted"])
+        assert np.array_equal(row.view(np.uint32), expected.view(np.uint32)), \
+            f"{where}: row differs at {np.flatnonzero(row != expected)[:5].tolist()}"
