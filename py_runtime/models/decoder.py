@@ -18,7 +18,8 @@ The plan, recorded once at live sizes TOKENS (the step's token rows), POS (its f
               (NextInput: the next step's input)
 
 argmax (sampling None) or sample (a Sampling: seeded temperature / top-k / top-p, ops/sample.py) writes the
-next token into ids[0], which the next step's embedding reads, so decode steps are submitted back to back
+next token into ids[0], which the next step's embedding reads (argmax writes that row itself: a greedy step has
+no embedding dispatch), so decode steps are submitted back to back
 with no host round trip; their second pass also keeps every token in a history on the GPU for the host to
 read in batches. The
 sampler's draw depends on (seed, the token's position), so a seed reproduces a run whatever the batch. The

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from ..dispatch import Op, OpCall, Sizing, IDLE, TOKENS, linear_grid, live_limit, live_value, single
 from ..tensors import Tensor
 
-__all__ = ["Q4Weight", "GROUP_SIZES", "q4_weight_bytes", "q4_quantize", "q4_scales_rows", "q4_embedding", "embedding_row_params",
-           "q4_weight_from_host", "stream_read"]
+__all__ = ["Q4Weight", "GROUP_SIZES", "q4_weight_bytes", "q4_quantize", "q4_scales_rows", "q4_embedding",
+           "embedding_row_params", "q4_weight_from_host", "stream_read"]
 
 GROUP_SIZES = (32, 64, 128)
 
