@@ -284,9 +284,10 @@ def test_the_split_k_reduce_adds_the_splits_in_order_then_the_bias_and_the_resid
     assert np.array_equal(got, expected)
 
 
-def test_the_greedy_heads_next_input_is_the_lookups_row_and_the_verifier_catches_a_wrong_one(native_runtime):
-    """argmax(embed=) writes the winner's embedding row as q4_embedding would (every convention); the oracle
-    fails a run whose row, chosen id or row params are off."""
+def test_each_heads_next_input_is_the_lookups_row_and_the_verifier_catches_a_wrong_one(native_runtime):
+    """argmax(embed=) and sample(embed=) write the chosen token's embedding row as q4_embedding would (every
+    convention); the oracle fails a run whose row, chosen id, route or row params are off, and a report
+    missing a head."""
     from py_runtime.checks.q4_linear import EMBEDDING_CASES, _run_embedding_case
 
     artifacts = {}
@@ -300,17 +301,27 @@ def test_the_greedy_heads_next_input_is_the_lookups_row_and_the_verifier_catches
     embeddings = asyncio.run(main())
     report = {"seed": 5, "cases": [], "embeddings": embeddings}
     verify_q4_report(report, artifacts.__getitem__)
-    assert {run["planted"] for case in embeddings for run in case["next_inputs"]} >= {0, 999, 776}
+    runs = [run for case in embeddings for run in case["next_inputs"]]
+    assert {(run["head"], run["planted"]) for run in runs} >= {(head, at) for head in ("argmax", "sample")
+                                                               for at in (0, 999, 776)}
 
     case = embeddings[0]
-    run_ = case["next_inputs"][1]
-    row = bytearray(artifacts[run_["artifact"]])
-    row[4 * 17 + 3] ^= 0x01                     # an exponent bit of value 17: no longer the twin's
-    mutated = {**artifacts, run_["artifact"]: bytes(row)}
-    with pytest.raises(AssertionError, match="next input of a maximum at 500: row differs at \\[17\\]"):
-        verify_q4_report(report, mutated.__getitem__)
-    for wrong in ({"index": run_["planted"] + 1}, {"routes": ["argmax", "q4_embedding"]},
-                  {"params": run_["params"][:-4] + [1, 0, 0, 0]}):
-        bad = {**report, "embeddings": [{**case, "next_inputs": [{**run_, **wrong}]}, *embeddings[1:]]}
-        with pytest.raises(AssertionError, match="next input of a maximum at 500"):
-            verify_q4_report(bad, artifacts.__getitem__)
+    for i, head in ((1, "argmax"), (4, "sample")):
+        run_ = case["next_inputs"][i]
+        assert (run_["head"], run_["planted"]) == (head, 500)
+        where = f"{head} head's next input of a maximum at 500"
+        row = bytearray(artifacts[run_["artifact"]])
+        row[4 * 17 + 3] ^= 0x01                     # an exponent bit of value 17: no longer the twin's
+        mutated = {**artifacts, run_["artifact"]: bytes(row)}
+        with pytest.raises(AssertionError, match=f"{where}: row differs at \\[17\\]"):
+            verify_q4_report(report, mutated.__getitem__)
+        for wrong in ({"index": run_["planted"] + 1}, {"routes": [head, "q4_embedding"]},
+                      {"params": run_["params"][:-4] + [1, 0, 0, 0]}):
+            runs_ = [*case["next_inputs"][:i], {**run_, **wrong}, *case["next_inputs"][i + 1:]]
+            bad = {**report, "embeddings": [{**case, "next_inputs": runs_}, *embeddings[1:]]}
+            with pytest.raises(AssertionError, match=where):
+                verify_q4_report(bad, artifacts.__getitem__)
+    one_head = [run for run in case["next_inputs"] if run["head"] == "argmax"]
+    bad = {**report, "embeddings": [{**case, "next_inputs": one_head}, *embeddings[1:]]}
+    with pytest.raises(AssertionError, match="next inputs of the heads \\['argmax'\\]"):
+        verify_q4_report(bad, artifacts.__getitem__)

@@ -309,6 +309,8 @@ def _decode(sampling, *, gpu_position=None, steps=12) -> tuple[list, tuple]:
 
 
 def test_a_sampling_decoder_is_reproducible_for_a_seed_and_attests_sample():
+    """The same ids for a seed (either side keeping the position), others for another seed; temperature 0 draws
+    argmax's ids, through the sampler's own next-input rows."""
     sampling = Sampling(temperature=1.5, top_k=64, top_p=1.0, seed=42)
     first, routes, on_gpu = _decode(sampling)
     again, _, _ = _decode(sampling)
@@ -319,6 +321,7 @@ def test_a_sampling_decoder_is_reproducible_for_a_seed_and_attests_sample():
     assert first == again == host_side, "a seed must give the same ids, whichever side keeps the position"
     assert first != other and first != greedy
     assert "sample" in routes and "argmax" not in routes
+    assert "q4_embedding" not in routes, "the pick pass writes a step's input row: the step embeds nothing"
     assert "argmax" in greedy_routes and "sample" not in greedy_routes
     assert _decode(Sampling(temperature=0, seed=42))[0] == greedy
 

@@ -98,7 +98,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         prefill_host = {"call": prefill_host_ns / 1e6, "submit": unwaited.host_ns / 1e6}
         for name, tokens in (("resize", prompt), ("resize_new_length", prompt - 1)):
             if tokens > 1:
-                decoder.plan.resize(tokens=1, fed=decoder.fed_at_step)
+                decoder.plan.resize(tokens=1, fed=0)
                 began = time.perf_counter_ns()
                 decoder.plan.resize(tokens=tokens, fed=tokens, pos=0)
                 prefill_host[name] = (time.perf_counter_ns() - began) / 1e6

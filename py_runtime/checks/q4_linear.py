@@ -18,6 +18,7 @@ from ..models.config import LLAMA_3_2_1B, QWEN3_0_6B
 from ..ops.int8_activations import Int8Activations, quantize_activations, rms_norm_int8x
 from ..ops.argmax import argmax, argmax_blocks_needed
 from ..ops.q4 import Q4Weight, q4_embedding, q4_quantize, q4_scales_rows
+from ..ops.sample import Sampling, sample, sample_candidates_needed
 from ..ops.sequence import NextInput, TokenHistory
 from ..ops.attention import KVCache, rope_kv_cache_write
 from ..ops.q4_linear import (NormPrologue, QKVRope, gemm_dp4a_shapes, gemm_sgmat_f16_shapes, gemm_sgmat_shapes, gemv_group_size, gemv_shapes, q4_linear,
@@ -617,44 +618,54 @@ async def _run_embedding_case(runtime: Runtime, case: EmbeddingCase, seed: int, 
 
 
 def _next_input_winners(vocab: int) -> list[int]:
-    """Where the greedy head's planted maximum goes: the edges and the middle of the vocabulary."""
+    """Where the head's planted maximum goes: the edges and the middle of the vocabulary."""
     return sorted({0, vocab // 2, vocab - 1})
 
 
+# The sampled head's draw: every other logit 1,000 below the planted one (a weight under e^-80: never drawn), so
+# the draw is the maximum whatever the uniform, through the sampler's non-greedy path (the nucleus, the draw).
+_NEXT_INPUT_SAMPLING = Sampling(temperature=1.0, top_k=64, seed=7)
+_PLANTED = 1000.0
+
+
 async def _run_next_input(runtime: Runtime, case: EmbeddingCase, weight: Q4Weight, prefix: str, sink) -> list[dict]:
-    """The same rows as the greedy head writes them (argmax(embed=), a decode step's input): logits with one
-    planted maximum, the winner's row read back, with the chosen id and the params that read it."""
+    """The same rows as a decode step's head writes them (argmax(embed=) and sample(embed=): the next step's
+    input): logits with one planted maximum, the chosen row read back, with the chosen id and the params that
+    read it, for each head."""
     tensors, device = runtime.tensors, runtime.device
     blocks = argmax_blocks_needed(case.vocab)
-    logits = await tensors.allocate(f"{prefix}.next.logits", (case.vocab,))
-    block_keys = await tensors.allocate(f"{prefix}.next.keys", (blocks,), "u32")
-    block_index = await tensors.allocate(f"{prefix}.next.index", (blocks,), "u32")
-    result = await tensors.allocate(f"{prefix}.next.result", (1,), "u32")
-    offset = await tensors.allocate(f"{prefix}.next.offset", (1,), "u32")
-    history = await tensors.allocate(f"{prefix}.next.history", (2,), "u32")
-    row = await tensors.allocate(f"{prefix}.next.row", (1, case.dim))
-    plan = Plan(runtime, f"{prefix}.next", live={TOKENS: 1})
-    await plan.add(argmax(values=logits, block_keys=block_keys, block_index=block_index, result=result,
-                          history=TokenHistory(history, offset, pos=0),
-                          embed=NextInput(weight, row, nibble_high_first=case.nibble_high_first,
-                                          scales_transposed=case.scales_transposed)))
-    plan.record()
+    candidates = sample_candidates_needed(case.vocab)
+    made = [await tensors.allocate(f"{prefix}.next.{name}", shape, dtype) for name, shape, dtype in (
+        ("logits", (case.vocab,), "f32"), ("keys", (max(blocks, candidates),), "u32"),
+        ("index", (max(blocks, candidates),), "u32"), ("result", (1,), "u32"), ("offset", (1,), "u32"),
+        ("history", (2,), "u32"), ("row", (1, case.dim), "f32"))]
+    logits, keys, index, result, offset, history, row = made
+    embed = NextInput(weight, row, nibble_high_first=case.nibble_high_first, scales_transposed=case.scales_transposed)
+    where = TokenHistory(history, offset, pos=0)
+    heads = {"argmax": argmax(values=logits, block_keys=keys, block_index=index, result=result, history=where,
+                              embed=embed),
+             "sample": sample(values=logits, candidate_keys=keys, candidate_index=index, result=result, offset=offset,
+                              sampling=_NEXT_INPUT_SAMPLING, pos=0, history=where, embed=embed)}
     runs = []
-    for winner in _next_input_winners(case.vocab):
-        values = [0.0] * case.vocab
-        values[winner] = 1.0
-        device.write_buffer(logits.buffer, struct.pack(f"<{case.vocab}f", *values))
-        device.write_buffer(row.buffer, POISON * case.dim)
-        device.write_buffer(offset.buffer, bytes(4))
-        execution = await plan.replay()
-        name = f"{prefix}.next.row.w{winner}.f32"
-        if sink:
-            await sink(name, await device.read_buffer(row.buffer, 4 * case.dim))
-        (index,) = struct.unpack("<I", await device.read_buffer(result.buffer, 4))
-        runs.append({"planted": winner, "index": index, "routes": list(execution.routes), "artifact": name,
-                     "params": list(plan.params_of(1))})
-    plan.release()
-    for tensor in (logits, block_keys, block_index, result, offset, history, row):
+    for head, op in heads.items():
+        plan = Plan(runtime, f"{prefix}.next.{head}", live={TOKENS: 1})
+        await plan.add(op)
+        plan.record()
+        for winner in _next_input_winners(case.vocab):
+            values = [0.0] * case.vocab
+            values[winner] = _PLANTED
+            device.write_buffer(logits.buffer, struct.pack(f"<{case.vocab}f", *values))
+            device.write_buffer(row.buffer, POISON * case.dim)
+            device.write_buffer(offset.buffer, bytes(4))
+            execution = await plan.replay()
+            name = f"{prefix}.next.{head}.row.w{winner}.f32"
+            if sink:
+                await sink(name, await device.read_buffer(row.buffer, 4 * case.dim))
+            (chosen,) = struct.unpack("<I", await device.read_buffer(result.buffer, 4))
+            runs.append({"head": head, "planted": winner, "index": chosen, "routes": list(execution.routes),
+                         "artifact": name, "params": list(plan.params_of(1))})
+        plan.release()
+    for tensor in made:
         tensors.release(tensor.name)
     return runs
 

@@ -2,9 +2,10 @@
 decode step, with the next token chosen (greedy, or sampled) and fed back on the GPU.
 
 The plan, recorded once at live sizes TOKENS (the step's token rows), POS (its first position) and FED
-(the rows whose ids the host wrote: a prefill's tokens; none at a greedy decode step):
+(the rows whose ids the host wrote: a prefill's tokens; none at a decode step):
 
-  q4_embedding(ids -> h)        (FED rows: a greedy step's input row was written by the step before's argmax)
+  q4_embedding(ids -> h)        (FED rows: a decode step's input row was written by the step before's argmax
+                                 or sample)
   per layer:  rms_norm(h -> xn) | QKV (q4_linear_qkv) |
               rope_kv_cache_write (RoPE of q and k and the KV cache write in one dispatch, Qwen3's
               per-head RMSNorm of q and k folded in front; rms_norm, rope, rope, kv_cache_write where
@@ -14,12 +15,12 @@ The plan, recorded once at live sizes TOKENS (the step's token rows), POS (its f
               (the residual adds are folded into the o-proj and down linears: q4_linear(accumulate=True))
   head:       last_row(h) (a prefill's; a decode step's one row is read in place) | final rms_norm |
               lm_head (the tied embedding) | argmax or sample -> ids[0], their second pass also storing it
-              in history[pos + tokens] (TokenHistory), and argmax's writing its embedding row into h[0]
+              in history[pos + tokens] (TokenHistory) and writing its embedding row into h[0]
               (NextInput: the next step's input)
 
 argmax (sampling None) or sample (a Sampling: seeded temperature / top-k / top-p, ops/sample.py) writes the
-next token into ids[0], which the next step's embedding reads (argmax writes that row itself: a greedy step has
-no embedding dispatch), so decode steps are submitted back to back
+next token into ids[0] and its embedding row into h[0] (a decode step has no embedding dispatch), so decode
+steps are submitted back to back
 with no host round trip; their second pass also keeps every token in a history on the GPU for the host to
 read in batches. The
 sampler's draw depends on (seed, the token's position), so a seed reproduces a run whatever the batch. The
@@ -104,7 +105,7 @@ ATTENTION = ("auto", "flash", "sgmat", "materialized")    # the attention routes
                                                 # tensor-core prefill at every length, or the materialized one
 KV_SPELLINGS = ("packed", "f16")                # the KV caches' kernels: u32-packed f16 pairs, or shader-f16 types
 SUBMIT_STEPS = 4            # decode steps per submit (decode(per_submit=)): the same step repeated in one command buffer
-FED = "fed"                 # live size: the rows the embedding reads from ids (the host's), 0 at a greedy decode step
+FED = "fed"                 # live size: the rows the embedding reads from ids (the host's), 0 at a decode step
 DOWN_DECODE_GROUP = 32      # one 32-value chunk: the finest group the int8x GEMVs' per-chunk scales allow
 
 
@@ -415,17 +416,18 @@ class Decoder:
                             int8=last_q if int8x else False))
         # (the chosen token's second pass also stores it in the history and advances the position there)
         history = TokenHistory(self.history, self.offset, pos=pos, advance=gpu)
+        # (and the chosen token's embedding row into h[0]: a decode step starts at its first layer)
+        next_input = NextInput(w["embed"], h)
         if self.sampling is None:
             blocks = (argmax_blocks_needed(c.vocab),)
-            # (and the winner's embedding row into h[0]: a decode step starts at its first layer)
             await add(argmax(values=self.logits, block_keys=await t("argmax_keys", blocks, "u32"),
                              block_index=await t("argmax_index", blocks, "u32"), result=self.ids, history=history,
-                             embed=NextInput(w["embed"], h)))
+                             embed=next_input))
         else:
             candidates = (sample_candidates_needed(c.vocab),)
             await add(sample(values=self.logits, candidate_keys=await t("sample_keys", candidates, "u32"),
                              candidate_index=await t("sample_index", candidates, "u32"), result=self.ids,
-                             offset=self.offset, sampling=self.sampling, pos=pos, history=history))
+                             offset=self.offset, sampling=self.sampling, pos=pos, history=history, embed=next_input))
         self.plan.record()
         progress("pipelines", c.layers + 1, c.layers + 1)
 
@@ -469,19 +471,14 @@ class Decoder:
                              f"submit (at most {self.submit_steps(count)} here)")
         self._check_step(count)
         if not self.position_on_gpu:
-            self.plan.resize(tokens=1, fed=self.fed_at_step, pos=self.position)
+            self.plan.resize(tokens=1, fed=0, pos=self.position)
         else:       # the first step after a prefill, and a step into a new context band; others re-size nothing
             band = context_band(self.position + 1, self.capacity)
-            if (self.plan.live[TOKENS], self.plan.live[FED], self.plan.live[CONTEXT]) != (1, self.fed_at_step, band):
-                self.plan.resize(tokens=1, fed=self.fed_at_step, context=band)
+            if (self.plan.live[TOKENS], self.plan.live[FED], self.plan.live[CONTEXT]) != (1, 0, band):
+                self.plan.resize(tokens=1, fed=0, context=band)
         execution = await self.plan.replay(wait=wait, profile=profile, repeat=count)
         self.position += count
         return execution
-
-    @property
-    def fed_at_step(self) -> int:
-        """The rows a decode step embeds from ids: none when greedy (the argmax before wrote its input row)."""
-        return 0 if self.sampling is None else 1
 
     def submit_steps(self, wanted: int) -> int:
         """How many of `wanted` decode steps from the current position may go in one submit: the same

@@ -4,6 +4,8 @@ chosen id where argmax writes it (the next step's embedding input), so decoding 
   pass 1 (sample_blocks)  one workgroup per block of 2048 logits -> that block's top k (key, index) pairs
   pass 2 (sample_pick)    one workgroup over the blocks' candidates -> the top k ranked, softmax at the
                           temperature over them (f32), the top-p nucleus, one draw -> result[0]
+                          (sample_pick_history: also stored in the token history; _embed: and the pick's
+                          embedding row written, sample(embed=): the next decode step's input)
 
 Order and ties are argmax's (the largest logit first, NaN above +inf, equal logits by the LOWEST index), and
 top k is an exact selection, so temperature 0 or top_k 1 picks exactly argmax's id. The draw's uniform u
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from ..dispatch import POS, TOKENS, Op, OpCall, Sizing, linear_grid, live_limit, live_value
 from ..kernels import kernel
 from ..tensors import Tensor
-from .sequence import TokenHistory
+from .sequence import NextInput, TokenHistory
 
 __all__ = ["BLOCK", "TOP_K_CAP", "MAX_VOCAB", "Sampling", "sample", "sample_candidates_needed"]
 
@@ -85,10 +87,11 @@ def sample_candidates_needed(n: int) -> int:
 
 def sample(*, values: Tensor, candidate_keys: Tensor, candidate_index: Tensor, result: Tensor, offset: Tensor,
            sampling: Sampling, tokens: int | str = TOKENS, pos: int | str = POS, length: int | None = None,
-           history: TokenHistory | None = None) -> Op:
+           history: TokenHistory | None = None, embed: NextInput | None = None) -> Op:
     """The two dispatches drawing one id from values[:length] (f32 logits) into result[0] (u32) at the sequence
     position pos + tokens + offset[0] (u32 [1]); candidate_keys/index (u32) need sample_candidates_needed(length).
-    `history` (at the same offset, tokens and pos): the pick pass also stores the id there (TokenHistory)."""
+    `history` (at the same offset, tokens and pos): the pick pass also stores the id there (TokenHistory).
+    `embed` (with a history): the pick pass also writes the pick's embedding row (NextInput)."""
     if values.dtype != "f32" or {candidate_keys.dtype, candidate_index.dtype, result.dtype} != {"u32"}:
         raise ValueError("sample: values must be f32; candidate_keys, candidate_index and result u32")
     if offset.dtype != "u32" or offset.shape != (1,):
@@ -98,6 +101,11 @@ def sample(*, values: Tensor, candidate_keys: Tensor, candidate_index: Tensor, r
     if history is not None and (history.offset is not offset or (history.tokens, history.pos) != (tokens, pos)):
         raise ValueError(f"sample: the token history must share its offset, tokens and pos ({offset.name}, {tokens}, "
                          f"{pos}); given {history.offset.name}, {history.tokens}, {history.pos}")
+    if embed is not None and history is None:
+        raise ValueError("sample: embed= (the next step's input) goes with a token history")
+    if embed is not None and embed.weight.n_total < values.numel:
+        raise ValueError(f"sample({values.name}): {values.numel} logits, but the embedding {embed.weight.packed.name} "
+                         f"has only {embed.weight.n_total} rows")
     n = values.numel if length is None else length
     if not 1 <= n <= min(values.numel, MAX_VOCAB):
         raise ValueError(f"sample({values.name}): length {n} outside 1..{min(values.numel, MAX_VOCAB)} "
@@ -120,17 +128,20 @@ def sample(*, values: Tensor, candidate_keys: Tensor, candidate_index: Tensor, r
         candidates = blocks * sampling.top_k
         at = live_value(pos, live, "sample") + live_value(tokens, live, "sample")
         stored = history.params(live) if history is not None else {"at": at}
-        return Sizing(workgroups=(1, 1, 1), params=params(spec, **stored),
-                      bytes_moved=8 * candidates + 8 * sampling.top_k + 4 + (history.bytes_moved if history else 0),
+        embedded = embed.params() if embed is not None else {}
+        return Sizing(workgroups=(1, 1, 1), params=params(spec, **stored, **embedded),
+                      bytes_moved=8 * candidates + 4 + sum(part.bytes_moved for part in (history, embed) if part),
                       flops=candidates + sampling.top_k ** 2)
 
+    pick_kernel = ("sample_pick" if history is None else
+                   "sample_pick_history_embed" if embed is not None else "sample_pick_history")
     label = f"sample({values.name})"
     return Op(label, (
         OpCall(label=f"sample_blocks({values.name})", kernel="sample_blocks", route="sample",
                tensors={"values": values, "candidate_keys": candidate_keys, "candidate_index": candidate_index},
                sizing=blocks_sizing),
-        OpCall(label=f"sample_pick({values.name})", kernel="sample_pick" if history is None else "sample_pick_history",
-               route="sample", tensors={"values": values, "candidate_keys": candidate_keys,
-                                        "candidate_index": candidate_index, "offset": offset, "result": result,
-                                        **({"history": history.history} if history is not None else {})},
+        OpCall(label=f"sample_pick({values.name})", kernel=pick_kernel, route="sample",
+               tensors={"candidate_keys": candidate_keys, "candidate_index": candidate_index, "offset": offset,
+                        "result": result, **({"history": history.history} if history is not None else {}),
+                        **(embed.tensors() if embed is not None else {})},
                sizing=pick_sizing)))

@@ -7,7 +7,8 @@
                  where the position lives on the GPU the store also advances the KV caches' position
                  offset. argmax(history=) and sample(history=) store it in their second pass.
   NextInput      where the chosen token's embedding row goes: the next decode step's input, which
-                 argmax(embed=) writes in its second pass, so a greedy step needs no embedding dispatch.
+                 argmax(embed=) or sample(embed=) writes in its second pass, so a decode step needs no
+                 embedding dispatch.
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ $else:
 $if HISTORY:
   // It also stores the pick in the sequence's token history at at + offset[0] (capacity permitting), and
   // offset[0] then advances by params.advance: no dispatch of its own for that.
+$if EMBED:
+  // And the pick's embedding row goes to next_input: the next decode step's input, read by its first
+  // layer, so that step starts without an embedding dispatch of its own (sample(embed=), NextInput).
+  // The pass reads no logits: a candidate's logit is its key's (key_value), which leaves it 8 storage
+  // buffers, WebGPU's default limit, with the embedding's three.
 // Order: argmax's (argmax.wgsl). Values compare through order-preserving u32 keys (NaN above +inf, -0 equal
 // to +0) and equal keys go to the LOWEST index, so candidates are ranked by the composite (key, reversed
 // index), a total order. Top k is an exact radix select on that composite, 8 bits per round: the four
@@ -39,6 +44,12 @@ struct Params {
   $if HISTORY:
     capacity: u32,
     advance: u32,
+  $if EMBED:
+    dim: u32,
+    vocab: u32,
+    group_size: u32,
+    nibble_high_first: u32,
+    scales_transposed: u32,
 }
 
 $if PASS == 1:
@@ -47,7 +58,6 @@ $if PASS == 1:
   @group(0) @binding(2) var<storage, read_write> candidate_index: array<u32>;
   @group(0) @binding(3) var<uniform> params: Params;
 $else:
-  @group(0) @binding(0) var<storage, read> values: array<f32>;
   @group(0) @binding(1) var<storage, read> candidate_keys: array<u32>;
   @group(0) @binding(2) var<storage, read> candidate_index: array<u32>;
   @group(0) @binding(3) var<storage, ${"read_write" if HISTORY else "read"}> offset: array<u32>;
@@ -55,6 +65,10 @@ $else:
   @group(0) @binding(5) var<uniform> params: Params;
   $if HISTORY:
     @group(0) @binding(6) var<storage, read_write> history: array<u32>;
+  $if EMBED:
+    @group(0) @binding(7) var<storage, read> packed: array<u32>;
+    @group(0) @binding(8) var<storage, read> scales: array<f32>;
+    @group(0) @binding(9) var<storage, read_write> next_input: array<f32>;
 
 var<workgroup> histogram: array<atomic<u32>, WG>;
 var<workgroup> suffix: array<u32, 257>;        // suffix[b]: candidates in the round's bins b..255; suffix[256] = 0
@@ -64,11 +78,15 @@ $if PASS == 2:
   var<workgroup> kept_keys: array<u32, MAX_K>;
   var<workgroup> kept_reversed: array<u32, MAX_K>;
   var<workgroup> ranked: array<u32, MAX_K>;      // the kept candidates' indices, best first
+  var<workgroup> ranked_keys: array<u32, MAX_K>; // and their keys
+  var<workgroup> chosen: u32;                    // the pick
   var<workgroup> cumulative: array<f32, MAX_K>;  // weights, then their running sums
 
-$if PASS == 1:
-  $include order_key.wgsli
+$include order_key.wgsli
+$if EMBED:
+  $include q4_embed_word.wgsli
 
+$if PASS == 1:
   // Candidate i of this workgroup's: (key, reversed index) of logit base + i.
   fn candidate(base: u32, i: u32) -> vec2<u32> {
     let index = base + i;
@@ -98,6 +116,8 @@ $else:
   // The drawn id to result[0] (and the history); once, after the draw has read the position.
   fn store(id: u32) {
     result[0] = id;
+    $if EMBED:
+      chosen = id;
     $if HISTORY:
       let at = params.at + offset[0];
       if (at < params.capacity) {
@@ -223,24 +243,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
         rank += u32(kept_keys[j] > kept_keys[lid] || (kept_keys[j] == kept_keys[lid] && kept_reversed[j] > kept_reversed[lid]));
       }
       ranked[rank] = INDEX_MASK - kept_reversed[lid];
+      ranked_keys[rank] = kept_keys[lid];
     }
     workgroupBarrier();
-    let top = values[ranked[0]];
+    let top = key_value(ranked_keys[0]);
     let top_finite = (bitcast<u32>(top) & 0x7F800000u) != 0x7F800000u;
     let greedy = !(params.temperature > 0.0) || need == 1u || !top_finite;
     if (!greedy && lid < need) {
-      let value = values[ranked[lid]];
+      let value = key_value(ranked_keys[lid]);
       let d = (value - top) / params.temperature;
       // -inf logits and weights below e^-80 (under 2^-115 of the top's 1) count as 0
       let negligible = bitcast<u32>(value) == 0xFF800000u || d < -80.0;
       cumulative[lid] = select(exp(d), 0.0, negligible);
     }
     workgroupBarrier();
-    if (lid == 0u) {
-      if (greedy) {
-        store(ranked[0]);
-        return;
-      }
+    if (lid == 0u && greedy) {
+      store(ranked[0]);
+    }
+    if (lid == 0u && !greedy) {
       var total = 0.0;
       for (var i = 0u; i < need; i++) {
         total += cumulative[i];
@@ -266,4 +286,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
       }
       store(ranked[pick]);
     }
+    $if EMBED:
+      workgroupBarrier();
+      // (every invocation reads the pick: nothing writes `chosen` after this barrier)
+      let id = chosen;
+      for (var w = lid; w < params.dim / 8u; w += WG) {
+        var row: array<f32, 8>;                 // zeros for an id past the embedding's rows (none: n <= vocab)
+        if (id < params.vocab) {
+          row = q4_embed_word(id, w);
+        }
+        for (var j = 0u; j < 8u; j++) {
+          next_input[8u * w + j] = row[j];
+        }
+      }
 }

@@ -532,11 +532,14 @@ def _verify_q4_embedding(case: dict, seed: int, read) -> None:
             assert status[t] == 0, f"{case['name']}: valid id {token_id} flagged"
             assert np.array_equal(out[t].view(np.uint32), expected.view(np.uint32)), \
                 f"{case['name']}: row of id {token_id} differs at {np.flatnonzero(out[t] != expected)[:5].tolist()}"
-    # The greedy head's next input (argmax(embed=)): the planted maximum chosen, and its row as the lookup's.
+    # A decode step's next input (argmax(embed=), sample(embed=)): the planted maximum chosen, and its row as
+    # the lookup's.
     controls = [dim, vocab, gs, int(case["nibble_high_first"]), int(case["scales_transposed"])]
+    heads = sorted({run["head"] for run in case["next_inputs"]})
+    assert heads == ["argmax", "sample"], f"{case['name']}: next inputs of the heads {heads}, expected argmax and sample"
     for run in case["next_inputs"]:
-        where = f"{case['name']} next input of a maximum at {run['planted']}"
-        assert run["routes"] == ["argmax"] and run["index"] == run["planted"], \
+        where = f"{case['name']} {run['head']} head's next input of a maximum at {run['planted']}"
+        assert run["routes"] == [run["head"]] and run["index"] == run["planted"], \
             f"{where}: attested {run['routes']}, chose {run['index']}"
         params = np.frombuffer(bytes(run["params"]), np.uint32).tolist()
         assert params[-len(controls):] == controls, f"{where}: the row's params {params}, expected ... {controls}"

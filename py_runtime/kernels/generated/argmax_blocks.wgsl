@@ -42,6 +42,12 @@ fn order_key(v: f32) -> u32 {
   return bits | 0x80000000u;
 }
 
+// The logit of a key: order_key's inverse, but for a NaN's sign and payload (every NaN: one NaN) and the
+// sign of a zero (+0), which rank, compare and subtract as the logit did.
+fn key_value(key: u32) -> f32 {
+  return bitcast<f32>(select(~key, key & 0x7FFFFFFFu, key >= 0x80000000u));
+}
+
 fn wins(key: u32, index: u32, other_key: u32, other_index: u32) -> bool {
   return key > other_key || (key == other_key && index < other_index);
 }

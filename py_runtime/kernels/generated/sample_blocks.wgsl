@@ -50,6 +50,11 @@ fn order_key(v: f32) -> u32 {
   return bits | 0x80000000u;
 }
 
+// The logit of a key: order_key's inverse, but for a NaN's sign and payload (every NaN: one NaN) and the
+// sign of a zero (+0), which rank, compare and subtract as the logit did.
+fn key_value(key: u32) -> f32 {
+  return bitcast<f32>(select(~key, key & 0x7FFFFFFFu, key >= 0x80000000u));
+}
 // Candidate i of this workgroup's: (key, reversed index) of logit base + i.
 fn candidate(base: u32, i: u32) -> vec2<u32> {
   let index = base + i;

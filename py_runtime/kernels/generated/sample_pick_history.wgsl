@@ -35,14 +35,12 @@ struct Params {
   advance: u32,
 }
 
-@group(0) @binding(0) var<storage, read> values: array<f32>;
 @group(0) @binding(1) var<storage, read> candidate_keys: array<u32>;
 @group(0) @binding(2) var<storage, read> candidate_index: array<u32>;
 @group(0) @binding(3) var<storage, read_write> offset: array<u32>;
 @group(0) @binding(4) var<storage, read_write> result: array<u32>;
 @group(0) @binding(5) var<uniform> params: Params;
 @group(0) @binding(6) var<storage, read_write> history: array<u32>;
-
 var<workgroup> histogram: array<atomic<u32>, WG>;
 var<workgroup> suffix: array<u32, 257>;        // suffix[b]: candidates in the round's bins b..255; suffix[256] = 0
 var<workgroup> threshold: array<u32, 3>;        // the k-th candidate's (key, reversed index) so far; still needed
@@ -50,8 +48,32 @@ var<workgroup> taken: atomic<u32>;
 var<workgroup> kept_keys: array<u32, MAX_K>;
 var<workgroup> kept_reversed: array<u32, MAX_K>;
 var<workgroup> ranked: array<u32, MAX_K>;      // the kept candidates' indices, best first
+var<workgroup> ranked_keys: array<u32, MAX_K>; // and their keys
+var<workgroup> chosen: u32;                    // the pick
 var<workgroup> cumulative: array<f32, MAX_K>;  // weights, then their running sums
 
+// A logit's total-order key: larger values give larger keys, -0 and +0 one key, every NaN the largest
+// (argmax and the sampler rank logits by it).
+fn order_key(v: f32) -> u32 {
+  let bits = bitcast<u32>(v);
+  let magnitude = bits & 0x7FFFFFFFu;
+  if (magnitude > 0x7F800000u) {
+    return 0xFFFFFFFFu;                 // NaN, any sign or payload
+  }
+  if (magnitude == 0u) {
+    return 0x80000000u;                 // -0 and +0
+  }
+  if (bits != magnitude) {
+    return ~bits;                       // negative: larger magnitude, smaller key
+  }
+  return bits | 0x80000000u;
+}
+
+// The logit of a key: order_key's inverse, but for a NaN's sign and payload (every NaN: one NaN) and the
+// sign of a zero (+0), which rank, compare and subtract as the logit did.
+fn key_value(key: u32) -> f32 {
+  return bitcast<f32>(select(~key, key & 0x7FFFFFFFu, key >= 0x80000000u));
+}
 fn candidate(base: u32, i: u32) -> vec2<u32> {
   return vec2<u32>(candidate_keys[i], INDEX_MASK - (candidate_index[i] & INDEX_MASK));
 }
@@ -175,24 +197,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
       rank += u32(kept_keys[j] > kept_keys[lid] || (kept_keys[j] == kept_keys[lid] && kept_reversed[j] > kept_reversed[lid]));
     }
     ranked[rank] = INDEX_MASK - kept_reversed[lid];
+    ranked_keys[rank] = kept_keys[lid];
   }
   workgroupBarrier();
-  let top = values[ranked[0]];
+  let top = key_value(ranked_keys[0]);
   let top_finite = (bitcast<u32>(top) & 0x7F800000u) != 0x7F800000u;
   let greedy = !(params.temperature > 0.0) || need == 1u || !top_finite;
   if (!greedy && lid < need) {
-    let value = values[ranked[lid]];
+    let value = key_value(ranked_keys[lid]);
     let d = (value - top) / params.temperature;
     // -inf logits and weights below e^-80 (under 2^-115 of the top's 1) count as 0
     let negligible = bitcast<u32>(value) == 0xFF800000u || d < -80.0;
     cumulative[lid] = select(exp(d), 0.0, negligible);
   }
   workgroupBarrier();
-  if (lid == 0u) {
-    if (greedy) {
-      store(ranked[0]);
-      return;
-    }
+  if (lid == 0u && greedy) {
+    store(ranked[0]);
+  }
+  if (lid == 0u && !greedy) {
     var total = 0.0;
     for (var i = 0u; i < need; i++) {
       total += cumulative[i];
