@@ -256,6 +256,11 @@ for s in $steps; do
                        step "$s-$m-$c-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --context "$c" --timeout 140
                      done; done; done ;;
+    # the same natively (wgpu on the NVIDIA driver: no Chromium to install, one device call for an A/B)
+    native-model-decode) for r in ${ROUNDS:-1}; do for m in ${MODELS:-llama qwen3}; do for c in ${CONTEXTS:-256 4096}; do
+                       step "$s-$m-$c-$r" 150 bench model --backend native --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --context "$c"
+                     done; done; done ;;
     # whole models under each tuning table in turn on one adapter (the `tuning` option), alternating
     browser-model-tuning) for r in ${ROUNDS:-1}; do for m in ${MODELS:-llama qwen3}; do for c in ${CONTEXTS:-256 4096}; do
                        for t in ${TABLES:-portable h200}; do
