@@ -42,15 +42,14 @@ SHIPPED_SHAPES = {
 }
 GEMV_SOURCES = ("shaders/quant/q4gsw_gemv.wgsl", "shaders/quant/q4gsw_gemv_i8x.wgsl")
 # (shipped, sweep) of the families with sweep variants: q4gsw_gemv ships 8 of its 24 shapes, the int8x
-# family 102 of its 179 kind-and-shape pairs; each in two reductions (and one sweep kernel more: the fused
-# gate/up + down experiment, scripts/probe_glu_down.py). The DP4A GEMM ships the one tile
+# family 102 of its 179 kind-and-shape pairs; each in two reductions. The DP4A GEMM ships the one tile
 # its route runs (ops/q4_linear.py GEMM_DP4A_SHAPE) of nine, the subgroup-matrix GEMM its one of ten (and its _sk form)
 # (GEMM_SGMAT_SHAPE), the f16 one the three tiles its tiers pick (SGMAT_F16_TIERS) of eleven; FlashDecoding's
 # subgroup split pass the 6
 # variants its tuning picks of 16; the subgroup prefill the 5 variants its tuning picks of 12; the one-pass
 # decode the 3 its tables pick of 7, each also with the i8x epilogue. The three attention families ship each
 # pick once more: its kvf16_ twin (the cache in shader-f16 types).
-COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (212, 171),
+COUNTS = {"shaders/quant/q4gsw_gemv.wgsl": (16, 32), "shaders/quant/q4gsw_gemv_i8x.wgsl": (212, 170),
           "shaders/quant/q4gsw_gemm_dp4a.wgsl": (4, 16), "shaders/quant/q4gsw_gemm_sgmat.wgsl": (2, 18),
           "shaders/quant/q4gsw_gemm_sgmat_f16.wgsl": (3, 8),
           "shaders/attention/sdpa_flash_subgroup.wgsl": (6 + 6, 10),

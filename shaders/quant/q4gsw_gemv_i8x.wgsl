@@ -31,14 +31,6 @@ $if Q8:
   // so the route guard asks for RG x R a multiple of that group size (the workgroup holds whole groups,
   // and nothing crosses workgroups); the rows meet in workgroup memory after the last store, and one
   // barrier later each group is quantized by the invocations that hold its octets.
-$if DOWN:
-  // An experiment (bench only, session 30): it also runs the down projection's share of its rows, so a
-  // decode layer's gate/up + SwiGLU and down are one dispatch. A workgroup holds one chunk of down's input
-  // (ROWS == 32 values, quantized as above, kept in workgroup memory, not stored); each invocation multiplies
-  // it by DOWN rows' words of down's weight (loaded before the norm prologue, in flight through the GLU) and
-  // adds the products into acc as 64-bit fixed point (2^-32 units, two u32 atomics and a carry: integer sums,
-  // so the total is the same in any order). acc[2 m], acc[2 m + 1]: row m's low and high words;
-  // acc[2 down_n]: set where a product was not finite or past the format's 2^31.
 $if QKV:
   // This variant is the fused decode QKV: rows [0, n_q) of a packed [n_q + 2 n_kv, K] weight go to out
   // (q), the next n_kv to out_k, the last n_kv to out_v: one dispatch for three projections of one x.
@@ -103,8 +95,6 @@ struct Params {
     out_group_size: u32,  // the quantized output's group size (the next linear's)
   $if NORM:
     eps: f32,             // the RMSNorm's, rounded to f32
-  $if DOWN:
-    down_n: u32,          // down's rows (its K is n)
   $if QKNORM:
     qk_eps: f32,          // the q/k norm's, rounded to f32
 }
@@ -125,23 +115,14 @@ $else:
 @group(0) @binding(3) var<storage, read> scales: array<${"vec4<f32>" if SV4 else "f32"}>;
 $if not GLU and not ROPE:
   @group(0) @binding(4) var<storage, read> bias: array<f32>;
-$if not DOWN:
-  @group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
 $if QKV and not ROPE:
   @group(0) @binding(7) var<storage, read_write> out_k: array<f32>;
   @group(0) @binding(8) var<storage, read_write> out_v: array<f32>;
-$if DOWN:
-  @group(0) @binding(7) var<storage, read> down_weights: array<vec4<u32>>;
-  @group(0) @binding(8) var<storage, read> down_scales: array<f32>;        // row-major [down_n, n / gs]
-  @group(0) @binding(9) var<storage, read_write> acc: array<atomic<u32>>;
-  const DOWN_ROWS: u32 = ${DOWN}u;              // down rows per invocation: down_n <= WG * DOWN_ROWS
-  var<workgroup> block_words: array<u32, 8>;    // the chunk's int8 words, int8_activations' two planes
-  var<workgroup> block_stats: vec2<f32>;
-$elif Q8:
+$if Q8:
   @group(0) @binding(7) var<storage, read_write> act_words: array<u32>;
   @group(0) @binding(8) var<storage, read_write> act_stats: array<vec2<f32>>;
-$if Q8:
   const ROWS: u32 = ${RG * R}u;                 // the workgroup's output rows: whole groups
   const OCTETS: u32 = ROWS / 8u;
   var<workgroup> rows_out: array<f32, ROWS>;
@@ -175,9 +156,7 @@ $if GLU:
   // exp(-g) = inf for a very negative g gives -0, not NaN.
   fn store_glu(row: u32, g: f32, u: f32) {
     if (row < params.n) {
-      $if DOWN:
-        rows_out[row % ROWS] = g / (1.0 + exp(-g)) * u;
-      $elif Q8:
+      $if Q8:
         let value = g / (1.0 + exp(-g)) * u;
         out[row] = value;
         rows_out[row % ROWS] = value;
@@ -357,16 +336,10 @@ $if Q8:
     // Octet j of chunk c: words 2j, 2j + 1 of the chunk's 8, in plane j / 2 (16 values per plane).
     let chunk = at / 4u;
     let j = at % 4u;
-    $if DOWN:
-      let word = 4u * (j / 2u) + 2u * (j % 2u);   // plane j / 2 of the workgroup's one chunk
-      let pair = octet_words(qa, qb);
-      block_words[word] = pair.x;
-      block_words[word + 1u] = pair.y;
-    $else:
-      let word = select(0u, params.n / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
-      let pair = octet_words(qa, qb);
-      act_words[word] = pair.x;
-      act_words[word + 1u] = pair.y;
+    let word = select(0u, params.n / 8u, j >= 2u) + 4u * chunk + 2u * (j % 2u);
+    let pair = octet_words(qa, qb);
+    act_words[word] = pair.x;
+    act_words[word + 1u] = pair.y;
     if (j == 0u) {
       var total = qa + qb;
       for (var p = 1u; p < 4u; p++) {
@@ -374,25 +347,8 @@ $if Q8:
         total += quantized(vec4<f32>(rows_out[base], rows_out[base + 1u], rows_out[base + 2u], rows_out[base + 3u]), inverse)
                + quantized(vec4<f32>(rows_out[base + 4u], rows_out[base + 5u], rows_out[base + 6u], rows_out[base + 7u]), inverse);
       }
-      $if DOWN:
-        block_stats = vec2<f32>(group_scale(largest), 8.0 * f32(total.x + total.y + total.z + total.w));
-      $else:
-        act_stats[chunk] = vec2<f32>(group_scale(largest), 8.0 * f32(total.x + total.y + total.z + total.w));
+      act_stats[chunk] = vec2<f32>(group_scale(largest), 8.0 * f32(total.x + total.y + total.z + total.w));
     }
-  }
-
-$if DOWN:
-  // Adds p to row m of acc in 2^-32 units: whole = floor(p) into the high word, the fraction's 32 bits into
-  // the low word and its carry into the high word.
-  fn accumulate(m: u32, p: f32) {
-    if (!(abs(p) < 2147483648.0)) {
-      atomicOr(&acc[2u * params.down_n], 1u);
-      return;
-    }
-    let whole = floor(p);
-    let low = u32((p - whole) * 4294967296.0);
-    let old = atomicAdd(&acc[2u * m], low);
-    atomicAdd(&acc[2u * m + 1u], bitcast<u32>(i32(whole)) + select(0u, 1u, old + low < old));
   }
 
 $if ROPE:
@@ -548,20 +504,9 @@ $if ROPE:
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>${", @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) subgroup_size: u32" if SUBGROUP else ""}) {
-  $if DOWN:
-    let block = wid.y * groups.x + wid.x;
-    // This invocation's down rows' words of the workgroup's chunk and their scales, first: in flight
-    // through the prologue and the GLU.
-    let down_chunks = params.n / 32u;
-    let down_chunk = min(block, down_chunks - 1u);
-    $for i in range(DOWN):
-      let dm${i} = min(index + ${i}u * WG, params.down_n - 1u);
-      let dw${i} = down_weights[dm${i} * down_chunks + down_chunk];
-      let ds${i} = down_scales[dm${i} * (params.n / params.group_size) + down_chunk * 32u / params.group_size];
   $if NORM:
     normalize_row(index${", lane, subgroup_size" if SUBGROUP else ""});
-  $if not DOWN:
-    let block = wid.y * groups.x + wid.x;
+  let block = wid.y * groups.x + wid.x;
   let chunks = params.k / 32u;
   let last_row = params.n - 1u;
   $if SUBGROUP:
@@ -698,15 +643,6 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
     }
   $if Q8:
     quantize_rows(block, index);
-  $if DOWN:
-    workgroupBarrier();                         // the chunk's words and stats are in
-    let da = vec4<u32>(block_words[0], block_words[1], block_words[2], block_words[3]);
-    let db = vec4<u32>(block_words[4], block_words[5], block_words[6], block_words[7]);
-    let dst = block_stats;
-    $for i in range(DOWN):
-      if (index + ${i}u * WG < params.down_n && block < down_chunks) {
-        accumulate(index + ${i}u * WG, ds${i} * dst.x * (f32(dot_chunk(dw${i}, da, db)) - dst.y));
-      }
   $if ROPE:
     rope_rows(block, index${", subgroup_size" if SUBGROUP else ""});
 }
