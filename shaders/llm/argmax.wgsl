@@ -61,6 +61,7 @@ const NO_INDEX: u32 = 0xFFFFFFFFu;
 
 $if EMBED:
   $include q4_embed_word.wgsli
+  $include next_input_row.wgsli
 $if PASS == 1:
   $include order_key.wgsli
 
@@ -127,14 +128,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
   }
   $if EMBED:
     // (every invocation reads the winner: nothing writes keys or indices after the reduction's last barrier)
-    let id = indices[0];
-    for (var w = lid; w < params.dim / 8u; w += WG) {
-      var values: array<f32, 8>;              // zeros for an index past the embedding's rows (none: n <= vocab)
-      if (id < params.vocab) {
-        values = q4_embed_word(id, w);
-      }
-      for (var j = 0u; j < 8u; j++) {
-        next_input[8u * w + j] = values[j];
-      }
-    }
+    write_next_input(indices[0], lid);
 }

@@ -85,6 +85,7 @@ $if PASS == 2:
 $include order_key.wgsli
 $if EMBED:
   $include q4_embed_word.wgsli
+  $include next_input_row.wgsli
 
 $if PASS == 1:
   // Candidate i of this workgroup's: (key, reversed index) of logit base + i.
@@ -289,14 +290,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     $if EMBED:
       workgroupBarrier();
       // (every invocation reads the pick: nothing writes `chosen` after this barrier)
-      let id = chosen;
-      for (var w = lid; w < params.dim / 8u; w += WG) {
-        var row: array<f32, 8>;                 // zeros for an id past the embedding's rows (none: n <= vocab)
-        if (id < params.vocab) {
-          row = q4_embed_word(id, w);
-        }
-        for (var j = 0u; j < 8u; j++) {
-          next_input[8u * w + j] = row[j];
-        }
-      }
+      write_next_input(chosen, lid);
 }

@@ -60,6 +60,21 @@ fn q4_embed_word(id: u32, w: u32) -> array<f32, 8> {
   }
   return values;
 }
+// The chosen token's embedding row into next_input (f32 [dim]): the next decode step's input, which the
+// head's last pass writes so that step needs no embedding dispatch. Invocation `lid` of WG takes words
+// lid, lid + WG, ... (q4_embed_word.wgsli, which the kernel includes too); an id past the embedding's rows
+// writes zeros (none comes: the head's n <= vocab). Every invocation must see the same id.
+fn write_next_input(id: u32, lid: u32) {
+  for (var w = lid; w < params.dim / 8u; w += WG) {
+    var row: array<f32, 8>;
+    if (id < params.vocab) {
+      row = q4_embed_word(id, w);
+    }
+    for (var j = 0u; j < 8u; j++) {
+      next_input[8u * w + j] = row[j];
+    }
+  }
+}
 fn wins(key: u32, index: u32, other_key: u32, other_index: u32) -> bool {
   return key > other_key || (key == other_key && index < other_index);
 }
@@ -101,14 +116,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     offset[0] += params.advance;
   }
   // (every invocation reads the winner: nothing writes keys or indices after the reduction's last barrier)
-  let id = indices[0];
-  for (var w = lid; w < params.dim / 8u; w += WG) {
-    var values: array<f32, 8>;              // zeros for an index past the embedding's rows (none: n <= vocab)
-    if (id < params.vocab) {
-      values = q4_embed_word(id, w);
-    }
-    for (var j = 0u; j < 8u; j++) {
-      next_input[8u * w + j] = values[j];
-    }
-  }
+  write_next_input(indices[0], lid);
 }

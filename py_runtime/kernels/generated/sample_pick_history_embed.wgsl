@@ -106,6 +106,21 @@ fn q4_embed_word(id: u32, w: u32) -> array<f32, 8> {
   }
   return values;
 }
+// The chosen token's embedding row into next_input (f32 [dim]): the next decode step's input, which the
+// head's last pass writes so that step needs no embedding dispatch. Invocation `lid` of WG takes words
+// lid, lid + WG, ... (q4_embed_word.wgsli, which the kernel includes too); an id past the embedding's rows
+// writes zeros (none comes: the head's n <= vocab). Every invocation must see the same id.
+fn write_next_input(id: u32, lid: u32) {
+  for (var w = lid; w < params.dim / 8u; w += WG) {
+    var row: array<f32, 8>;
+    if (id < params.vocab) {
+      row = q4_embed_word(id, w);
+    }
+    for (var j = 0u; j < 8u; j++) {
+      next_input[8u * w + j] = row[j];
+    }
+  }
+}
 
 fn candidate(base: u32, i: u32) -> vec2<u32> {
   return vec2<u32>(candidate_keys[i], INDEX_MASK - (candidate_index[i] & INDEX_MASK));
@@ -276,14 +291,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
   }
   workgroupBarrier();
   // (every invocation reads the pick: nothing writes `chosen` after this barrier)
-  let id = chosen;
-  for (var w = lid; w < params.dim / 8u; w += WG) {
-    var row: array<f32, 8>;                 // zeros for an id past the embedding's rows (none: n <= vocab)
-    if (id < params.vocab) {
-      row = q4_embed_word(id, w);
-    }
-    for (var j = 0u; j < 8u; j++) {
-      next_input[8u * w + j] = row[j];
-    }
-  }
+  write_next_input(chosen, lid);
 }
