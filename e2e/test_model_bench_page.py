@@ -7,10 +7,14 @@ from .conftest import assert_clean
 
 
 def test_model_bench_page_shows_the_step_against_its_floor(lab):
-    run = lab.run_page({"suite": "model_bench", "model": "tiny", "prompt": 8, "decode": 3}, timeout_s=300)
+    """A sampled run (the tuning test below runs greedy ones): the page says how the tokens were picked."""
+    run = lab.run_page({"suite": "model_bench", "model": "tiny", "prompt": 8, "decode": 3, "temperature": 1.2,
+                        "seed": 3}, timeout_s=300)
     assert_clean(run)
     report = run.report
     assert run.report["result"] == "not checked" and run.status_text.startswith("NOT CHECKED:"), run.status_text
+    assert "sample" in report["routes"]["decode"] and report["options"]["sampling"]["temperature"] == 1.2
+    assert "3 sampled (temperature 1.2, top-k 50, top-p 1, seed 3) steps" in run.page_text
     # SwiftShader has timestamp queries: the step's GPU time, its floor and each kernel's share are measured
     assert report["decode_span_us"] > 0 and report["decode_floor_us"] > 0 and report["kernels"]
     text = run.page_text

@@ -3,7 +3,7 @@
 accepts (exactly its pick where the draw is not within the f32 bound of a boundary); greedy settings equal
 argmax; ties break by the lower index at the top and at the k-th place; the oracle is proven to refuse wrong
 picks; bad options are refused; a decoder that samples is reproducible for a seed, whichever side keeps the
-position, and attests `sample`."""
+position, and attests `sample`; the model bench samples when asked."""
 
 from __future__ import annotations
 
@@ -348,3 +348,30 @@ def test_the_decoder_samples_what_the_oracle_picks_from_its_logits():
     for logits, position, token in asyncio.run(main()):
         want = expected_pick(logits, **sampling.to_json(), position=position)
         assert token in want.acceptable and (want.ambiguous or token == want.token), (position, token, want)
+
+
+def _bench(**sampling) -> dict:
+    from py_runtime.app import run
+
+    async def sink(name, data):
+        pass
+
+    options = {"suite": "model_bench", "model": "tiny", "prompt": 8, "decode": 6, "seed": 42, "profile": False,
+               **sampling}
+    return asyncio.run(run("native", options, sink))
+
+
+def test_the_model_bench_samples_when_asked_and_its_reports_say_so():
+    """`bench model --temperature ...`: the decode runs through the sampler (its routes, no embedding dispatch a
+    step), reproducibly for a seed and not as greedy does; the report records the settings and the table says
+    how the tokens were picked."""
+    from py_runtime.host.report import format_model_bench
+
+    sampled, again, greedy = _bench(temperature=1.5, top_k=64), _bench(temperature=1.5, top_k=64), _bench()
+    assert sampled["options"]["sampling"] == {"temperature": 1.5, "top_k": 64, "top_p": 1.0, "seed": 42}
+    assert greedy["options"]["sampling"] is None
+    assert "sample" in sampled["routes"]["decode"] and "argmax" not in sampled["routes"]["decode"]
+    assert "q4_embedding" not in sampled["routes"]["decode"]
+    assert sampled["generated"] == again["generated"] != greedy["generated"]
+    assert "6 sampled (temperature 1.5, top-k 64, top-p 1, seed 42) decode steps" in format_model_bench(sampled)
+    assert "6 greedy decode steps" in format_model_bench(greedy)

@@ -236,7 +236,8 @@ function renderModelBench(report) {
   const o = report.options, d = report.dispatches;
   document.getElementById("summary").replaceChildren(
     el("p", {}, `${report.config.name}, ${o.layers} layers, policy ${o.policy}: prompt ${o.prompt}, ${o.decode} ` +
-      `greedy steps (ids read every ${o.batch}); ${d.prefill} dispatches per prefill, ${d.decode} per decode step.`),
+      `${decodeKind(o)} steps (ids read every ${o.batch}); ${d.prefill} dispatches per prefill, ${d.decode} per ` +
+      "decode step."),
     table(["prefill tok/s", "TTFT ms", "decode tok/s", "host ms/token", "GPU µs per prefill", "GPU µs per decode step"],
       [[report.prefill_tok_s.toFixed(1), report.ttft_ms.toFixed(1),
         report.decode_tok_s === null ? "-" : report.decode_tok_s.toFixed(1), report.host_ms_per_token.toFixed(3),
@@ -376,6 +377,12 @@ function renderChart(report) {
   const bars = report.timings.filter((t) => t.length === longest && t.kernel !== "fill_uniform")
     .map((t) => ({ label: t.kernel, value: t.ns, text: `${(t.ns / 1000).toFixed(1)} µs` }));
   if (bars.length) barChart(`GPU time per kernel at length ${longest.toLocaleString()}`, bars);
+}
+
+// How a model run's decode picked its tokens (report.py's decode_kind): greedy, or sampled with its settings.
+function decodeKind(o) {
+  const s = o.sampling;
+  return s ? `sampled (temperature ${s.temperature}, top-k ${s.top_k}, top-p ${s.top_p}, seed ${s.seed})` : "greedy";
 }
 
 // A ratio as a percentage (a decimal below 10%: CPU adapters' ratios are small).

@@ -1,4 +1,4 @@
-"""A whole model's speed: prefill and greedy decode of one Decoder (models/decoder.py), timed unprofiled,
+"""A whole model's speed: prefill and decode (greedy, or sampled on the GPU) of one Decoder (models/decoder.py), timed unprofiled,
 then one profiled decode step (where the measured steps ended: their context) and one profiled prefill for
 each kernel's share of the step.
 
@@ -23,6 +23,8 @@ each kernel's share of the step.
                   are from reading their bytes at a streaming read's pace
   context         decode measured at a long context: after the prompt, unmeasured steps run until the
                   measured `decode` steps end at position `context`
+  temperature, top_k, top_p  sampling on the GPU (ops/sample.py, seeded with `seed`); temperature 0 (the
+                  default) or top_k 1 is greedy (argmax)
   position        where the sequence's position lives between decode steps: "gpu" (nothing re-sized per
                   step), "host" (the position's dispatches re-sized before each step), "auto" (the GPU
                   wherever the plan allows; the report's position_on_gpu says which ran)
@@ -36,6 +38,7 @@ import time
 
 from ..models.config import model_config
 from ..models.decoder import SUBMIT_STEPS, Decoder
+from ..ops.sample import Sampling
 from ..runtime import Runtime
 from .kernel_bench import stream_chain_ns
 from .model_run import prompt_ids
@@ -70,8 +73,10 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
                           decode: int = 64, policy: str = "f32", seed: int = 7, batch: int = 16,
                           profile: bool = True, context: int = 0, position: str = "auto", fuse_norm: bool = True,
                           attention: str = "auto", per_submit: int = 0, kv: str = "packed",
+                          temperature: float = 0.0, top_k: int = 50, top_p: float = 1.0,
                           progress=no_progress) -> dict:
     config = model_config(model, layers)
+    sampling = Sampling.or_greedy(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     if position not in POSITIONS:
         raise ValueError(f"position {position!r}: one of {list(POSITIONS)}")
     if context and context < prompt + decode:
@@ -84,7 +89,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
     decoder = await Decoder.create(runtime, config, seed=seed, max_prompt=prompt,
                                    capacity=prompt + fill + decode + PROFILED_STEPS,
                                    policy=policy, gpu_position=POSITIONS[position], fuse_norm=fuse_norm,
-                                   attention=attention, kv=kv)
+                                   attention=attention, kv=kv, sampling=sampling)
     try:
         build_s = time.perf_counter() - started
         progress("model bench", 1, 4)
@@ -149,7 +154,7 @@ async def run_model_bench(runtime: Runtime, *, model: str = "llama", layers: int
         "options": {"model": model, "layers": config.layers, "prompt": prompt, "decode": decode, "policy": policy,
                     "seed": seed, "batch": batch, "context": prompt + fill + decode, "position": position,
                     "fuse_norm": fuse_norm, "attention": attention, "per_submit": per_submit or SUBMIT_STEPS,
-                    "kv": kv},
+                    "kv": kv, "sampling": sampling.to_json() if sampling else None},
         "kv_f16_refused": kv_f16_refused,
         "position_on_gpu": position_on_gpu,
         "build_s": round(build_s, 3),

@@ -409,7 +409,8 @@ def _bench(args) -> int:
     workload = next(w for w in by_kind("bench") if args.target in (w.name, *w.aliases))
     given = _given(args, ("dispatches", "steps", "preset", "repeats", "trials", "only", "model", "layers", "prompt",
                           "decode", "policy", "batch", "profile", "context", "position", "peer", "flavour",
-                          "peer_device", "seed", "checked", "fuse_norm", "attention", "per_submit", "kv", "tuning"))
+                          "peer_device", "seed", "checked", "fuse_norm", "attention", "per_submit", "kv", "tuning",
+                          "temperature", "top_k", "top_p"))
     if args.chain_mb is not None:
         given["chain_bytes"] = int(args.chain_mb * (1 << 20))
     options = {"suite": workload.name, **{k: v for k, v in given.items() if workload.option(k)}}
@@ -594,7 +595,13 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--model", choices=_choices(benches, "model"), help="model: the geometry (default llama)")
     bench.add_argument("--layers", type=int, help="model: decoder layers (default: the model's)")
     bench.add_argument("--prompt", type=int, help="model: prompt tokens (default 128)")
-    bench.add_argument("--decode", type=int, help="model: greedy decode steps (default 64)")
+    bench.add_argument("--decode", type=int, help="model: decode steps (default 64)")
+    bench.add_argument("--temperature", type=float,
+                       help="model: sample the decode on the GPU at this temperature (default 0: greedy)")
+    bench.add_argument("--top-k", dest="top_k", type=int, help="model: sample among the k most likely tokens, 1..64 "
+                                                               "(default 50)")
+    bench.add_argument("--top-p", dest="top_p", type=float, help="model: then within this nucleus mass, (0, 1] "
+                                                                 "(default 1)")
     bench.add_argument("--policy", choices=_choices(benches, "policy"), help="model: activation policy (default f32)")
     bench.add_argument("--batch", type=int, help="model: decode steps between readbacks of the ids (default 16)")
     bench.add_argument("--per-submit", dest="per_submit", type=int,
@@ -618,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--peer-device", choices=_choices(benches, "peer_device"),
                        help="compare: the peer on our GPUDevice (shared), its own without subgroups (own), or auto "
                             "(default: ours unless the adapter's subgroups are narrower than 8, as SwiftShader's)")
-    bench.add_argument("--seed", type=int, help="model, compare: the weights' and prompt's seed")
+    bench.add_argument("--seed", type=int, help="model, compare: the weights', prompt's (and sampler's) seed")
     bench.add_argument("--checked", type=int, help="compare: decode steps whose logits the oracle judges (default all)")
     bench.add_argument("--no-profile", dest="profile", action="store_false", default=None,
                        help="model: skip the profiled prefill and decode step")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..gpu.device import NAMED_TUNING
+from .report import decode_kind
 
 __all__ = ["model_bench_html", "write_model_bench_html", "peer_bench_html", "write_peer_bench_html"]
 
@@ -178,7 +179,7 @@ def _header(run: dict) -> _Html:
                 + (", q/k norm" if c.get("qk_norm") else "") + (", tied lm_head" if c.get("tied_embeddings") else ""))
     model = c["name"] if c["name"] == c["key"] else f"{c['name']} (--model {c['key']})"
     facts = [("model", model), ("geometry", geometry), ("depth", f"{o['layers']} layers"),
-             ("lengths", f"prompt {o['prompt']} tokens, {o['decode']} greedy decode steps"
+             ("lengths", f"prompt {o['prompt']} tokens, {o['decode']} {decode_kind(o)} decode steps"
                          + (f" ending at position {o['context']}" if o.get("context") else "") + " (ids read "
                          + ("after every step" if o["batch"] == 1 else f"every {o['batch']} steps")
                          + f"), seed {o['seed']}"),

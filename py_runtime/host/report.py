@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..gpu.device import NAMED_TUNING
 
 __all__ = ["format_report", "format_model_soak", "format_host_cost", "format_kernel_bench", "format_model_bench",
-           "format_peer_bench"]
+           "format_peer_bench", "decode_kind"]
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
@@ -13,6 +13,13 @@ def _table(headers: list[str], rows: list[list]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     line = lambda row: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+
+
+def decode_kind(options: dict) -> str:
+    """How a model run's decode picked its tokens: "greedy", or "sampled (...)" with the sampler's settings."""
+    s = options.get("sampling")
+    return "greedy" if not s else (f"sampled (temperature {s['temperature']:g}, top-k {s['top_k']}, top-p "
+                                   f"{s['top_p']:g}, seed {s['seed']})")
 
 
 def format_report(report: dict) -> str:
@@ -187,8 +194,8 @@ def format_model_bench(report: dict) -> str:
     reads = "after every step" if o["batch"] == 1 else f"every {o['batch']}"
     lines = [
         _adapter_line(report),
-        f"{c['name']}, {o['layers']} layers, policy {o['policy']}: prompt {o['prompt']}, {o['decode']} greedy decode "
-        f"steps ending at position {o['context']} (ids read {reads}); position on the "
+        f"{c['name']}, {o['layers']} layers, policy {o['policy']}: prompt {o['prompt']}, {o['decode']} "
+        f"{decode_kind(o)} decode steps ending at position {o['context']} (ids read {reads}); position on the "
         f"{'GPU' if report['position_on_gpu'] else 'host'}; {d['recorded']} dispatches recorded, {d['prefill']} run "
         f"per prefill, {d['decode']} per decode step" + _kv_spelling(report),
         _table(["prefill tok/s", "TTFT ms", "prefill GPU us (one pass)", "decode tok/s", "host ms/token",

@@ -237,6 +237,12 @@ async def _model_bench(runtime, options, sink, progress):
 
 
 _MODEL_BENCH = _defaults(run_model_bench)
+# How the decode picks each token (ops/sample.py; the model bench's and the chat view's): greedy by default
+_SAMPLING = (Option(name="temperature", type="float", default=_MODEL_BENCH["temperature"], minimum=0,
+                    help="sample on the GPU at this temperature (0: greedy)"),
+             Option(name="top_k", type="int", default=_MODEL_BENCH["top_k"], minimum=1,
+                    help="sample among the k most likely tokens (1..64)"),
+             Option(name="top_p", type="float", default=_MODEL_BENCH["top_p"], help="then within this nucleus mass, (0, 1]"))
 MODEL_BENCH = Workload(
     name="model_bench", title="A whole model: prefill and decode tok/s, time to first token, each kernel's share",
     kind="bench",
@@ -244,10 +250,12 @@ MODEL_BENCH = Workload(
              Option(name="layers", type="int", default=_MODEL_BENCH["layers"], minimum=1,
                     help="decoder layers (default: the model's)"),
              Option(name="prompt", type="int", default=_MODEL_BENCH["prompt"], minimum=1, help="prompt tokens"),
-             Option(name="decode", type="int", default=_MODEL_BENCH["decode"], minimum=1, help="greedy decode steps"),
+             Option(name="decode", type="int", default=_MODEL_BENCH["decode"], minimum=1, help="decode steps"),
              Option(name="policy", type="str", default=_MODEL_BENCH["policy"], allowed=POLICIES,
                     help="activations of the decode linears"),
-             Option(name="seed", type="int", default=_MODEL_BENCH["seed"]),
+             Option(name="seed", type="int", default=_MODEL_BENCH["seed"],
+                    help="the weights', the prompt's and the sampler's seed"),
+             *_SAMPLING,
              Option(name="batch", type="int", default=_MODEL_BENCH["batch"], minimum=1,
                     help="decode steps between readbacks of the generated ids"),
              Option(name="per_submit", type="int", default=_MODEL_BENCH["per_submit"], minimum=0,
@@ -408,10 +416,7 @@ CHAT = Workload(
              Option(name="steps", type="int", default=32, minimum=1, help="decode steps at most (EOS ends sooner)"),
              Option(name="policy", type="str", default="int8x", allowed=POLICIES, help="activations of the linears"),
              Option(name="batch", type="int", default=4, minimum=1, help="decode steps between readbacks of the ids"),
-             Option(name="temperature", type="float", default=0.0, minimum=0,
-                    help="sample on the GPU at this temperature (0: greedy)"),
-             Option(name="top_k", type="int", default=50, minimum=1, help="sample among the k most likely tokens (1..64)"),
-             Option(name="top_p", type="float", default=1.0, help="then within this nucleus mass, (0, 1]"),
+             *_SAMPLING,
              Option(name="seed", type="int", default=0, minimum=0, help="the sampler's seed (the same seed, the same text)")),
     runner=run_chat, renderer="chat")
 
