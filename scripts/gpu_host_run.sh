@@ -256,6 +256,12 @@ for s in $steps; do
                        step "$s-$m-$c-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
                          --prompt 128 --decode 128 --context "$c" --timeout 140
                      done; done; done ;;
+    # greedy against sampled decode (temperature 1, top-k 50: the sampler's two passes in place of argmax's), int8x,
+    # context 256, alternating (ROUNDS="1 2": two rounds)
+    browser-model-sample) for r in ${ROUNDS:-1}; do for m in ${MODELS:-llama qwen3}; do for t in 0 1; do
+                       step "$s-$m-t$t-$r" 150 bench model --backend browser --driver plain --model "$m" --policy int8x \
+                         --prompt 128 --decode 128 --context 256 --temperature "$t" --timeout 140
+                     done; done; done ;;
     # the same natively (wgpu on the NVIDIA driver: no Chromium to install, one device call for an A/B)
     native-model-decode) for r in ${ROUNDS:-1}; do for m in ${MODELS:-llama qwen3}; do for c in ${CONTEXTS:-256 4096}; do
                        step "$s-$m-$c-$r" 150 bench model --backend native --model "$m" --policy int8x \

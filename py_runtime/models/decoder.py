@@ -20,11 +20,10 @@ The plan, recorded once at live sizes TOKENS (the step's token rows), POS (its f
 
 argmax (sampling None) or sample (a Sampling: seeded temperature / top-k / top-p, ops/sample.py) writes the
 next token into ids[0] and its embedding row into h[0] (a decode step has no embedding dispatch), so decode
-steps are submitted back to back
-with no host round trip; their second pass also keeps every token in a history on the GPU for the host to
-read in batches. The
-sampler's draw depends on (seed, the token's position), so a seed reproduces a run whatever the batch. The
-head always runs on one row (the last position), at a prefill too.
+steps are submitted back to back with no host round trip; their second pass also keeps every token in a
+history on the GPU for the host to read in batches. The sampler's draw depends on (seed, the token's
+position), so a seed reproduces a run whatever the batch. The head always runs on one row (the last
+position), at a prefill too.
 
 The sequence's position lives on the GPU where every position-dependent dispatch can read it there
 (position_on_gpu: the fused RoPE + cache write and a FlashDecoding route): those ops are recorded at
