@@ -40,6 +40,7 @@ var<workgroup> histogram: array<atomic<u32>, WG>;
 var<workgroup> suffix: array<u32, 257>;        // suffix[b]: candidates in the round's bins b..255; suffix[256] = 0
 var<workgroup> threshold: array<u32, 3>;        // the k-th candidate's (key, reversed index) so far; still needed
 var<workgroup> taken: atomic<u32>;
+var<workgroup> selected: u32;                   // 1 once the threshold's bytes so far take exactly `need`
 var<workgroup> kept_keys: array<u32, MAX_K>;
 var<workgroup> kept_reversed: array<u32, MAX_K>;
 var<workgroup> ranked: array<u32, MAX_K>;      // the kept candidates' indices, best first
@@ -125,9 +126,15 @@ fn select_threshold(lid: u32, base: u32, count: u32, need: u32) {
     threshold[0] = 0u;
     threshold[1] = 0u;
     threshold[2] = need;
+    selected = 0u;
   }
   for (var round = 0u; round < ROUNDS; round++) {
-    workgroupBarrier();
+    // Done when the last round's bin and those above it held exactly the candidates still needed: the
+    // threshold's remaining bytes stay 0, which takes that bin whole. (Distinct logits settle in 2-3 rounds
+    // of the 7; ties at the k-th place take the index rounds.)
+    if (workgroupUniformLoad(&selected) != 0u) {
+      break;
+    }
     let high = threshold[0];
     let low = threshold[1];
     let still = threshold[2];
@@ -158,6 +165,7 @@ fn select_threshold(lid: u32, base: u32, count: u32, need: u32) {
         threshold[1] = low | (lid << (16u - 8u * (round - 4u)));
       }
       threshold[2] = still - suffix[lid + 1u];
+      selected = select(0u, 1u, suffix[lid] == still);
     }
   }
   workgroupBarrier();
