@@ -27,11 +27,7 @@ struct Params {
     capacity: u32,
     advance: u32,
   $if EMBED:
-    dim: u32,
-    vocab: u32,
-    group_size: u32,
-    nibble_high_first: u32,
-    scales_transposed: u32,
+    $include next_input_params.wgsli
 }
 
 $if PASS == 1:

@@ -37,6 +37,7 @@ struct Params {
   top_p: f32,
   capacity: u32,
   advance: u32,
+  // (the next input's row: ops/q4.py embedding_row_params, q4_embed_word.wgsli)
   dim: u32,
   vocab: u32,
   group_size: u32,
