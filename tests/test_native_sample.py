@@ -147,6 +147,18 @@ def test_ties_break_by_the_lower_index_at_the_top_and_at_the_kth_place(sampler):
     assert greedy == [spots[0]]
 
 
+@pytest.mark.parametrize("levels", [1, 2, 3, 7, 300])
+def test_logits_of_few_values_are_sampled_as_the_oracle_samples_them(sampler, levels):
+    """Logits of `levels` distinct values (ties everywhere): the radix select ends in the key rounds where a bin
+    settles the top k, or goes on into the index rounds where the k-th place is a tie; every k, block sizes
+    below and above the workgroup's."""
+    rng = np.random.default_rng(levels)
+    for n in (40, 30001):
+        logits = (rng.integers(0, levels, n) * 0.25).astype(np.float32)
+        _check(sampler, logits, [Sampling(temperature=1.0, top_k=k, top_p=0.9) for k in (1, 2, 17, 64)],
+               seeds=(1, 2), positions=(0, 5))
+
+
 def test_nan_and_infinite_tops_are_greedy_and_minus_infinity_is_never_drawn(sampler):
     n = 30001
     logits = _logits(n, 5)
