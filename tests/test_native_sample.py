@@ -306,6 +306,37 @@ def test_sample_refuses_candidate_buffers_too_small():
                offset=t("o", 1), sampling=Sampling())
 
 
+def test_a_head_writing_the_next_input_needs_a_token_history_and_a_row_for_every_id():
+    """argmax(embed=) and sample(embed=) refuse, by name, a row written with no token history and an embedding
+    with fewer rows than the head has values."""
+    from py_runtime.ops.q4 import Q4Weight
+    from py_runtime.ops.sequence import NextInput
+    from py_runtime.tensors import Tensor
+
+    def t(name, n, dtype="u32"):
+        return Tensor(name, (n,), dtype, 0)
+
+    def row(vocab):
+        weight = Q4Weight(t("embed.packed", vocab * 8), t("embed.scales", vocab, "f32"), 64, vocab, 64)
+        return NextInput(weight, Tensor("h", (1, 64), "f32", 0))
+
+    offset = t("o", 1)
+    history = TokenHistory(t("history", 8), offset)
+    heads = {"argmax": lambda **kw: argmax(values=t("v", 100, "f32"), block_keys=t("k", 8), block_index=t("i", 8),
+                                           result=t("r", 1), **kw),
+             "sample": lambda **kw: sample(values=t("v", 100, "f32"), candidate_keys=t("k", 64),
+                                           candidate_index=t("i", 64), result=t("r", 1), offset=offset,
+                                           sampling=Sampling(), **kw)}
+    for head, build in heads.items():
+        build(history=history, embed=row(100))
+        with pytest.raises(ValueError, match=f"{head}: embed= \\(the next step's input\\) goes with a token "
+                                             "history"):
+            build(embed=row(100))
+        with pytest.raises(ValueError, match=f"{head}\\(v\\): 100 values, but the embedding embed.packed has "
+                                             "only 99 rows"):
+            build(history=history, embed=row(99))
+
+
 def _decode(sampling, *, gpu_position=None, steps=12) -> tuple[list, tuple]:
     async def main():
         runtime = await Runtime.create("native")

@@ -40,11 +40,8 @@ def argmax(*, values: Tensor, block_keys: Tensor, block_index: Tensor, result: T
     block_keys/block_index (u32) need argmax_blocks_needed(length) elements."""
     if values.dtype != "f32" or {block_keys.dtype, block_index.dtype, result.dtype} != {"u32"}:
         raise ValueError("argmax: values must be f32; block_keys, block_index and result u32")
-    if embed is not None and history is None:
-        raise ValueError("argmax: embed= (the next step's input) goes with a token history")
-    if embed is not None and embed.weight.n_total < values.numel:
-        raise ValueError(f"argmax({values.name}): {values.numel} values, but the embedding {embed.weight.packed.name} "
-                         f"has only {embed.weight.n_total} rows")
+    if embed is not None:
+        embed.check_head("argmax", values, history)
     length = values.numel if length is None else length
     blocks_capacity = min(block_keys.numel, block_index.numel)
 

@@ -101,11 +101,8 @@ def sample(*, values: Tensor, candidate_keys: Tensor, candidate_index: Tensor, r
     if history is not None and (history.offset is not offset or (history.tokens, history.pos) != (tokens, pos)):
         raise ValueError(f"sample: the token history must share its offset, tokens and pos ({offset.name}, {tokens}, "
                          f"{pos}); given {history.offset.name}, {history.tokens}, {history.pos}")
-    if embed is not None and history is None:
-        raise ValueError("sample: embed= (the next step's input) goes with a token history")
-    if embed is not None and embed.weight.n_total < values.numel:
-        raise ValueError(f"sample({values.name}): {values.numel} logits, but the embedding {embed.weight.packed.name} "
-                         f"has only {embed.weight.n_total} rows")
+    if embed is not None:
+        embed.check_head("sample", values, history)
     n = values.numel if length is None else length
     if not 1 <= n <= min(values.numel, MAX_VOCAB):
         raise ValueError(f"sample({values.name}): length {n} outside 1..{min(values.numel, MAX_VOCAB)} "

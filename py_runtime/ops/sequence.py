@@ -90,6 +90,15 @@ class NextInput:
         if self.out.dtype != "f32" or self.out.numel < self.weight.k:
             raise ValueError(f"next input: out {self.out!r} must be f32 with room for a row of {self.weight.k}")
 
+    def check_head(self, head: str, values: Tensor, history: "TokenHistory | None") -> None:
+        """A head (argmax, sample) writing this row: it must store its pick in a token history (the row goes
+        with the step that pick starts), and every id it can pick must be a row of the embedding."""
+        if history is None:
+            raise ValueError(f"{head}: embed= (the next step's input) goes with a token history")
+        if self.weight.n_total < values.numel:
+            raise ValueError(f"{head}({values.name}): {values.numel} values, but the embedding "
+                             f"{self.weight.packed.name} has only {self.weight.n_total} rows")
+
     def params(self) -> dict:
         return embedding_row_params(self.weight, nibble_high_first=self.nibble_high_first,
                                     scales_transposed=self.scales_transposed)
