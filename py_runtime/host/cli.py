@@ -226,6 +226,18 @@ PINNED_ORACLE_SUITES = ("model",)      # judged by pyproject's pinned torch and 
 UNARY_CLI_LENGTHS = [1, 63, 64, 65, 4097, 1_000_003]    # wider than the page's default: the CLI has time
 
 
+def _sampling_arguments(parser, scope: str = "") -> None:
+    """--temperature, --top-k, --top-p: how the decode picks each token (ops/sample.py), for `generate` and
+    `bench model`; unset, they are None (the caller's defaults: greedy)."""
+    parser.add_argument("--temperature", type=float,
+                        help=f"{scope}sample at this temperature on the GPU (default 0: greedy, argmax)")
+    parser.add_argument("--top-k", dest="top_k", type=int,
+                        help=f"{scope}sample among the k most likely tokens, 1..64 (default 50; 1 is greedy)")
+    parser.add_argument("--top-p", dest="top_p", type=float,
+                        help=f"{scope}then among the smallest such prefix holding at least this probability, (0, 1] "
+                             "(default 1)")
+
+
 def _given(args, names) -> dict:
     """The options the user gave on the command line (flags left unset are the suite's defaults)."""
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
@@ -596,12 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--layers", type=int, help="model: decoder layers (default: the model's)")
     bench.add_argument("--prompt", type=int, help="model: prompt tokens (default 128)")
     bench.add_argument("--decode", type=int, help="model: decode steps (default 64)")
-    bench.add_argument("--temperature", type=float,
-                       help="model: sample the decode on the GPU at this temperature (default 0: greedy)")
-    bench.add_argument("--top-k", dest="top_k", type=int, help="model: sample among the k most likely tokens, 1..64 "
-                                                               "(default 50)")
-    bench.add_argument("--top-p", dest="top_p", type=float, help="model: then within this nucleus mass, (0, 1] "
-                                                                 "(default 1)")
+    _sampling_arguments(bench, "model: ")
     bench.add_argument("--policy", choices=_choices(benches, "policy"), help="model: activation policy (default f32)")
     bench.add_argument("--batch", type=int, help="model: decode steps between readbacks of the ids (default 16)")
     bench.add_argument("--per-submit", dest="per_submit", type=int,
@@ -663,12 +670,9 @@ def main(argv: list[str] | None = None) -> int:
                                                  "model's chat template adds, if any)")
     generate.add_argument("--policy", choices=["f32", "int8x"], default="f32")
     generate.add_argument("--batch", type=int, default=8, help="decode steps between id reads (default 8)")
-    generate.add_argument("--temperature", type=float, default=0.0,
-                          help="sample at this temperature on the GPU (default 0: greedy, argmax)")
-    generate.add_argument("--top-k", type=int, default=50, help="sample among the k most likely tokens, 1..64 "
-                                                                "(default 50; 1 is greedy)")
-    generate.add_argument("--top-p", type=float, default=1.0, help="then among the smallest such prefix holding at "
-                                                                   "least this probability, (0, 1] (default 1)")
+    _sampling_arguments(generate)
+    chat = next(w for w in by_kind("view") if w.name == "chat")     # the page's chat view: the same run's defaults
+    generate.set_defaults(**{name: chat.option(name).default for name in ("temperature", "top_k", "top_p")})
     generate.add_argument("--seed", type=int, default=0, help="the sampler's seed, 0..2^32-1: the same seed and "
                                                               "prompt give the same text (default 0)")
     generate.add_argument("--json", help="also write the result (ids, text, timings) to this file")
